@@ -1,0 +1,103 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import type { Config } from "./config.ts";
+import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
+import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
+import { OrganizationService } from "./domain/organizations/organization-service.ts";
+import { ReferenceService } from "./domain/references/reference-service.ts";
+import type { Services } from "./domain/services.ts";
+import { systemClock, type Clock } from "./domain/shared/clock.ts";
+import { CursorCodec } from "./domain/shared/cursor.ts";
+import { TagService } from "./domain/tags/tag-service.ts";
+import { registerGraphql } from "./graphql/graphql-server.ts";
+import { registerOperations } from "./operations.ts";
+import { registerRest } from "./rest/rest-api.ts";
+import type { Database } from "./store/database.ts";
+import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
+import { PrismaStore } from "./store/prisma-store.ts";
+
+export interface AppDependencies {
+  readonly config: Config;
+  readonly database: Database;
+  readonly clock?: Clock;
+}
+
+export interface App {
+  readonly http: FastifyInstance;
+  readonly services: Services;
+  /** Stops accepting, finishes in-flight requests, then closes the database. */
+  close(): Promise<void>;
+}
+
+/** The composition root: database -> store -> services -> adapters (REST, GraphQL, operations). */
+export function buildServices(config: Config, database: Database, clock: Clock = systemClock): Services {
+  const store = new PrismaStore(database);
+  const cursors = new CursorCodec(config.cursorSecret);
+  const recorder = new LifecycleRecorder(clock);
+  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
+  return {
+    organizations: new OrganizationService(store, clock),
+    tags,
+    references: new ReferenceService(store, clock, cursors, tags, recorder, {
+      maxTagsPerReference: config.maxTagsPerReference,
+      extractionFailureThreshold: config.extractionFailureThreshold,
+    }),
+    lifecycleLog: new LifecycleLogService(store, clock, cursors, config.retentionMonths),
+    recorder,
+    batch: store,
+  };
+}
+
+export async function buildApp({ config, database, clock = systemClock }: AppDependencies): Promise<App> {
+  const services = buildServices(config, database, clock);
+  const http = Fastify({
+    logger: {
+      level: config.logLevel,
+      redact: { paths: ["req.headers.authorization", 'req.headers["x-api-key"]'], censor: "[redacted]" },
+    },
+    bodyLimit: config.bodyLimitBytes,
+    // Behind a proxy the operator sets this; the rate limiter falls back to the client address.
+    trustProxy: false,
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+  });
+
+  await registerOperations(http, { database, config });
+  await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock) });
+  await registerGraphql(http, { services, config });
+
+  const stopRetentionJob = startRetentionJob(services, config, http);
+
+  return {
+    http,
+    services,
+    async close() {
+      stopRetentionJob();
+      await http.close();
+      await database.close();
+    },
+  };
+}
+
+/**
+ * Deletes lifecycle events past retention on a timer, in bounded batches (at most 100 batches of 1,000 rows per
+ * run, so one run never holds the database for long). Instances may run it concurrently: deletes are idempotent.
+ */
+function startRetentionJob(services: Services, config: Config, http: FastifyInstance): () => void {
+  if (config.retentionPruneIntervalMs === 0) return () => undefined;
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    services.lifecycleLog
+      .pruneExpiredEvents(1_000, 100)
+      .then((deleted) => {
+        if (deleted > 0) http.log.info({ deleted }, "pruned lifecycle events past retention");
+      })
+      .catch((error: unknown) => http.log.error({ err: error }, "retention job failed"))
+      .finally(() => {
+        running = false;
+      });
+  }, config.retentionPruneIntervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

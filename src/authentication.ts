@@ -1,0 +1,22 @@
+import type { Caller } from "./domain/organizations/organization-service.ts";
+import type { Services } from "./domain/services.ts";
+
+/**
+ * SPEC §3: a key comes as `X-API-Key: <key>` or `Authorization: Bearer <key>` (HTTP), or as the same names in
+ * graphql-ws `connectionParams`. Shared by REST, GraphQL over HTTP and subscriptions.
+ */
+export function presentedApiKey(headers: Record<string, unknown>): string | null {
+  const direct = headers["x-api-key"] ?? headers["X-API-Key"];
+  if (typeof direct === "string" && direct.trim() !== "") return direct.trim();
+  const authorization = headers.authorization ?? headers.Authorization;
+  if (typeof authorization === "string") {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match) return match[1]!;
+  }
+  return null;
+}
+
+export async function authenticateHeaders(services: Services, headers: Record<string, unknown>): Promise<Caller | null> {
+  const key = presentedApiKey(headers);
+  return key ? services.organizations.authenticate(key) : null;
+}

@@ -1,0 +1,125 @@
+import type { Reference } from "../models.ts";
+import type { Clock } from "../shared/clock.ts";
+import type { CursorCodec } from "../shared/cursor.ts";
+import { DomainError, notFound } from "../shared/errors.ts";
+import { isUuid } from "../shared/ids.ts";
+import type { Page } from "../shared/page.ts";
+import type { Store } from "../store.ts";
+import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEvent, type LifecycleEventType } from "./lifecycle-event.ts";
+
+export interface ListEventsInput {
+  readonly types?: readonly string[];
+  readonly from?: Date;
+  readonly to?: Date;
+  readonly order?: "asc" | "desc";
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+type EventPosition = { readonly t: string; readonly i: string };
+const isEventPosition = (value: unknown): value is EventPosition =>
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as EventPosition).t === "string" &&
+  !Number.isNaN(Date.parse((value as EventPosition).t)) &&
+  isUuid((value as EventPosition).i);
+
+/**
+ * Reads the lifecycle log (SPEC §7) in `(occurred_at, id)` order with keyset cursors, which stay valid while
+ * new events arrive. Events older than the retention window are never returned, even before the pruning job
+ * has deleted them.
+ */
+export class LifecycleLogService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly cursors: CursorCodec,
+    private readonly retentionMonths: number,
+  ) {}
+
+  /** The oldest `occurred_at` still inside the retention window: now minus N calendar months. */
+  retentionCutoff(): Date {
+    const cutoff = new Date(this.clock.now());
+    const day = cutoff.getUTCDate();
+    cutoff.setUTCDate(1);
+    cutoff.setUTCMonth(cutoff.getUTCMonth() - this.retentionMonths);
+    // Clamp 31 August minus 18 months to the last day of February rather than rolling into March.
+    const lastDay = new Date(Date.UTC(cutoff.getUTCFullYear(), cutoff.getUTCMonth() + 1, 0)).getUTCDate();
+    cutoff.setUTCDate(Math.min(day, lastDay));
+    return cutoff;
+  }
+
+  /**
+   * One page of a reference's log.
+   * @throws NOT_FOUND, INVALID_EVENT_TYPE (message lists the valid types), INVALID_RANGE (`from` after `to`),
+   *         INVALID_CURSOR, CURSOR_FILTER_MISMATCH.
+   */
+  async listEvents(organizationId: string, referenceId: string, input: ListEventsInput): Promise<Page<LifecycleEvent>> {
+    const types = [...new Set(input.types ?? [])];
+    const unknown = types.filter((type) => !isLifecycleEventType(type));
+    if (unknown.length > 0) {
+      throw new DomainError(
+        "INVALID_EVENT_TYPE",
+        `Unknown event type ${unknown.map((t) => `"${t}"`).join(", ")}; valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}`,
+        [{ path: ["type"], code: "INVALID_EVENT_TYPE", message: `valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}` }],
+      );
+    }
+    if (input.from && input.to && input.from > input.to) {
+      throw new DomainError("INVALID_RANGE", "from must not be after to", [
+        { path: ["from"], code: "INVALID_RANGE", message: "from is after to" },
+      ]);
+    }
+    const reference = await this.getReference(organizationId, referenceId);
+    const order = input.order ?? "asc";
+    const filters = {
+      scope: "events",
+      referenceId: reference.id,
+      types: types.sort(),
+      from: input.from?.toISOString(),
+      to: input.to?.toISOString(),
+      order,
+    };
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isEventPosition) : undefined;
+    const rows = await this.store.listEvents({
+      referenceId: reference.id,
+      types: types as LifecycleEventType[],
+      from: input.from,
+      to: input.to,
+      notBefore: this.retentionCutoff(),
+      order,
+      after: after && { occurredAt: new Date(after.t), id: after.i },
+      limit: input.limit + 1,
+    });
+    const items = rows.slice(0, input.limit);
+    const cursors = items.map((event) => this.cursorFor(event, filters));
+    return {
+      items,
+      cursors,
+      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
+      hasPreviousPage: after !== undefined,
+    };
+  }
+
+  /** Deletes events past retention in batches; returns how many were deleted. */
+  async pruneExpiredEvents(batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
+    const cutoff = this.retentionCutoff();
+    let total = 0;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      // Each batch is its own short statement, so writers are never locked out for long.
+      const deleted = await this.store.deleteEventsBefore(cutoff, batchSize);
+      total += deleted;
+      if (deleted < batchSize) break;
+    }
+    return total;
+  }
+
+  private cursorFor(event: LifecycleEvent, filters: object): string {
+    return this.cursors.encode<EventPosition>({ t: event.occurredAt.toISOString(), i: event.id }, filters);
+  }
+
+  private async getReference(organizationId: string, id: string): Promise<Reference> {
+    const [reference] = isUuid(id) ? await this.store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!reference) throw notFound("reference");
+    return reference;
+  }
+}

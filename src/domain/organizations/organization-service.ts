@@ -1,0 +1,86 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Clock } from "../shared/clock.ts";
+import { notFound } from "../shared/errors.ts";
+import { isUuid, newId } from "../shared/ids.ts";
+import type { Organization } from "../models.ts";
+import type { Store } from "../store.ts";
+
+export interface IssuedApiKey {
+  readonly id: string;
+  readonly organizationId: string;
+  /** The key itself: shown once, never stored. */
+  readonly key: string;
+}
+
+export interface Caller {
+  readonly organizationId: string;
+  readonly apiKeyId: string;
+}
+
+const KEY_PREFIX = "rt_";
+
+function hashKey(key: string): string {
+  return createHash("sha256").update(key).digest("hex");
+}
+
+/**
+ * Organizations and their API keys (SPEC §3). Keys are 32 random bytes, stored only as a SHA-256 hash (a
+ * slow password hash buys nothing for 256-bit random secrets and would cost every request).
+ */
+export class OrganizationService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+  ) {}
+
+  async createOrganization(name: string): Promise<{ organization: Organization; apiKey: IssuedApiKey }> {
+    return this.store.transaction(async (store) => {
+      const organization: Organization = { id: newId(), name: name.trim() || "default", createdAt: this.clock.now() };
+      await store.insertOrganization(organization);
+      const apiKey = await this.issueKey(store, organization.id);
+      return { organization, apiKey };
+    });
+  }
+
+  /** Creates the default organization when the database has none; returns its key, or null. */
+  async ensureDefaultOrganization(): Promise<{ organization: Organization; apiKey: IssuedApiKey } | null> {
+    if ((await this.store.countOrganizations()) > 0) return null;
+    return this.createOrganization("default");
+  }
+
+  /** @throws NOT_FOUND for an unknown organization. */
+  async createApiKey(organizationId: string): Promise<IssuedApiKey> {
+    return this.store.transaction(async (store) => {
+      if (!isUuid(organizationId) || !(await store.findOrganization(organizationId))) throw notFound("organization");
+      return this.issueKey(store, organizationId);
+    });
+  }
+
+  /** Revokes at once: the next request with that key is refused. @throws NOT_FOUND. */
+  async revokeApiKey(keyId: string): Promise<void> {
+    const key = isUuid(keyId) ? await this.store.revokeApiKey(keyId, this.clock.now()) : null;
+    if (!key) throw notFound("API key");
+  }
+
+  /** The caller behind a presented key, or null when the key is unknown or revoked. */
+  async authenticate(presentedKey: string): Promise<Caller | null> {
+    if (!presentedKey.startsWith(KEY_PREFIX)) return null;
+    const key = await this.store.findApiKeyByHash(hashKey(presentedKey));
+    if (!key || key.revokedAt) return null;
+    return { organizationId: key.organizationId, apiKeyId: key.id };
+  }
+
+  private async issueKey(store: Store, organizationId: string): Promise<IssuedApiKey> {
+    const key = KEY_PREFIX + randomBytes(32).toString("base64url");
+    const id = newId();
+    await store.insertApiKey({
+      id,
+      organizationId,
+      keyHash: hashKey(key),
+      keyPrefix: key.slice(0, 8),
+      createdAt: this.clock.now(),
+      revokedAt: null,
+    });
+    return { id, organizationId, key };
+  }
+}

@@ -1,0 +1,596 @@
+import type { LifecycleRecorder } from "../lifecycle/lifecycle-recorder.ts";
+import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
+import type { Reference, ReferenceUpdate, Tag } from "../models.ts";
+import type { Clock } from "../shared/clock.ts";
+import type { CursorCodec } from "../shared/cursor.ts";
+import { parseDateTime } from "../shared/date-time.ts";
+import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { isUuid, newId } from "../shared/ids.ts";
+import type { Page } from "../shared/page.ts";
+import type { Store } from "../store.ts";
+import { parseTagEntries } from "../tags/tag-entry.ts";
+import { tagNameKey } from "../tags/tag-name.ts";
+import type { TagService } from "../tags/tag-service.ts";
+import { checkContainerNumber, normalizeContainerNumber } from "./container-number.ts";
+
+export interface ReferenceLimits {
+  readonly maxTagsPerReference: number;
+  readonly extractionFailureThreshold: number;
+}
+
+/** Raw input from either surface; the service validates every field. */
+export interface CreateReferenceInput {
+  readonly containerId?: unknown;
+  readonly billOfLading?: unknown;
+  readonly bookingNumber?: unknown;
+  readonly carrierCode?: unknown;
+  readonly tags?: unknown;
+}
+
+export interface ListReferencesInput {
+  readonly tagIds?: readonly string[];
+  readonly tagNames?: readonly string[];
+  readonly tagMatch?: "all" | "any";
+  readonly active?: boolean;
+  readonly carrierCode?: string;
+  readonly containerId?: string;
+  readonly billOfLading?: string;
+  readonly bookingNumber?: string;
+  readonly parentReferenceId?: string;
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+export type ExtractionOutcome =
+  | { readonly status: "succeeded" }
+  | { readonly status: "failed"; readonly error: { readonly code: string; readonly message: string } };
+
+const SCAC = /^[A-Za-z]{2,4}$/;
+const MAX_DOCUMENT_NUMBER_LENGTH = 64;
+
+type ReferencePosition = { readonly i: string };
+const isReferencePosition = (value: unknown): value is ReferencePosition =>
+  typeof value === "object" && value !== null && isUuid((value as ReferencePosition).i);
+
+/**
+ * References and everything the tracking side reports about them (SPEC §6, §8). Every change writes its
+ * lifecycle event in the same transaction.
+ */
+export class ReferenceService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly cursors: CursorCodec,
+    private readonly tags: TagService,
+    private readonly recorder: LifecycleRecorder,
+    private readonly limits: ReferenceLimits,
+  ) {}
+
+  /**
+   * Creates a reference from exactly one identifier, with optional tags. Every field and every tag entry is
+   * validated before anything is written; on any error nothing is saved.
+   * @throws VALIDATION_FAILED (with one issue per bad field), LIMIT_EXCEEDED.
+   */
+  async createReference(organizationId: string, input: CreateReferenceInput): Promise<Reference> {
+    const issues: FieldIssue[] = [];
+    const identifiers = (["containerId", "billOfLading", "bookingNumber"] as const).filter(
+      (key) => input[key] !== undefined && input[key] !== null,
+    );
+    if (identifiers.length !== 1) {
+      issues.push({
+        path: identifiers.length === 0 ? [] : [identifiers[1]!],
+        code: "ONE_OF",
+        message: "give exactly one of container_id, bill_of_lading or booking_number",
+      });
+    }
+    let containerId: string | null = null;
+    let billOfLading: string | null = null;
+    let bookingNumber: string | null = null;
+    if (identifiers.length === 1) {
+      const key = identifiers[0]!;
+      const value = input[key];
+      if (typeof value !== "string") {
+        issues.push({ path: [key], code: "INVALID_TYPE", message: "must be a string" });
+      } else if (key === "containerId") {
+        const checked = checkContainerNumber(value);
+        if (checked.ok) containerId = checked.value;
+        else issues.push({ path: [key], code: checked.code, message: checked.message });
+      } else {
+        const number = checkDocumentNumber(value);
+        if (number === null) {
+          issues.push({
+            path: [key],
+            code: "INVALID_FORMAT",
+            message: `must be 1 to ${MAX_DOCUMENT_NUMBER_LENGTH} letters, digits or dashes`,
+          });
+        } else if (key === "billOfLading") billOfLading = number;
+        else bookingNumber = number;
+      }
+    }
+    const carrierCode = checkCarrierCode(input.carrierCode, issues);
+    const parsed = parseTagEntries(input.tags);
+    issues.push(...parsed.issues);
+    if (issues.length > 0) throw validationFailed(issues);
+
+    const events: LifecycleEvent[] = [];
+    const reference = await this.store.transaction(async (store) => {
+      const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
+      this.assertTagCount(tags.length);
+      const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
+      await store.insertReference(reference);
+      await store.linkTags(reference.id, tags.map((tag) => tag.id), reference.createdAt);
+      events.push(await this.recordCreated(store, reference, tags));
+      return reference;
+    });
+    this.recorder.committed(events);
+    return reference;
+  }
+
+  /** @throws NOT_FOUND */
+  async getReference(organizationId: string, id: string): Promise<Reference> {
+    return this.getReferenceIn(this.store, organizationId, id);
+  }
+
+  /**
+   * Newest first, filtered (SPEC §12). Unknown tag names or ids match nothing.
+   * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
+   */
+  async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<Reference>> {
+    const issues: FieldIssue[] = [];
+    const tagIds = (input.tagIds ?? []).map((id) => id.toLowerCase());
+    tagIds.forEach((id, index) => {
+      if (!isUuid(id)) issues.push({ path: ["tagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
+    });
+    if (input.parentReferenceId !== undefined && !isUuid(input.parentReferenceId)) {
+      issues.push({ path: ["parentReferenceId"], code: "INVALID_ID", message: "not an id" });
+    }
+    if (issues.length > 0) {
+      throw new DomainError("INVALID_QUERY_PARAMETER", issues[0]!.message, issues);
+    }
+    const filters = referenceFilters({ ...input, tagIds });
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
+
+    const byId = await this.store.findTagsByIds(organizationId, filters.tagIds);
+    const byName = await this.store.findTagsByNameKeys(organizationId, filters.tagNames);
+    const found = [...new Set([...byId, ...byName].map((tag) => tag.id))];
+    const empty: Page<Reference> = { items: [], cursors: [], nextCursor: null, hasPreviousPage: after !== undefined };
+    let tagIdGroups: string[][] = [];
+    if (filters.tagIds.length + filters.tagNames.length > 0) {
+      if (filters.tagMatch === "all") {
+        // A listed tag that does not exist cannot be carried, so nothing matches them all.
+        if (byId.length < filters.tagIds.length || byName.length < filters.tagNames.length) return empty;
+        tagIdGroups = found.map((id) => [id]);
+      } else {
+        if (found.length === 0) return empty;
+        tagIdGroups = [found];
+      }
+    }
+
+    const rows = await this.store.listReferences(organizationId, {
+      tagIdGroups,
+      active: filters.active,
+      carrierCode: filters.carrierCode,
+      containerId: filters.containerId,
+      billOfLading: filters.billOfLading,
+      bookingNumber: filters.bookingNumber,
+      parentReferenceId: filters.parentReferenceId,
+      beforeId: after?.i,
+      limit: input.limit + 1,
+    });
+    const items = rows.slice(0, input.limit);
+    const cursors = items.map((reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters));
+    return {
+      items,
+      cursors,
+      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
+      hasPreviousPage: after !== undefined,
+    };
+  }
+
+  /**
+   * The first page of `listReferences({ tagIds: [tagId], limit })` for each of many tags, in two queries
+   * whatever the number of tags (GraphQL's `Tag.references` over a list of tags). Items, cursors and
+   * `nextCursor` are those `listReferences` gives for one tag, so a page continues there. Ids that are not
+   * tags of the organization get an empty page.
+   */
+  async listFirstReferencesByTagIds(
+    organizationId: string,
+    tagIds: readonly string[],
+    limit: number,
+  ): Promise<Map<string, Page<Reference>>> {
+    const keys = [...new Set(tagIds.filter(isUuid).map((id) => id.toLowerCase()))];
+    const idsByTag = await this.store.listReferenceIdsByTagIds(organizationId, keys, limit + 1);
+    const referenceIds = [...new Set([...idsByTag.values()].flat())];
+    const references = new Map(
+      (await this.store.findReferencesByIds(organizationId, referenceIds)).map((reference) => [reference.id, reference]),
+    );
+    const pages = new Map<string, Page<Reference>>();
+    for (const tagId of tagIds) {
+      const filters = referenceFilters({ tagIds: [tagId.toLowerCase()], limit });
+      const rows = (idsByTag.get(tagId.toLowerCase()) ?? []).flatMap((id) => references.get(id) ?? []);
+      const items = rows.slice(0, limit);
+      const cursors = items.map((reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters));
+      pages.set(tagId, {
+        items,
+        cursors,
+        nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
+        hasPreviousPage: false,
+      });
+    }
+    return pages;
+  }
+
+  /**
+   * Adds tags (found or created by name); tags already on the reference stay as they are.
+   * @throws NOT_FOUND, VALIDATION_FAILED, LIMIT_EXCEEDED (more than the per-reference limit in total).
+   */
+  async addTags(organizationId: string, referenceId: string, rawTags: unknown): Promise<Tag[]> {
+    const parsed = parseTagEntries(rawTags);
+    if (parsed.issues.length > 0) throw validationFailed(parsed.issues);
+    if (rawTags === undefined || rawTags === null) {
+      throw validationFailed([{ path: ["tags"], code: "REQUIRED", message: "tags is required" }]);
+    }
+    return this.store.transaction(async (store) => {
+      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
+      const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+      const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
+      this.assertTagCount(combined.size);
+      await store.linkTags(reference.id, tags.map((tag) => tag.id), this.clock.now());
+      return (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+    });
+  }
+
+  /**
+   * Removes a tag from a reference; the tag itself remains. Removing a tag that is not on the reference is
+   * not an error. @throws NOT_FOUND for an unknown reference or tag.
+   */
+  async removeTag(organizationId: string, referenceId: string, tagId: string): Promise<void> {
+    await this.store.transaction(async (store) => {
+      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      const [tag] = isUuid(tagId) ? await store.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
+      if (!tag) throw notFound("tag");
+      await store.unlinkTag(reference.id, tag.id);
+    });
+  }
+
+  /**
+   * Deactivates with a reason. An already deactivated reference is returned unchanged (no second event).
+   * @throws NOT_FOUND, VALIDATION_FAILED (unknown reason, path `reason`).
+   */
+  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<Reference> {
+    if (typeof reason !== "string" || !(DEACTIVATE_REASONS as readonly string[]).includes(reason)) {
+      throw validationFailed([
+        { path: ["reason"], code: "INVALID_ENUM", message: `reason must be one of ${DEACTIVATE_REASONS.join(", ")}` },
+      ]);
+    }
+    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+      if (!reference.active) return reference;
+      return this.deactivateIn(store, reference, tags, reason as DeactivateReason, false, events);
+    });
+  }
+
+  /** @throws NOT_FOUND, CONFLICT when the reference is active. */
+  async reactivate(organizationId: string, referenceId: string): Promise<Reference> {
+    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+      if (reference.active) throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
+      const updated: Reference = {
+        ...reference,
+        active: true,
+        deactivateReason: null,
+        autoUnsubscribed: false,
+        consecutiveFailures: 0,
+        updatedAt: this.clock.now(),
+      };
+      await store.updateReference(updated);
+      events.push(
+        await this.recorder.record(store, updated, tags, {
+          type: "reference_reactivated",
+          detail: detailBase(updated),
+        }),
+      );
+      return updated;
+    });
+  }
+
+  /**
+   * Records an extraction outcome. Consecutive failures are counted; at the configured threshold an active
+   * reference is deactivated by the service itself (`exceeded_extraction_attempt_threshold`, automatic).
+   * @throws NOT_FOUND, VALIDATION_FAILED.
+   */
+  async recordExtraction(organizationId: string, referenceId: string, outcome: ExtractionOutcome): Promise<Reference> {
+    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+      const now = this.clock.now();
+      if (outcome.status === "succeeded") {
+        const updated: Reference = { ...reference, consecutiveFailures: 0, lastUpdateStatus: "succeeded", updatedAt: now };
+        await store.updateReference(updated);
+        events.push(
+          await this.recorder.record(store, updated, tags, {
+            type: "extraction_succeeded",
+            detail: { ...detailBase(updated), status: "succeeded" },
+          }),
+        );
+        return updated;
+      }
+      const failures = reference.consecutiveFailures + 1;
+      let updated: Reference = { ...reference, consecutiveFailures: failures, lastUpdateStatus: "failed", updatedAt: now };
+      await store.updateReference(updated);
+      events.push(
+        await this.recorder.record(store, updated, tags, {
+          type: "extraction_failed",
+          detail: {
+            ...detailBase(updated),
+            status: "failed",
+            error: { code: outcome.error.code, message: outcome.error.message },
+            consecutive_failures: failures,
+          },
+        }),
+      );
+      if (updated.active && failures >= this.limits.extractionFailureThreshold) {
+        updated = await this.deactivateIn(store, updated, tags, "exceeded_extraction_attempt_threshold", true, events);
+      }
+      return updated;
+    });
+  }
+
+  /**
+   * Stores an update document and records `reference_update_created`, plus `estimated_*_changed` for each
+   * estimate that differs from the reference's current one.
+   * @throws NOT_FOUND, VALIDATION_FAILED (an estimate that is not a date-time with offset, or null).
+   */
+  async recordUpdate(organizationId: string, referenceId: string, document: Record<string, unknown>): Promise<ReferenceUpdate> {
+    const estimates: { key: "estimated_departure" | "estimated_arrival"; value: Date | null | undefined }[] = [];
+    const issues: FieldIssue[] = [];
+    for (const key of ["estimated_departure", "estimated_arrival"] as const) {
+      const raw = document[key];
+      if (raw === undefined) continue;
+      if (raw === null) {
+        estimates.push({ key, value: null });
+        continue;
+      }
+      const date = parseDateTime(raw);
+      if (!date) issues.push({ path: [key], code: "INVALID_DATE_TIME", message: `${key} must be an ISO 8601 date-time with an offset, or null` });
+      else estimates.push({ key, value: date });
+    }
+    if (issues.length > 0) throw validationFailed(issues);
+
+    let stored: ReferenceUpdate | undefined;
+    await this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+      const now = this.clock.now();
+      stored = { id: newId(), organizationId, referenceId: reference.id, document, createdAt: now };
+      await store.insertReferenceUpdate(stored);
+      // The update event comes first in the log: it is the cause of the changes that follow.
+      events.push(
+        await this.recorder.record(store, reference, tags, {
+          type: "reference_update_created",
+          detail: { ...detailBase(reference), reference_update_id: stored.id, update: document },
+        }),
+      );
+      let updated: Reference = { ...reference, updatedAt: now };
+      for (const { key, value } of estimates) {
+        const field = key === "estimated_departure" ? "estimatedDeparture" : "estimatedArrival";
+        const previous = reference[field];
+        if ((previous?.getTime() ?? null) === (value?.getTime() ?? null)) continue;
+        updated = { ...updated, [field]: value ?? null };
+        events.push(
+          await this.recorder.record(store, updated, tags, {
+            type: key === "estimated_departure" ? "estimated_departure_changed" : "estimated_arrival_changed",
+            detail: {
+              ...detailBase(updated),
+              previous: previous?.toISOString() ?? null,
+              current: value?.toISOString() ?? null,
+            },
+          }),
+        );
+      }
+      await store.updateReference(updated);
+      return updated;
+    });
+    return stored!;
+  }
+
+  /** Stored updates, newest first. @throws NOT_FOUND, INVALID_CURSOR. */
+  async listUpdates(organizationId: string, referenceId: string, limit: number, cursor?: string): Promise<Page<ReferenceUpdate>> {
+    const reference = await this.getReference(organizationId, referenceId);
+    const filters = { scope: "updates", referenceId: reference.id };
+    const after = cursor ? this.cursors.decode(cursor, filters, isReferencePosition) : undefined;
+    const rows = await this.store.listReferenceUpdates(reference.id, after?.i, limit + 1);
+    const items = rows.slice(0, limit);
+    const cursors = items.map((update) => this.cursors.encode<ReferencePosition>({ i: update.id }, filters));
+    return { items, cursors, nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null, hasPreviousPage: !!after };
+  }
+
+  /**
+   * Records the containers found on a bill of lading or booking: each new container becomes a child
+   * reference with its own `reference_created` event and a one-time copy of the parent's current tags.
+   * A container already reported is returned, not duplicated. Result order follows the input.
+   * @throws NOT_FOUND, VALIDATION_FAILED (bad container numbers; a parent that is itself a container).
+   */
+  async reportChildren(organizationId: string, parentId: string, containerIds: unknown): Promise<Reference[]> {
+    if (!Array.isArray(containerIds) || containerIds.length === 0) {
+      throw validationFailed([{ path: ["containerIds"], code: "REQUIRED", message: "container_ids must be a non-empty array" }]);
+    }
+    const issues: FieldIssue[] = [];
+    const numbers: string[] = [];
+    containerIds.forEach((raw: unknown, index) => {
+      const checked = typeof raw === "string" ? checkContainerNumber(raw) : null;
+      if (checked?.ok) numbers.push(checked.value);
+      else issues.push({ path: ["containerIds", index], code: checked?.code ?? "INVALID_TYPE", message: checked?.message ?? "must be a string" });
+    });
+    if (issues.length > 0) throw validationFailed(issues);
+
+    const events: LifecycleEvent[] = [];
+    const children = await this.store.transaction(async (store) => {
+      const parent = await this.getReferenceIn(store, organizationId, parentId);
+      if (parent.containerId !== null) {
+        throw validationFailed([
+          { path: [], code: "NOT_A_PARENT", message: "only a bill of lading or booking reference can have child containers" },
+        ]);
+      }
+      const parentTags = (await store.findTagsByReferenceIds([parent.id])).get(parent.id) ?? [];
+      const existing = new Map(
+        ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [child.containerId!, child]),
+      );
+      const result: Reference[] = [];
+      for (const containerId of new Set(numbers)) {
+        let child = existing.get(containerId);
+        if (!child) {
+          child = this.newReference(organizationId, {
+            containerId,
+            billOfLading: null,
+            bookingNumber: null,
+            carrierCode: parent.carrierCode,
+            parentReferenceId: parent.id,
+          });
+          await store.insertReference(child);
+          await store.linkTags(child.id, parentTags.map((tag) => tag.id), child.createdAt);
+          events.push(await this.recordCreated(store, child, parentTags));
+          existing.set(containerId, child);
+        }
+        result.push(child);
+      }
+      return result;
+    });
+    this.recorder.committed(events);
+    return children;
+  }
+
+  private async mutate(
+    organizationId: string,
+    referenceId: string,
+    change: (store: Store, reference: Reference, tags: Tag[], events: LifecycleEvent[]) => Promise<Reference>,
+  ): Promise<Reference> {
+    const events: LifecycleEvent[] = [];
+    const result = await this.store.transaction(async (store) => {
+      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+      return change(store, reference, tags, events);
+    });
+    this.recorder.committed(events);
+    return result;
+  }
+
+  private async deactivateIn(
+    store: Store,
+    reference: Reference,
+    tags: Tag[],
+    reason: DeactivateReason,
+    automatic: boolean,
+    events: LifecycleEvent[],
+  ): Promise<Reference> {
+    const updated: Reference = {
+      ...reference,
+      active: false,
+      deactivateReason: reason,
+      autoUnsubscribed: automatic,
+      updatedAt: this.clock.now(),
+    };
+    await store.updateReference(updated);
+    events.push(
+      await this.recorder.record(store, updated, tags, {
+        type: "reference_deactivated",
+        detail: { ...detailBase(updated), deactivate_reason: reason, auto_unsubscribed: automatic },
+      }),
+    );
+    return updated;
+  }
+
+  private recordCreated(store: Store, reference: Reference, tags: readonly Tag[]): Promise<LifecycleEvent> {
+    const [identifierType, identifierValue] =
+      reference.containerId !== null
+        ? (["container", reference.containerId] as const)
+        : reference.billOfLading !== null
+          ? (["bill_of_lading", reference.billOfLading] as const)
+          : (["booking_number", reference.bookingNumber!] as const);
+    return this.recorder.record(store, reference, tags, {
+      type: "reference_created",
+      detail: {
+        ...detailBase(reference),
+        identifier_type: identifierType,
+        identifier_value: identifierValue,
+        carrier_scac: reference.carrierCode,
+        parent_reference_id: reference.parentReferenceId,
+      },
+    });
+  }
+
+  private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+    const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!reference) throw notFound("reference");
+    return reference;
+  }
+
+  private assertTagCount(count: number): void {
+    if (count > this.limits.maxTagsPerReference) {
+      throw new DomainError(
+        "LIMIT_EXCEEDED",
+        `A reference can carry at most ${this.limits.maxTagsPerReference} tags (this request would give it ${count})`,
+        [{ path: ["tags"], code: "LIMIT_EXCEEDED", message: `at most ${this.limits.maxTagsPerReference} tags per reference` }],
+        { limit: this.limits.maxTagsPerReference },
+      );
+    }
+  }
+
+  private newReference(
+    organizationId: string,
+    identity: Pick<Reference, "containerId" | "billOfLading" | "bookingNumber" | "carrierCode"> &
+      Partial<Pick<Reference, "parentReferenceId">>,
+  ): Reference {
+    const now = this.clock.now();
+    return {
+      id: newId(),
+      organizationId,
+      parentReferenceId: null,
+      ...identity,
+      active: true,
+      deactivateReason: null,
+      autoUnsubscribed: false,
+      lastUpdateStatus: null,
+      consecutiveFailures: 0,
+      estimatedDeparture: null,
+      estimatedArrival: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+  }
+}
+
+/**
+ * The filters of a reference listing in canonical form: what the query uses and what a cursor's fingerprint
+ * is computed from (so equal filters, however written, give interchangeable cursors).
+ */
+function referenceFilters(input: ListReferencesInput & { readonly tagIds: readonly string[] }) {
+  return {
+    scope: "references",
+    tagIds: [...new Set(input.tagIds)].sort(),
+    tagNames: [...new Set((input.tagNames ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort(),
+    tagMatch: input.tagMatch ?? "all",
+    active: input.active,
+    carrierCode: input.carrierCode?.toUpperCase(),
+    containerId: input.containerId === undefined ? undefined : normalizeContainerNumber(input.containerId),
+    billOfLading: input.billOfLading?.trim(),
+    bookingNumber: input.bookingNumber?.trim(),
+    parentReferenceId: input.parentReferenceId?.toLowerCase(),
+  };
+}
+
+function detailBase(reference: Reference): { reference_id: string; organization_id: string } {
+  return { reference_id: reference.id, organization_id: reference.organizationId };
+}
+
+function checkCarrierCode(raw: unknown, issues: FieldIssue[]): string {
+  if (typeof raw !== "string" || !SCAC.test(raw.trim())) {
+    issues.push({
+      path: ["carrierCode"],
+      code: raw === undefined || raw === null ? "REQUIRED" : "INVALID_FORMAT",
+      message: "carrier_code must be a 2 to 4 letter SCAC",
+    });
+    return "";
+  }
+  return raw.trim().toUpperCase();
+}
+
+function checkDocumentNumber(raw: string): string | null {
+  const value = raw.trim().toUpperCase();
+  return /^[A-Z0-9][A-Z0-9-]*$/.test(value) && value.length <= MAX_DOCUMENT_NUMBER_LENGTH ? value : null;
+}

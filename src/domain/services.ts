@@ -1,0 +1,17 @@
+import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
+import type { LifecycleRecorder } from "./lifecycle/lifecycle-recorder.ts";
+import type { OrganizationService } from "./organizations/organization-service.ts";
+import type { ReferenceService } from "./references/reference-service.ts";
+import type { TagService } from "./tags/tag-service.ts";
+import type { Store } from "./store.ts";
+
+/** Everything the adapters (REST, GraphQL, CLI, workers) may call. Built once in `app.ts`. */
+export interface Services {
+  readonly organizations: OrganizationService;
+  readonly tags: TagService;
+  readonly references: ReferenceService;
+  readonly lifecycleLog: LifecycleLogService;
+  readonly recorder: LifecycleRecorder;
+  /** Read-only batch lookups for DataLoaders; each takes many keys and issues one query. */
+  readonly batch: Pick<Store, "findTagsByIds" | "findTagsByReferenceIds" | "findReferencesByIds" | "findChildrenByParentIds">;
+}

@@ -1,0 +1,75 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { DomainError } from "./errors.ts";
+
+/*
+ * Opaque page cursors: base64url(JSON payload) + "." + truncated HMAC-SHA256 of it. The payload holds the keyset
+ * position and a fingerprint of the filters it was issued for, so that a tampered cursor, or one reused with
+ * other filters, is rejected with a precise error instead of silently returning the wrong page.
+ */
+
+interface CursorEnvelope<P> {
+  /** keyset position */
+  readonly p: P;
+  /** fingerprint of the filters */
+  readonly f: string;
+}
+
+export class CursorCodec {
+  constructor(private readonly secret: string) {}
+
+  encode<P>(position: P, filters: unknown): string {
+    const payload = Buffer.from(JSON.stringify({ p: position, f: this.fingerprint(filters) })).toString("base64url");
+    return `${payload}.${this.sign(payload)}`;
+  }
+
+  /**
+   * @throws DomainError INVALID_CURSOR when the cursor is malformed or was altered,
+   *         CURSOR_FILTER_MISMATCH when it was issued for other filters.
+   */
+  decode<P>(cursor: string, filters: unknown, isPosition: (value: unknown) => value is P, parameter = "cursor"): P {
+    const invalid = () =>
+      new DomainError("INVALID_CURSOR", "The cursor is malformed or was altered; use a next_cursor value as given", [
+        { path: [parameter], code: "INVALID_CURSOR", message: "malformed or altered cursor" },
+      ]);
+    const [payload, signature, ...rest] = cursor.split(".");
+    if (!payload || !signature || rest.length > 0) throw invalid();
+    const expected = Buffer.from(this.sign(payload));
+    const given = Buffer.from(signature);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw invalid();
+    let envelope: CursorEnvelope<unknown>;
+    try {
+      envelope = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as CursorEnvelope<unknown>;
+    } catch {
+      throw invalid();
+    }
+    if (!isPosition(envelope.p)) throw invalid();
+    if (envelope.f !== this.fingerprint(filters)) {
+      throw new DomainError(
+        "CURSOR_FILTER_MISMATCH",
+        "The cursor was issued for different filters; repeat the same filters or start without a cursor",
+        [{ path: [parameter], code: "CURSOR_FILTER_MISMATCH", message: "cursor used with different filters" }],
+      );
+    }
+    return envelope.p;
+  }
+
+  private sign(payload: string): string {
+    return createHmac("sha256", this.secret).update(payload).digest("base64url").slice(0, 22);
+  }
+
+  private fingerprint(filters: unknown): string {
+    return createHmac("sha256", this.secret).update(stableStringify(filters)).digest("base64url").slice(0, 16);
+  }
+}
+
+/** JSON with sorted object keys, so that equal filters always give equal fingerprints. */
+function stableStringify(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableStringify(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}

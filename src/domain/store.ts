@@ -1,0 +1,93 @@
+import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
+import type { Organization, Reference, ReferenceUpdate, Tag } from "./models.ts";
+
+/*
+ * What the domain needs from persistence, implemented once in src/store/ (Prisma). Every method is scoped by
+ * organization where the data is. `transaction` runs a unit of work atomically: services write a change and
+ * its lifecycle event through the same `Store` handed to the callback.
+ */
+
+export interface ApiKeyRecord {
+  readonly id: string;
+  readonly organizationId: string;
+  readonly keyHash: string;
+  readonly keyPrefix: string;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
+export interface TagListQuery {
+  readonly namePrefixKey?: string;
+  /** keyset: list after this (name_key, id) */
+  readonly after?: { readonly nameKey: string; readonly id: string };
+  readonly limit: number;
+}
+
+export interface ReferenceListQuery {
+  /** Each inner array is one "any of" group; the reference must match every group. */
+  readonly tagIdGroups: readonly (readonly string[])[];
+  readonly active?: boolean;
+  readonly carrierCode?: string;
+  readonly containerId?: string;
+  readonly billOfLading?: string;
+  readonly bookingNumber?: string;
+  readonly parentReferenceId?: string;
+  /** keyset: ids are UUIDv7, newest first, so "after" means id < beforeId */
+  readonly beforeId?: string;
+  readonly limit: number;
+}
+
+export interface EventListQuery {
+  readonly referenceId: string;
+  readonly types?: readonly LifecycleEventType[];
+  readonly from?: Date;
+  readonly to?: Date;
+  readonly notBefore: Date;
+  readonly order: "asc" | "desc";
+  /** keyset: exclusive position in (occurred_at, id) order, in the direction of `order` */
+  readonly after?: { readonly occurredAt: Date; readonly id: string };
+  readonly limit: number;
+}
+
+export interface Store {
+  transaction<T>(work: (store: Store) => Promise<T>): Promise<T>;
+
+  insertOrganization(organization: Organization): Promise<void>;
+  countOrganizations(): Promise<number>;
+  findOrganization(id: string): Promise<Organization | null>;
+  insertApiKey(key: ApiKeyRecord): Promise<void>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
+  revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
+
+  findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]>;
+  findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]>;
+  /** Inserts the tag unless one with the same name key exists; returns the tag that holds the name. */
+  insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }>;
+  /** Renames; returns null when another tag already holds the new key. */
+  renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null>;
+  deleteTag(organizationId: string, id: string): Promise<boolean>;
+  listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { readonly nameKey: string })[]>;
+  countTags(organizationId: string): Promise<number>;
+  findTagsByReferenceIds(referenceIds: readonly string[]): Promise<Map<string, Tag[]>>;
+
+  insertReference(reference: Reference): Promise<void>;
+  updateReference(reference: Reference): Promise<void>;
+  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<Reference[]>;
+  listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]>;
+  /**
+   * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
+   * whatever the number of tags. Every given tag id is a key of the result.
+   */
+  listReferenceIdsByTagIds(organizationId: string, tagIds: readonly string[], limitPerTag: number): Promise<Map<string, string[]>>;
+  findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, Reference[]>>;
+  linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
+  unlinkTag(referenceId: string, tagId: string): Promise<void>;
+  countReferenceTags(referenceId: string): Promise<number>;
+
+  insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
+  listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+
+  insertEvent(event: LifecycleEvent): Promise<void>;
+  listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
+  deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
+}

@@ -1,0 +1,64 @@
+import type { FieldIssue } from "../shared/errors.ts";
+import { isUuid } from "../shared/ids.ts";
+import { normalizeTagName } from "./tag-name.ts";
+
+/** A validated tag entry of a request: an existing tag by id, or a tag by name (found or created). */
+export type TagEntry = { readonly kind: "id"; readonly id: string } | { readonly kind: "name"; readonly name: string };
+
+export interface ParsedTagEntries {
+  readonly entries: readonly TagEntry[];
+  readonly issues: readonly FieldIssue[];
+}
+
+/**
+ * Validates a `tags` array from any surface (SPEC §5): each entry is exactly `{ id }` or `{ name }`.
+ * Returns every problem at once, with paths such as `["tags", 2, "name"]`, so that the caller can reject the
+ * whole request before anything is written. Whether an id exists is checked later, against the database.
+ */
+export function parseTagEntries(raw: unknown, field = "tags"): ParsedTagEntries {
+  if (raw === undefined || raw === null) return { entries: [], issues: [] };
+  if (!Array.isArray(raw)) {
+    return { entries: [], issues: [{ path: [field], code: "INVALID_TYPE", message: `${field} must be an array` }] };
+  }
+  const entries: TagEntry[] = [];
+  const issues: FieldIssue[] = [];
+  raw.forEach((item: unknown, index) => {
+    const at = (...rest: string[]) => [field, index, ...rest];
+    if (item === null || typeof item !== "object" || Array.isArray(item)) {
+      issues.push({ path: at(), code: "INVALID_TYPE", message: "a tag entry must be an object { id } or { name }" });
+      return;
+    }
+    const record = item as Record<string, unknown>;
+    const keys = Object.keys(record).filter((key) => record[key] !== undefined);
+    const extra = keys.filter((key) => key !== "id" && key !== "name");
+    if (extra.length > 0) {
+      for (const key of extra) {
+        issues.push({ path: at(key), code: "UNKNOWN_FIELD", message: `unknown field "${key}" in a tag entry` });
+      }
+      return;
+    }
+    if (keys.length !== 1) {
+      issues.push({
+        path: at(),
+        code: "ONE_OF",
+        message: "a tag entry must have exactly one of id or name",
+      });
+      return;
+    }
+    if (keys[0] === "id") {
+      if (!isUuid(record.id)) {
+        issues.push({ path: at("id"), code: "INVALID_ID", message: "id must be a tag id (UUID)" });
+        return;
+      }
+      entries.push({ kind: "id", id: record.id.toLowerCase() });
+      return;
+    }
+    const checked = normalizeTagName(record.name);
+    if (!checked.ok) {
+      issues.push({ path: at("name"), code: checked.code, message: checked.message });
+      return;
+    }
+    entries.push({ kind: "name", name: checked.name });
+  });
+  return { entries, issues };
+}

@@ -1,0 +1,179 @@
+import type { Clock } from "../shared/clock.ts";
+import type { CursorCodec } from "../shared/cursor.ts";
+import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { isUuid, newId } from "../shared/ids.ts";
+import type { Page } from "../shared/page.ts";
+import type { Tag } from "../models.ts";
+import type { Store } from "../store.ts";
+import type { TagEntry } from "./tag-entry.ts";
+import { normalizeTagName, tagNameKey } from "./tag-name.ts";
+
+export interface TagLimits {
+  readonly maxTagsPerOrganization: number;
+}
+
+export interface ListTagsInput {
+  readonly namePrefix?: string;
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+type TagPosition = { readonly k: string; readonly i: string };
+const isTagPosition = (value: unknown): value is TagPosition =>
+  typeof value === "object" && value !== null && typeof (value as TagPosition).k === "string" && isUuid((value as TagPosition).i);
+
+/**
+ * Tags of an organization (SPEC §5). Names are unique case-insensitively; the stored name keeps the spelling
+ * it was created (or last renamed) with.
+ */
+export class TagService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly cursors: CursorCodec,
+    private readonly limits: TagLimits,
+  ) {}
+
+  /**
+   * Creates a tag.
+   * @throws VALIDATION_FAILED for an invalid name (path `name`), CONFLICT when the name is taken (the
+   *         existing tag is in `meta.existingTag`), LIMIT_EXCEEDED at the organization's tag limit.
+   */
+  async createTag(organizationId: string, rawName: unknown): Promise<Tag> {
+    const name = this.checkName(rawName);
+    return this.store.transaction(async (store) => {
+      const [existing] = await store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+      if (existing) throw this.nameTaken(existing);
+      await this.assertRoomForTags(store, organizationId, 1);
+      const { tag, created } = await store.insertTagIfAbsent(this.newTag(organizationId, name));
+      if (!created) throw this.nameTaken(tag);
+      return tag;
+    });
+  }
+
+  /** @throws NOT_FOUND when the id is unknown in this organization (or not an id at all). */
+  async getTag(organizationId: string, id: string): Promise<Tag> {
+    const [tag] = isUuid(id) ? await this.store.findTagsByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!tag) throw notFound("tag");
+    return tag;
+  }
+
+  /** Tags in case-insensitive name order, optionally only those whose name starts with `namePrefix`. */
+  async listTags(organizationId: string, input: ListTagsInput): Promise<Page<Tag>> {
+    const prefix = input.namePrefix === undefined ? undefined : tagNameKey(input.namePrefix.trim().normalize("NFC"));
+    const filters = { scope: "tags", prefix };
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isTagPosition) : undefined;
+    const rows = await this.store.listTags(organizationId, {
+      namePrefixKey: prefix || undefined,
+      after: after && { nameKey: after.k, id: after.i },
+      limit: input.limit + 1,
+    });
+    const items = rows.slice(0, input.limit);
+    const cursors = items.map((tag) => this.cursors.encode<TagPosition>({ k: tag.nameKey, i: tag.id }, filters));
+    return {
+      items,
+      cursors,
+      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
+      hasPreviousPage: after !== undefined,
+    };
+  }
+
+  /**
+   * Renames a tag; a change of case only is allowed.
+   * @throws NOT_FOUND, VALIDATION_FAILED, CONFLICT (another tag holds the name; `meta.existingTag`).
+   */
+  async renameTag(organizationId: string, id: string, rawName: unknown): Promise<Tag> {
+    const name = this.checkName(rawName);
+    return this.store.transaction(async (store) => {
+      const tag = await this.getTagIn(store, organizationId, id);
+      const renamed = await store.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
+      if (renamed) return renamed;
+      const [holder] = await store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+      throw this.nameTaken(holder ?? tag);
+    });
+  }
+
+  /** Deletes a tag and, through the foreign key's cascade, its links to every reference. */
+  async deleteTag(organizationId: string, id: string): Promise<void> {
+    const deleted = isUuid(id) && (await this.store.deleteTag(organizationId, id.toLowerCase()));
+    if (!deleted) throw notFound("tag");
+  }
+
+  /**
+   * Turns validated tag entries into tags, inside the caller's transaction: `{id}` entries must exist,
+   * `{name}` entries are found case-insensitively or created. The same tag named twice is returned once.
+   * Every unknown id is reported before anything is created.
+   * @throws VALIDATION_FAILED (unknown ids, path `<field>/<index>/id`), LIMIT_EXCEEDED.
+   */
+  async resolveTagEntries(
+    store: Store,
+    organizationId: string,
+    entries: readonly TagEntry[],
+    field = "tags",
+  ): Promise<Tag[]> {
+    const ids = [...new Set(entries.flatMap((entry) => (entry.kind === "id" ? [entry.id] : [])))];
+    const found = new Map((await store.findTagsByIds(organizationId, ids)).map((tag) => [tag.id, tag]));
+    const issues: FieldIssue[] = [];
+    entries.forEach((entry, index) => {
+      if (entry.kind === "id" && !found.has(entry.id)) {
+        issues.push({ path: [field, index, "id"], code: "UNKNOWN_TAG", message: `no tag with id ${entry.id}` });
+      }
+    });
+    if (issues.length > 0) throw validationFailed(issues);
+
+    const names = new Map<string, string>();
+    // The first spelling of a name in the request is the one a new tag is created with.
+    for (const entry of entries) {
+      if (entry.kind === "name" && !names.has(tagNameKey(entry.name))) names.set(tagNameKey(entry.name), entry.name);
+    }
+    const existingByKey = new Map(
+      (await store.findTagsByNameKeys(organizationId, [...names.keys()])).map((tag) => [tagNameKey(tag.name), tag]),
+    );
+    const missing = [...names].filter(([key]) => !existingByKey.has(key));
+    if (missing.length > 0) await this.assertRoomForTags(store, organizationId, missing.length);
+    for (const [key, name] of missing) {
+      const { tag } = await store.insertTagIfAbsent(this.newTag(organizationId, name));
+      existingByKey.set(key, tag);
+    }
+
+    const resolved = new Map<string, Tag>();
+    for (const entry of entries) {
+      const tag = entry.kind === "id" ? found.get(entry.id)! : existingByKey.get(tagNameKey(entry.name))!;
+      resolved.set(tag.id, tag);
+    }
+    return [...resolved.values()];
+  }
+
+  private async getTagIn(store: Store, organizationId: string, id: string): Promise<Tag> {
+    const [tag] = isUuid(id) ? await store.findTagsByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!tag) throw notFound("tag");
+    return tag;
+  }
+
+  private async assertRoomForTags(store: Store, organizationId: string, adding: number): Promise<void> {
+    const count = await store.countTags(organizationId);
+    if (count + adding > this.limits.maxTagsPerOrganization) {
+      throw new DomainError(
+        "LIMIT_EXCEEDED",
+        `An organization can have at most ${this.limits.maxTagsPerOrganization} tags (it has ${count})`,
+        [],
+        { limit: this.limits.maxTagsPerOrganization },
+      );
+    }
+  }
+
+  private checkName(rawName: unknown): string {
+    const checked = normalizeTagName(rawName);
+    if (!checked.ok) throw validationFailed([{ path: ["name"], code: checked.code, message: checked.message }]);
+    return checked.name;
+  }
+
+  private nameTaken(existing: Tag): DomainError {
+    return new DomainError("CONFLICT", `A tag named "${existing.name}" already exists`, [], { existingTag: existing });
+  }
+
+  private newTag(organizationId: string, name: string): Tag & { nameKey: string } {
+    const now = this.clock.now();
+    return { id: newId(), organizationId, name, nameKey: tagNameKey(name), createdAt: now, updatedAt: now };
+  }
+}

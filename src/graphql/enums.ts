@@ -1,0 +1,25 @@
+import { DEACTIVATE_REASONS, LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
+import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
+import type { ExtractionOutcome, ListReferencesInput } from "../domain/references/reference-service.ts";
+
+/*
+ * GraphQL enums are UPPER_CASE names over the domain's own snake_case strings: resolvers receive and return
+ * the domain values (codegen's `enumValues` points here), and the maps below tell graphql-js which name
+ * stands for which value. Each map is derived from, or checked against, the domain's list, so a value added
+ * to the domain without a GraphQL name fails to compile.
+ */
+
+export type { DeactivateReason, LifecycleEventType };
+export type ExtractionStatus = ExtractionOutcome["status"];
+export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
+
+type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
+
+function enumNames<Value extends string>(values: readonly Value[]): EnumNames<Value> {
+  return Object.fromEntries(values.map((value) => [value.toUpperCase(), value])) as EnumNames<Value>;
+}
+
+export const DEACTIVATE_REASON_NAMES = enumNames<DeactivateReason>(DEACTIVATE_REASONS);
+export const LIFECYCLE_EVENT_TYPE_NAMES = enumNames<LifecycleEventType>(LIFECYCLE_EVENT_TYPES);
+export const EXTRACTION_STATUS_NAMES = enumNames<ExtractionStatus>(["succeeded", "failed"]);
+export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);

@@ -1,0 +1,132 @@
+import { HeaderMap } from "@apollo/server";
+import { unwrapResolverError } from "@apollo/server/errors";
+import type { GraphQLFormattedError } from "graphql";
+import type { Tag } from "../domain/models.ts";
+import { DomainError, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
+import { GraphQLError } from "./graphql-js.ts";
+
+/*
+ * GraphQL errors (SPEC §11). Glossary:
+ * - domain path: where a service found a problem, relative to the raw input it was given (`["tags", 2, "name"]`);
+ * - field: where that input sits in the operation's arguments, as a dot path (`input.tags.2.name`), given in
+ *   `extensions.field`. An `InputLocator` turns the first into the second for one GraphQL field.
+ *
+ * Every error a client sees has `extensions.code`. Errors this module does not know (anything that is not a
+ * DomainError or an already coded GraphQLError) are unexpected: they are logged by the server and reach the
+ * client only as INTERNAL_SERVER_ERROR "Internal server error".
+ */
+
+/** The code each domain error carries in `extensions.code`. Exhaustive: a new domain code must be placed here. */
+export const GRAPHQL_CODE_BY_DOMAIN_CODE: Readonly<Record<ErrorCode, string>> = {
+  VALIDATION_FAILED: "VALIDATION_FAILED",
+  LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
+  NOT_FOUND: "NOT_FOUND",
+  CONFLICT: "CONFLICT",
+  UNAUTHENTICATED: "UNAUTHENTICATED",
+  // A malformed filter value or page size is an argument error in GraphQL terms: GraphQL's own code.
+  INVALID_QUERY_PARAMETER: "BAD_USER_INPUT",
+  INVALID_LIMIT: "BAD_USER_INPUT",
+  INVALID_CURSOR: "INVALID_CURSOR",
+  CURSOR_FILTER_MISMATCH: "CURSOR_FILTER_MISMATCH",
+  INVALID_DATE_TIME: "INVALID_DATE_TIME",
+  INVALID_EVENT_TYPE: "INVALID_EVENT_TYPE",
+  INVALID_RANGE: "INVALID_RANGE",
+  INVALID_ORDER: "INVALID_ORDER",
+  IDEMPOTENCY_KEY_REUSED: "IDEMPOTENCY_KEY_REUSED",
+  IDEMPOTENCY_KEY_IN_USE: "IDEMPOTENCY_KEY_IN_USE",
+};
+
+export const INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR";
+const INTERNAL_SERVER_ERROR_MESSAGE = "Internal server error";
+
+export type InputPath = readonly (string | number)[];
+
+/** Maps a domain path to the path of the same value in one GraphQL field's arguments. */
+export type InputLocator = (domainPath: InputPath, args: Readonly<Record<string, unknown>>) => InputPath;
+
+type Rename = InputPath | ((args: Readonly<Record<string, unknown>>) => InputPath);
+
+/**
+ * A locator for a service input found under the argument `base` (e.g. `["input"]` or `["filter"]`), with
+ * `renames` for the domain names that are separate arguments or named differently in GraphQL (e.g. the
+ * domain's `cursor` is the argument `after`).
+ */
+export function underArgument(base: InputPath, renames: Readonly<Record<string, Rename>> = {}): InputLocator {
+  return (domainPath, args) => {
+    const [head, ...rest] = domainPath;
+    const rename = typeof head === "string" ? renames[head] : undefined;
+    if (rename === undefined) return [...base, ...domainPath];
+    return [...(typeof rename === "function" ? rename(args) : rename), ...rest];
+  };
+}
+
+/** The input lives at the root of the field's arguments, the domain's `cursor` being `after`. */
+export const AT_ARGUMENTS: InputLocator = underArgument([], { cursor: ["after"] });
+
+const dotted = (path: InputPath): string => path.join(".");
+
+/** A GraphQL argument error (page sizes, argument combinations): BAD_USER_INPUT naming the argument. */
+export function badUserInput(message: string, field: InputPath): GraphQLError {
+  return new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT", field: dotted(field) } });
+}
+
+/** A missing, unknown or revoked API key. Over HTTP the response is a 401 (Apollo reads `extensions.http`). */
+export function unauthenticated(message: string): GraphQLError {
+  return new GraphQLError(message, {
+    extensions: {
+      code: "UNAUTHENTICATED",
+      http: { status: 401, headers: new HeaderMap([["www-authenticate", 'Bearer realm="reftrail"']]) },
+    },
+  });
+}
+
+/**
+ * A DomainError as a GraphQL error: `extensions.code` from the table above, `field` and `issues` located in
+ * the operation's arguments, and the code-specific facts (`existingTag` on a name conflict, `limit`).
+ * Anything else is returned unchanged, for {@link formatGraphqlError} to judge.
+ */
+export function toGraphqlError(error: unknown, locate: InputLocator = AT_ARGUMENTS, args: Readonly<Record<string, unknown>> = {}): unknown {
+  if (!(error instanceof DomainError)) return error;
+  const field = (issue: FieldIssue) => dotted(locate(issue.path, args));
+  const extensions: Record<string, unknown> = { code: GRAPHQL_CODE_BY_DOMAIN_CODE[error.code] };
+  const [first] = error.issues;
+  if (first) {
+    extensions.field = field(first);
+    extensions.issues = error.issues.map((issue) => ({ field: field(issue), code: issue.code, message: issue.message }));
+  }
+  const existingTag = error.meta.existingTag as Tag | undefined;
+  if (existingTag) extensions.existingTag = { id: existingTag.id, name: existingTag.name };
+  if (typeof error.meta.limit === "number") extensions.limit = error.meta.limit;
+  return new GraphQLError(error.message, { extensions, originalError: error });
+}
+
+/**
+ * True for an error the server did not anticipate: not a DomainError and not a GraphQLError that carries a
+ * code (graphql-js's own execution errors, such as a null in a non-null field, have none). These are logged
+ * and masked.
+ */
+export function isUnexpectedError(error: unknown): boolean {
+  const original = unwrapResolverError(error);
+  if (original instanceof DomainError) return false;
+  return !(original instanceof GraphQLError && typeof original.extensions.code === "string");
+}
+
+/**
+ * Apollo's `formatError` (and the same for graphql-ws): expected errors pass through, a DomainError that
+ * escaped a resolver is converted, anything else is masked. Logging happens elsewhere, where the request's
+ * logger is known.
+ */
+export function formatGraphqlError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
+  const original = unwrapResolverError(error);
+  if (original instanceof DomainError) {
+    const converted = toGraphqlError(original) as GraphQLError;
+    return { ...formatted, message: converted.message, extensions: converted.extensions };
+  }
+  if (!isUnexpectedError(error)) return formatted;
+  return {
+    message: INTERNAL_SERVER_ERROR_MESSAGE,
+    ...(formatted.locations && { locations: formatted.locations }),
+    ...(formatted.path && { path: formatted.path }),
+    extensions: { code: INTERNAL_SERVER_ERROR },
+  };
+}

@@ -1,0 +1,91 @@
+import DataLoader from "dataloader";
+import type { Reference, Tag } from "../domain/models.ts";
+import type { Services } from "../domain/services.ts";
+import type { Page } from "../domain/shared/page.ts";
+import type { PageRequest } from "./pagination.ts";
+
+/*
+ * Per-request DataLoaders: every relation field goes through one, so a list of N parents costs one query per
+ * relation, not N. Each batch function returns its results in the order of its keys. Loaders live in the
+ * request's context and are dropped with it; they cache for the request only.
+ */
+
+/** One page of `Tag.references`: the tag and the page arguments. */
+export interface TagReferencesKey extends PageRequest {
+  readonly tagId: string;
+}
+
+export interface Loaders {
+  /** A reference's tags, in name order. */
+  readonly tagsByReferenceId: DataLoader<string, Tag[]>;
+  /** A reference of the caller's organization by (lower-case) id; null when there is none. */
+  readonly referenceById: DataLoader<string, Reference | null>;
+  /** A bill of lading's or booking's child references, oldest first. */
+  readonly childrenByParentId: DataLoader<string, Reference[]>;
+  /** A page of the references carrying a tag. */
+  readonly referencesByTag: DataLoader<TagReferencesKey, Page<Reference>, string>;
+  /** Forgets everything loaded so far; a mutation calls it before it changes anything. */
+  clearAll(): void;
+}
+
+export function createLoaders(services: Services, organizationId: string): Loaders {
+  const { batch, references } = services;
+
+  const tagsByReferenceId = new DataLoader<string, Tag[]>(async (ids) => {
+    const byReference = await batch.findTagsByReferenceIds(ids);
+    return ids.map((id) => byReference.get(id) ?? []);
+  });
+
+  const referenceById = new DataLoader<string, Reference | null>(async (ids) => {
+    const found = new Map((await batch.findReferencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]));
+    return ids.map((id) => found.get(id) ?? null);
+  });
+
+  const childrenByParentId = new DataLoader<string, Reference[]>(async (ids) => {
+    const byParent = await batch.findChildrenByParentIds(ids);
+    return ids.map((id) => byParent.get(id) ?? []);
+  });
+
+  // First pages (no cursor) of many tags come from one service call per page size: two queries in all.
+  // A page with a cursor continues one tag's listing (a cursor is bound to its tag), so it is read alone;
+  // asking for the second page of many tags in one operation is rare and is still bounded by the cost limit.
+  const referencesByTag = new DataLoader<TagReferencesKey, Page<Reference>, string>(
+    async (keys) => {
+      const firstPages = new Map<number, Promise<Map<string, Page<Reference>>>>();
+      for (const key of keys) {
+        if (key.cursor !== undefined || firstPages.has(key.limit)) continue;
+        const tagIds = keys.filter((other) => other.cursor === undefined && other.limit === key.limit).map((other) => other.tagId);
+        firstPages.set(key.limit, references.listFirstReferencesByTagIds(organizationId, tagIds, key.limit));
+      }
+      return Promise.all(
+        keys.map(async (key) => {
+          try {
+            if (key.cursor !== undefined) {
+              return await references.listReferences(organizationId, { tagIds: [key.tagId], limit: key.limit, cursor: key.cursor });
+            }
+            const page = (await firstPages.get(key.limit)!).get(key.tagId);
+            if (!page) throw new Error(`no page of references for tag ${key.tagId}`);
+            return page;
+          } catch (error) {
+            // One bad cursor fails its own field, not every tag of the batch.
+            return error as Error;
+          }
+        }),
+      );
+    },
+    { cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
+  );
+
+  return {
+    tagsByReferenceId,
+    referenceById,
+    childrenByParentId,
+    referencesByTag,
+    clearAll() {
+      tagsByReferenceId.clearAll();
+      referenceById.clearAll();
+      childrenByParentId.clearAll();
+      referencesByTag.clearAll();
+    },
+  };
+}

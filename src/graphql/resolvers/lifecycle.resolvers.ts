@@ -1,0 +1,39 @@
+import type { Resolvers } from "../__generated__/resolvers-types.ts";
+import { withoutNulls } from "../arguments.ts";
+import { underArgument, type InputLocator } from "../errors.ts";
+import { bidirectionalPage, toBackwardConnection, toConnection } from "../pagination.ts";
+
+/** The lifecycle log (SPEC §7) as `Reference.events`, and the event's own relations. */
+export const lifecycleResolvers: Resolvers = {
+  Reference: {
+    // One service call per reference: each reference's log is its own keyset listing. A list of N references
+    // asking for events costs N small indexed queries; the cost limit bounds N times the page size.
+    events: async (reference, args, { caller, services }) => {
+      const page = bidirectionalPage(args);
+      const events = await services.lifecycleLog.listEvents(caller.organizationId, reference.id, {
+        ...withoutNulls(args.filter),
+        // `last`/`before` reads the log newest first from `before`; the connection puts it back in order.
+        order: page.direction === "forward" ? "asc" : "desc",
+        limit: page.limit,
+        ...(page.cursor !== undefined && { cursor: page.cursor }),
+      });
+      return page.direction === "forward" ? toConnection(events) : toBackwardConnection(events);
+    },
+  },
+  LifecycleEvent: {
+    reference: async (event, _, { loaders }) => {
+      const reference = await loaders.referenceById.load(event.referenceId);
+      // References are never deleted, so an event always has one; a miss is a bug, reported as such.
+      if (!reference) throw new Error(`reference ${event.referenceId} of event ${event.id} not found`);
+      return reference;
+    },
+  },
+};
+
+/** Where `Reference.events`' service input sits in its arguments (for `extensions.field`). */
+export const lifecycleInputLocators: Readonly<Record<string, InputLocator>> = {
+  "Reference.events": underArgument(["filter"], {
+    type: ["filter", "types"],
+    cursor: (args) => [args.before ? "before" : "after"],
+  }),
+};

@@ -1,0 +1,107 @@
+import { readFileSync } from "node:fs";
+import { makeExecutableSchema } from "@graphql-tools/schema";
+import type { GraphQLFieldResolver, GraphQLScalarType, GraphQLSchema } from "graphql";
+import type { Resolvers } from "./__generated__/resolvers-types.ts";
+import type { GraphqlContext } from "./context.ts";
+import { DEACTIVATE_REASON_NAMES, EXTRACTION_STATUS_NAMES, LIFECYCLE_EVENT_TYPE_NAMES, TAG_MATCH_NAMES } from "./enums.ts";
+import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
+import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
+import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
+import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
+import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
+
+/** schema.graphql at the repository root: the contract, read as is. */
+export const SCHEMA_FILE = new URL("../../schema.graphql", import.meta.url);
+
+/**
+ * A scalar's behaviour without its name and description: graphql-tools copies every property of a
+ * GraphQLScalarType over the SDL's scalar, which would replace schema.graphql's descriptions.
+ */
+function scalarBehaviour(scalar: GraphQLScalarType) {
+  return { __serialize: scalar.serialize, __parseValue: scalar.parseValue, __parseLiteral: scalar.parseLiteral };
+}
+
+const scalarResolvers = {
+  DateTime: scalarBehaviour(DateTimeScalar),
+  JSON: scalarBehaviour(JSONScalar),
+  JSONObject: scalarBehaviour(JSONObjectScalar),
+};
+
+const enumResolvers: Resolvers = {
+  DeactivateReason: DEACTIVATE_REASON_NAMES,
+  ExtractionStatus: EXTRACTION_STATUS_NAMES,
+  LifecycleEventType: LIFECYCLE_EVENT_TYPE_NAMES,
+  TagMatch: TAG_MATCH_NAMES,
+};
+
+const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {
+  ...tagInputLocators,
+  ...referenceInputLocators,
+  ...lifecycleInputLocators,
+};
+
+/** A mutation's service input is its `input` argument, unless INPUT_LOCATORS says otherwise. */
+const MUTATION_INPUT = underArgument(["input"]);
+
+type AnyResolver = GraphQLFieldResolver<unknown, GraphqlContext, Record<string, unknown>>;
+
+/**
+ * Wraps every field resolver of `resolvers` once, at startup, for what all of them share:
+ * - a DomainError becomes a coded GraphQL error whose `extensions.field` points into this field's arguments;
+ * - a mutation first empties the request's loaders, so that its payload (and a later mutation of the same
+ *   operation) never shows what was loaded before the change.
+ * Scalars and enum value maps are left as they are.
+ */
+function withSharedBehaviour(resolvers: Resolvers): Resolvers {
+  const wrapped: Record<string, unknown> = {};
+  for (const [typeName, fields] of Object.entries(resolvers)) {
+    if (typeof fields !== "object" || fields === null || Object.values(fields).some((value) => typeof value !== "function")) {
+      wrapped[typeName] = fields;
+      continue;
+    }
+    wrapped[typeName] = Object.fromEntries(
+      Object.entries(fields as Record<string, AnyResolver>).map(([fieldName, resolve]) => {
+        const locate = INPUT_LOCATORS[`${typeName}.${fieldName}`] ?? (typeName === "Mutation" ? MUTATION_INPUT : AT_ARGUMENTS);
+        const isMutation = typeName === "Mutation";
+        const resolver: AnyResolver = async (parent, args, context, info) => {
+          if (isMutation) context.loaders.clearAll();
+          try {
+            return await resolve(parent, args, context, info);
+          } catch (error) {
+            throw toGraphqlError(error, locate, args);
+          }
+        };
+        return [fieldName, resolver];
+      }),
+    );
+  }
+  return wrapped as Resolvers;
+}
+
+function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
+  const merged: Record<string, Record<string, unknown>> = {};
+  for (const part of parts) {
+    for (const [typeName, fields] of Object.entries(part)) {
+      const existing = merged[typeName];
+      if (existing && (typeof fields !== "object" || fields === null)) throw new Error(`resolvers for ${typeName} defined twice`);
+      for (const fieldName of Object.keys(fields as object)) {
+        if (existing && fieldName in existing) throw new Error(`resolver ${typeName}.${fieldName} defined twice`);
+      }
+      merged[typeName] = existing ? { ...existing, ...(fields as object) } : (fields as Record<string, unknown>);
+    }
+  }
+  return merged as Resolvers;
+}
+
+/**
+ * The executable schema: schema.graphql with the resolvers of every domain. Shared by GraphQL over HTTP and
+ * (later) graphql-ws, so that both run the same resolvers, errors and limits.
+ */
+export function buildGraphqlSchema(): GraphQLSchema {
+  const resolvers = withSharedBehaviour(mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers]));
+  return makeExecutableSchema({
+    typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
+    resolvers: [scalarResolvers, enumResolvers, resolvers],
+    resolverValidationOptions: { requireResolversToMatchSchema: "error" },
+  });
+}

@@ -1,0 +1,123 @@
+import fastifySwagger from "@fastify/swagger";
+import rateLimit from "@fastify/rate-limit";
+import { Ajv } from "ajv";
+import addFormats from "ajv-formats";
+import { createHash } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
+import type { Config } from "../config.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { Services } from "../domain/services.ts";
+import { systemClock } from "../domain/shared/clock.ts";
+import { DomainError } from "../domain/shared/errors.ts";
+import { registerIdempotency, type IdempotencyStore } from "./idempotency.ts";
+import { problem, sendProblem, toProblem } from "./problem.ts";
+import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
+import { registerReferenceRoutes } from "./routes/references.routes.ts";
+import { registerTagRoutes } from "./routes/tags.routes.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    caller?: Caller;
+  }
+}
+
+export interface RestDependencies {
+  readonly services: Services;
+  readonly config: Config;
+  readonly idempotency: IdempotencyStore;
+}
+
+/** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
+function isPublicPath(url: string): boolean {
+  const path = url.split("?")[0]!;
+  return path === "/healthz" || path === "/readyz" || path === "/metrics" || path === "/v1/openapi.json";
+}
+
+/**
+ * The REST compatibility shim under /v1 (SPEC §14): thin routes over the domain services, problem+json
+ * errors, API-key authentication, rate limiting, Idempotency-Key, and the OpenAPI document.
+ */
+export async function registerRest(app: FastifyInstance, { services, config, idempotency }: RestDependencies): Promise<void> {
+  const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
+  const bodyAjv = addFormatsPlugin(new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false }));
+  const queryAjv = addFormatsPlugin(new Ajv({ allErrors: false, coerceTypes: "array", removeAdditional: false, useDefaults: true, strict: false }));
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === "body" ? bodyAjv : queryAjv).compile(schema));
+
+  // Bodies are JSON only: without this, Fastify's built-in text/plain parser would hand a string to the
+  // validators and a wrong content type would look like a validation failure instead of a 415.
+  app.removeContentTypeParser("text/plain");
+  app.setErrorHandler((error, request, reply) => sendProblem(reply, toProblem(error, request)));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem(404, "NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}`)),
+  );
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "reftrail REST compatibility API",
+        version: "1.0.0",
+        description:
+          "Tags, shipping references and their lifecycle log. Authenticate with `X-API-Key: <key>` or " +
+          "`Authorization: Bearer <key>`. Errors are RFC 9457 problem details. The GraphQL API at /graphql is the primary surface.",
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: "apiKey", in: "header", name: "X-API-Key" },
+          bearer: { type: "http", scheme: "bearer" },
+        },
+      },
+      security: [{ apiKey: [] }, { bearer: [] }],
+    },
+  });
+
+  // Authentication runs before rate limiting and body parsing: an unauthenticated caller costs one lookup.
+  app.addHook("onRequest", async (request) => {
+    const path = request.url.split("?")[0]!;
+    if (!path.startsWith("/v1/") || isPublicPath(request.url)) return;
+    const caller = await authenticateHeaders(services, request.headers);
+    if (!caller) {
+      throw new DomainError(
+        "UNAUTHENTICATED",
+        presentedApiKey(request.headers) ? "The API key is invalid or revoked" : "Send an API key in X-API-Key or Authorization: Bearer",
+      );
+    }
+    request.caller = caller;
+  });
+
+  if (config.rateLimitPerMinute !== null) {
+    await app.register(rateLimit, {
+      max: config.rateLimitPerMinute,
+      timeWindow: "1 minute",
+      allowList: (request) => isPublicPath(request.url),
+      // Per key, as SPEC §13 asks; the key is hashed so that it never sits in memory as given.
+      keyGenerator: (request) => {
+        const key = presentedApiKey(request.headers);
+        return key ? createHash("sha256").update(key).digest("hex") : request.ip;
+      },
+      errorResponseBuilder: (_request, context) => {
+        const error = new Error(`Rate limit of ${context.max} requests per minute exceeded; retry after ${context.after}`) as Error & {
+          statusCode: number;
+        };
+        error.statusCode = 429;
+        return error;
+      },
+    });
+  }
+
+  registerIdempotency(app, idempotency, systemClock);
+
+  app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+  await app.register(async (v1) => {
+    registerTagRoutes(v1, services);
+    registerReferenceRoutes(v1, services);
+    registerLifecycleRoutes(v1, services);
+  }, { prefix: "/v1" });
+}
+
+/** The authenticated caller of a /v1 route (the onRequest hook guarantees one). */
+export function callerOf(request: { caller?: Caller }): Caller {
+  if (!request.caller) throw new DomainError("UNAUTHENTICATED", "Send an API key in X-API-Key or Authorization: Bearer");
+  return request.caller;
+}

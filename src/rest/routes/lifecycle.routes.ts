@@ -1,0 +1,63 @@
+import type { FastifyInstance } from "fastify";
+import type { Services } from "../../domain/services.ts";
+import { parseDateTime } from "../../domain/shared/date-time.ts";
+import { DomainError } from "../../domain/shared/errors.ts";
+import { callerOf } from "../rest-api.ts";
+import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { serializeEvent } from "../serializers.ts";
+
+interface EventsQuery {
+  limit: number;
+  cursor?: string;
+  type?: string;
+  from?: string;
+  to?: string;
+  order: "asc" | "desc";
+}
+
+function dateParameter(name: "from" | "to", value: string | undefined): Date | undefined {
+  if (value === undefined) return undefined;
+  const date = parseDateTime(value);
+  if (!date) {
+    throw new DomainError("INVALID_DATE_TIME", `${name} must be an ISO 8601 date-time with an offset, e.g. 2026-11-22T02:49:01.665Z`, [
+      { path: [name], code: "INVALID_DATE_TIME", message: "not an ISO 8601 date-time with an offset" },
+    ]);
+  }
+  return date;
+}
+
+export function registerLifecycleRoutes(app: FastifyInstance, services: Services): void {
+  app.get<{ Params: { referenceId: string }; Querystring: EventsQuery }>(
+    "/references/:referenceId/events",
+    {
+      schema: {
+        tags: ["lifecycle"],
+        summary: "The reference's lifecycle log in (occurred_at, id) order",
+        params: uuidParam("referenceId", "Reference id"),
+        querystring: {
+          type: "object",
+          properties: {
+            ...pageQuery,
+            type: { type: "string", description: "Comma-separated event types" },
+            from: { type: "string", description: "Inclusive lower bound on occurred_at (date-time with offset)" },
+            to: { type: "string", description: "Inclusive upper bound on occurred_at (date-time with offset)" },
+            order: { type: "string", enum: ["asc", "desc"], default: "asc" },
+          },
+        },
+        response: { 400: problemResponse, 401: problemResponse, 404: problemResponse },
+      },
+    },
+    async (request) => {
+      const query = request.query;
+      const page = await services.lifecycleLog.listEvents(callerOf(request).organizationId, request.params.referenceId, {
+        types: query.type === undefined ? undefined : query.type.split(",").map((type) => type.trim()).filter(Boolean),
+        from: dateParameter("from", query.from),
+        to: dateParameter("to", query.to),
+        order: query.order,
+        limit: query.limit,
+        cursor: query.cursor,
+      });
+      return { data: page.items.map(serializeEvent), next_cursor: page.nextCursor };
+    },
+  );
+}

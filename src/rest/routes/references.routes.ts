@@ -1,0 +1,302 @@
+import type { FastifyInstance } from "fastify";
+import type { Reference } from "../../domain/models.ts";
+import type { ListReferencesInput } from "../../domain/references/reference-service.ts";
+import type { Services } from "../../domain/services.ts";
+import { callerOf } from "../rest-api.ts";
+import { deactivateReasonSchema, pageQuery, problemResponse, tagsArraySchema, uuidParam } from "../schemas.ts";
+import { serializeReference, serializeTagRef, serializeUpdate } from "../serializers.ts";
+
+const tags = ["references"];
+const errors = { 400: problemResponse, 401: problemResponse, 404: problemResponse, 409: problemResponse, 422: problemResponse };
+const referenceIdParam = uuidParam("referenceId", "Reference id");
+
+export interface ListReferencesQuery {
+  limit: number;
+  cursor?: string;
+  tag_ids?: string[];
+  tag_names?: string[];
+  tag_match?: "all" | "any";
+  active?: boolean;
+  carrier_code?: string;
+  container_id?: string;
+  bill_of_lading?: string;
+  booking_number?: string;
+  parent_reference_id?: string;
+}
+
+export const listReferencesQuerySchema = {
+  type: "object",
+  properties: {
+    ...pageQuery,
+    tag_ids: { type: "array", items: { type: "string" }, description: "Repeatable; comma-separated lists are accepted too" },
+    tag_names: { type: "array", items: { type: "string" }, description: "Repeatable; matched case-insensitively" },
+    tag_match: { type: "string", enum: ["all", "any"], default: "all", description: "all: carries every listed tag; any: at least one" },
+    active: { type: "boolean" },
+    carrier_code: { type: "string" },
+    container_id: { type: "string" },
+    bill_of_lading: { type: "string" },
+    booking_number: { type: "string" },
+    parent_reference_id: { type: "string" },
+  },
+} as const;
+
+export function toListReferencesInput(query: ListReferencesQuery): ListReferencesInput {
+  return {
+    tagIds: query.tag_ids?.flatMap((value) => value.split(",")).map((id) => id.trim()).filter(Boolean),
+    tagNames: query.tag_names,
+    tagMatch: query.tag_match,
+    active: query.active,
+    carrierCode: query.carrier_code,
+    containerId: query.container_id,
+    billOfLading: query.bill_of_lading,
+    bookingNumber: query.booking_number,
+    parentReferenceId: query.parent_reference_id,
+    limit: query.limit,
+    cursor: query.cursor,
+  };
+}
+
+/** Serializes references with their tags, loaded for the whole page in one query. */
+export async function serializeReferences(services: Services, references: readonly Reference[]) {
+  const tagsByReference = await services.batch.findTagsByReferenceIds(references.map((reference) => reference.id));
+  return references.map((reference) => serializeReference(reference, tagsByReference.get(reference.id) ?? []));
+}
+
+export async function serializeOneReference(services: Services, reference: Reference) {
+  const [serialized] = await serializeReferences(services, [reference]);
+  return serialized!;
+}
+
+export async function referencePage(services: Services, organizationId: string, input: ListReferencesInput) {
+  const page = await services.references.listReferences(organizationId, input);
+  return { data: await serializeReferences(services, page.items), next_cursor: page.nextCursor };
+}
+
+export function registerReferenceRoutes(app: FastifyInstance, services: Services): void {
+  app.post<{ Body: { container_id?: string; bill_of_lading?: string; booking_number?: string; carrier_code: string; tags?: unknown[] } }>(
+    "/references",
+    {
+      schema: {
+        tags,
+        summary: "Create a reference from exactly one of container_id, bill_of_lading, booking_number",
+        headers: { type: "object", properties: { "idempotency-key": { type: "string", description: "Replays the first response for 24 h" } } },
+        body: {
+          type: "object",
+          properties: {
+            container_id: { type: "string", description: "ISO 6346 container number (spaces removed, upper-cased)" },
+            bill_of_lading: { type: "string" },
+            booking_number: { type: "string" },
+            carrier_code: { type: "string", description: "2-4 letter SCAC" },
+            tags: tagsArraySchema,
+          },
+          required: ["carrier_code"],
+          additionalProperties: false,
+        },
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const reference = await services.references.createReference(callerOf(request).organizationId, {
+        containerId: body.container_id,
+        billOfLading: body.bill_of_lading,
+        bookingNumber: body.booking_number,
+        carrierCode: body.carrier_code,
+        tags: body.tags,
+      });
+      return reply
+        .code(201)
+        .send({ message: "Reference created successfully.", reference: await serializeOneReference(services, reference) });
+    },
+  );
+
+  app.get<{ Querystring: ListReferencesQuery }>(
+    "/references",
+    { schema: { tags, summary: "List references, newest first, filtered", querystring: listReferencesQuerySchema, response: errors } },
+    async (request) => referencePage(services, callerOf(request).organizationId, toListReferencesInput(request.query)),
+  );
+
+  app.get<{ Params: { referenceId: string } }>(
+    "/references/:referenceId",
+    { schema: { tags, summary: "Read a reference", params: referenceIdParam, response: errors } },
+    async (request) =>
+      serializeOneReference(services, await services.references.getReference(callerOf(request).organizationId, request.params.referenceId)),
+  );
+
+  app.delete<{ Params: { referenceId: string } }>(
+    "/references/:referenceId",
+    { schema: { tags, summary: "Deactivate with reason customer_unsubscribed", params: referenceIdParam, response: errors } },
+    async (request) => {
+      const reference = await services.references.deactivate(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        "customer_unsubscribed",
+      );
+      return serializeOneReference(services, reference);
+    },
+  );
+
+  app.post<{ Params: { referenceId: string }; Body: { tags: unknown[] } }>(
+    "/references/:referenceId/tags",
+    {
+      schema: {
+        tags,
+        summary: "Add tags (idempotent)",
+        params: referenceIdParam,
+        body: { type: "object", properties: { tags: tagsArraySchema }, required: ["tags"], additionalProperties: false },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const result = await services.references.addTags(callerOf(request).organizationId, request.params.referenceId, request.body.tags);
+      return { reference_id: request.params.referenceId.toLowerCase(), tags: result.map(serializeTagRef) };
+    },
+  );
+
+  app.delete<{ Params: { referenceId: string; tagId: string } }>(
+    "/references/:referenceId/tags/:tagId",
+    {
+      schema: {
+        tags,
+        summary: "Remove a tag from the reference (the tag remains); 204 also when it was not there",
+        params: {
+          type: "object",
+          properties: { referenceId: { type: "string" }, tagId: { type: "string" } },
+          required: ["referenceId", "tagId"],
+        },
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      await services.references.removeTag(callerOf(request).organizationId, request.params.referenceId, request.params.tagId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Params: { referenceId: string }; Body: { reason: string } }>(
+    "/references/:referenceId/deactivate",
+    {
+      schema: {
+        tags,
+        summary: "Deactivate with a reason (no-op when already deactivated)",
+        params: referenceIdParam,
+        body: { type: "object", properties: { reason: deactivateReasonSchema }, required: ["reason"], additionalProperties: false },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const reference = await services.references.deactivate(callerOf(request).organizationId, request.params.referenceId, request.body.reason);
+      return serializeOneReference(services, reference);
+    },
+  );
+
+  app.post<{ Params: { referenceId: string } }>(
+    "/references/:referenceId/reactivate",
+    { schema: { tags, summary: "Reactivate a deactivated reference (409 when active)", params: referenceIdParam, response: errors } },
+    async (request) => {
+      const reference = await services.references.reactivate(callerOf(request).organizationId, request.params.referenceId);
+      return serializeOneReference(services, reference);
+    },
+  );
+
+  app.post<{ Params: { referenceId: string }; Body: { status: "succeeded" } | { status: "failed"; error: { code: string; message: string } } }>(
+    "/references/:referenceId/extractions",
+    {
+      schema: {
+        tags,
+        summary: "Record an extraction outcome (tracking side)",
+        params: referenceIdParam,
+        body: {
+          oneOf: [
+            { type: "object", properties: { status: { const: "succeeded" } }, required: ["status"], additionalProperties: false },
+            {
+              type: "object",
+              properties: {
+                status: { const: "failed" },
+                error: {
+                  type: "object",
+                  properties: { code: { type: "string", minLength: 1 }, message: { type: "string" } },
+                  required: ["code", "message"],
+                  additionalProperties: false,
+                },
+              },
+              required: ["status", "error"],
+              additionalProperties: false,
+            },
+          ],
+        },
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const reference = await services.references.recordExtraction(callerOf(request).organizationId, request.params.referenceId, request.body);
+      return reply.code(201).send(await serializeOneReference(services, reference));
+    },
+  );
+
+  app.post<{ Params: { referenceId: string }; Body: Record<string, unknown> }>(
+    "/references/:referenceId/updates",
+    {
+      schema: {
+        tags,
+        summary: "Record a reference update; estimated_departure / estimated_arrival are recognized",
+        params: referenceIdParam,
+        body: {
+          type: "object",
+          properties: {
+            estimated_departure: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
+            estimated_arrival: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
+          },
+          additionalProperties: true,
+        },
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const update = await services.references.recordUpdate(callerOf(request).organizationId, request.params.referenceId, request.body);
+      return reply.code(201).send(serializeUpdate(update));
+    },
+  );
+
+  app.get<{ Params: { referenceId: string }; Querystring: { limit: number; cursor?: string } }>(
+    "/references/:referenceId/updates",
+    {
+      schema: { tags, summary: "Stored updates, newest first", params: referenceIdParam, querystring: { type: "object", properties: pageQuery }, response: errors },
+    },
+    async (request) => {
+      const page = await services.references.listUpdates(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.query.limit,
+        request.query.cursor,
+      );
+      return { data: page.items.map(serializeUpdate), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.post<{ Params: { referenceId: string }; Body: { container_ids: string[] } }>(
+    "/references/:referenceId/children",
+    {
+      schema: {
+        tags,
+        summary: "Report containers found on a bill of lading / booking; new ones become child references",
+        params: referenceIdParam,
+        body: {
+          type: "object",
+          properties: { container_ids: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 500 } },
+          required: ["container_ids"],
+          additionalProperties: false,
+        },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const children = await services.references.reportChildren(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.body.container_ids,
+      );
+      return { data: await serializeReferences(services, children) };
+    },
+  );
+}

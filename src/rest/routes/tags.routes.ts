@@ -1,0 +1,90 @@
+import type { FastifyInstance } from "fastify";
+import type { Services } from "../../domain/services.ts";
+import { callerOf } from "../rest-api.ts";
+import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { serializeTag } from "../serializers.ts";
+import { listReferencesQuerySchema, referencePage, toListReferencesInput, type ListReferencesQuery } from "./references.routes.ts";
+
+const tags = ["tags"];
+const nameBody = {
+  type: "object",
+  properties: { name: { type: "string", minLength: 1, maxLength: 100, description: "1-100 characters after trimming; unique case-insensitively" } },
+  required: ["name"],
+  additionalProperties: false,
+} as const;
+const errors = { 400: problemResponse, 401: problemResponse, 404: problemResponse, 409: problemResponse, 422: problemResponse };
+
+export function registerTagRoutes(app: FastifyInstance, services: Services): void {
+  app.post<{ Body: { name: string } }>(
+    "/tags",
+    { schema: { tags, summary: "Create a tag", body: nameBody, response: errors } },
+    async (request, reply) => {
+      const tag = await services.tags.createTag(callerOf(request).organizationId, request.body.name);
+      return reply.code(201).send(serializeTag(tag));
+    },
+  );
+
+  app.get<{ Querystring: { name_prefix?: string; limit: number; cursor?: string } }>(
+    "/tags",
+    {
+      schema: {
+        tags,
+        summary: "List tags in case-insensitive name order",
+        querystring: {
+          type: "object",
+          properties: { name_prefix: { type: "string", description: "Only names starting with this (case-insensitive)" }, ...pageQuery },
+        },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const page = await services.tags.listTags(callerOf(request).organizationId, {
+        namePrefix: request.query.name_prefix,
+        limit: request.query.limit,
+        cursor: request.query.cursor,
+      });
+      return { data: page.items.map(serializeTag), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.get<{ Params: { tagId: string } }>(
+    "/tags/:tagId",
+    { schema: { tags, summary: "Read a tag", params: uuidParam("tagId", "Tag id"), response: errors } },
+    async (request) => serializeTag(await services.tags.getTag(callerOf(request).organizationId, request.params.tagId)),
+  );
+
+  app.patch<{ Params: { tagId: string }; Body: { name: string } }>(
+    "/tags/:tagId",
+    { schema: { tags, summary: "Rename a tag", params: uuidParam("tagId", "Tag id"), body: nameBody, response: errors } },
+    async (request) =>
+      serializeTag(await services.tags.renameTag(callerOf(request).organizationId, request.params.tagId, request.body.name)),
+  );
+
+  app.delete<{ Params: { tagId: string } }>(
+    "/tags/:tagId",
+    { schema: { tags, summary: "Delete a tag and remove it from every reference", params: uuidParam("tagId", "Tag id"), response: errors } },
+    async (request, reply) => {
+      await services.tags.deleteTag(callerOf(request).organizationId, request.params.tagId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.get<{ Params: { tagId: string }; Querystring: ListReferencesQuery }>(
+    "/tags/:tagId/references",
+    {
+      schema: {
+        tags,
+        summary: "References carrying the tag, newest first (same filters as GET /references)",
+        params: uuidParam("tagId", "Tag id"),
+        querystring: listReferencesQuerySchema,
+        response: errors,
+      },
+    },
+    async (request) => {
+      const { organizationId } = callerOf(request);
+      const tag = await services.tags.getTag(organizationId, request.params.tagId);
+      const input = toListReferencesInput(request.query);
+      return referencePage(services, organizationId, { ...input, tagIds: [...(input.tagIds ?? []), tag.id] });
+    },
+  );
+}

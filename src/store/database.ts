@@ -1,0 +1,71 @@
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { PrismaBetterSQLite3 } from "@prisma/adapter-better-sqlite3";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { PrismaClient as SqlitePrismaClient } from "./__generated__/sqlite/client.ts";
+import { PrismaClient as PostgresPrismaClient } from "./__generated__/postgres/client.ts";
+
+export type DatabaseProvider = "sqlite" | "postgres";
+
+/**
+ * The two generated clients have the same models and the same query API; the store is typed against the
+ * SQLite one and only uses features both providers support (no `mode: "insensitive"`, no `skipDuplicates`).
+ */
+export type PrismaClient = SqlitePrismaClient;
+export type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
+
+export interface Database {
+  readonly provider: DatabaseProvider;
+  readonly url: string;
+  readonly prisma: PrismaClient;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** Called with every SQL statement Prisma sends; tests count statements through it. */
+  readonly onQuery?: (sql: string) => void;
+}
+
+export function providerOf(url: string): DatabaseProvider {
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return "postgres";
+  if (url.startsWith("file:")) return "sqlite";
+  throw new Error(`DATABASE_URL must start with file: (SQLite) or postgresql:// (PostgreSQL)`);
+}
+
+/** `file:./data/reftrail.db` -> absolute path, relative to the working directory like the CLI's. */
+export function sqliteFilePath(url: string): string {
+  const path = url.slice("file:".length).replace(/\?.*$/, "");
+  return resolve(path);
+}
+
+export async function openDatabase(url: string, options: OpenDatabaseOptions = {}): Promise<Database> {
+  const provider = providerOf(url);
+  const log = options.onQuery ? [{ emit: "event" as const, level: "query" as const }] : [];
+  let prisma: PrismaClient;
+  if (provider === "sqlite") {
+    const file = sqliteFilePath(url);
+    mkdirSync(dirname(file), { recursive: true });
+    prisma = new SqlitePrismaClient({ adapter: new PrismaBetterSQLite3({ url: `file:${file}` }), log });
+    // WAL lets readers run beside the single writer; busy_timeout makes a second process wait for the write
+    // lock instead of failing at once; SQLite enforces foreign keys only when asked, per connection.
+    await prisma.$queryRawUnsafe("PRAGMA journal_mode = WAL");
+    await prisma.$queryRawUnsafe("PRAGMA busy_timeout = 5000");
+    await prisma.$queryRawUnsafe("PRAGMA foreign_keys = ON");
+    await prisma.$queryRawUnsafe("PRAGMA synchronous = NORMAL");
+  } else {
+    const client = new PostgresPrismaClient({ adapter: new PrismaPg({ connectionString: url }), log });
+    prisma = client as unknown as PrismaClient;
+  }
+  if (options.onQuery) {
+    const onQuery = options.onQuery;
+    (prisma as unknown as { $on(event: "query", cb: (e: { query: string }) => void): void }).$on("query", (e) =>
+      onQuery(e.query),
+    );
+  }
+  return {
+    provider,
+    url,
+    prisma,
+    close: () => prisma.$disconnect(),
+  };
+}

@@ -1,0 +1,118 @@
+import { createHash } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Sqlite from "better-sqlite3";
+import pg from "pg";
+import { providerOf, sqliteFilePath, type DatabaseProvider } from "./database.ts";
+
+/*
+ * Applies the SQL files under prisma/migrations/<provider>/ in name order, one transaction per file, recording
+ * each in `_reftrail_migrations`. Prisma's own `migrate deploy` cannot run on PostgreSQL with the JavaScript
+ * engine (see docs/decisions.md), so this small runner does it for both databases. On PostgreSQL a session
+ * advisory lock serializes instances that start together: the second waits, then finds nothing left to do.
+ */
+
+const MIGRATIONS_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "prisma", "migrations");
+const ADVISORY_LOCK_KEY = 727_001_1; // arbitrary, constant: "reftrail migrations"
+
+export interface Migration {
+  readonly name: string;
+  readonly sql: string;
+  readonly checksum: string;
+}
+
+export interface MigrationResult {
+  readonly applied: readonly string[];
+  readonly alreadyApplied: number;
+}
+
+export function listMigrations(provider: DatabaseProvider): Migration[] {
+  const folder = join(MIGRATIONS_ROOT, provider);
+  return readdirSync(folder, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
+    .sort()
+    .map((name) => {
+      const sql = readFileSync(join(folder, name, "migration.sql"), "utf8");
+      return { name, sql, checksum: createHash("sha256").update(sql).digest("hex") };
+    });
+}
+
+const CREATE_LEDGER = `CREATE TABLE IF NOT EXISTS "_reftrail_migrations" (
+  "name" TEXT PRIMARY KEY,
+  "checksum" TEXT NOT NULL,
+  "applied_at" TEXT NOT NULL
+)`;
+
+export async function migrateDatabase(url: string): Promise<MigrationResult> {
+  const provider = providerOf(url);
+  const migrations = listMigrations(provider);
+  return provider === "sqlite" ? migrateSqlite(url, migrations) : migratePostgres(url, migrations);
+}
+
+function migrateSqlite(url: string, migrations: Migration[]): MigrationResult {
+  const file = sqliteFilePath(url);
+  mkdirSync(dirname(file), { recursive: true });
+  const db = new Sqlite(file, { timeout: 10_000 });
+  try {
+    db.pragma("journal_mode = WAL");
+    db.exec(CREATE_LEDGER);
+    const applied: string[] = [];
+    let alreadyApplied = 0;
+    for (const migration of migrations) {
+      // IMMEDIATE takes the write lock before reading the ledger, so two processes cannot both apply a file.
+      const apply = db.transaction(() => {
+        const row = db.prepare(`SELECT checksum FROM "_reftrail_migrations" WHERE name = ?`).get(migration.name) as
+          | { checksum: string }
+          | undefined;
+        if (row) return false;
+        db.exec(migration.sql);
+        db.prepare(`INSERT INTO "_reftrail_migrations" (name, checksum, applied_at) VALUES (?, ?, ?)`).run(
+          migration.name,
+          migration.checksum,
+          new Date().toISOString(),
+        );
+        return true;
+      });
+      if (apply.immediate()) applied.push(migration.name);
+      else alreadyApplied += 1;
+    }
+    return { applied, alreadyApplied };
+  } finally {
+    db.close();
+  }
+}
+
+async function migratePostgres(url: string, migrations: Migration[]): Promise<MigrationResult> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [ADVISORY_LOCK_KEY]);
+    await client.query(CREATE_LEDGER);
+    const { rows } = await client.query<{ name: string }>(`SELECT name FROM "_reftrail_migrations"`);
+    const done = new Set(rows.map((row) => row.name));
+    const applied: string[] = [];
+    for (const migration of migrations) {
+      if (done.has(migration.name)) continue;
+      await client.query("BEGIN");
+      try {
+        await client.query(migration.sql);
+        await client.query(`INSERT INTO "_reftrail_migrations" (name, checksum, applied_at) VALUES ($1, $2, $3)`, [
+          migration.name,
+          migration.checksum,
+          new Date().toISOString(),
+        ]);
+        await client.query("COMMIT");
+      } catch (error) {
+        await client.query("ROLLBACK");
+        throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
+      }
+      applied.push(migration.name);
+    }
+    return { applied, alreadyApplied: done.size };
+  } finally {
+    await client.query("SELECT pg_advisory_unlock($1)", [ADVISORY_LOCK_KEY]).catch(() => undefined);
+    await client.end();
+  }
+}

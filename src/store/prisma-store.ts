@@ -1,0 +1,285 @@
+import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
+import type { Organization, Reference, ReferenceUpdate, Tag } from "../domain/models.ts";
+import type {
+  ApiKeyRecord,
+  EventListQuery,
+  ReferenceListQuery,
+  Store,
+  TagListQuery,
+} from "../domain/store.ts";
+import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
+
+/*
+ * The only implementation of the domain's Store. Every list method takes `limit + 1`-style limits from the
+ * caller and orders by an indexed keyset; relation lookups take many ids at once so that DataLoaders can batch.
+ */
+
+// PostgreSQL transactions wait for a pooled connection; under bursts (50 parallel upserts) Prisma's 2 s
+// default would surface as a 500. These bounds are generous but still finite.
+const TRANSACTION_OPTIONS = { maxWait: 15_000, timeout: 30_000 } as const;
+
+type Client = PrismaClient | PrismaTransaction;
+
+export class PrismaStore implements Store {
+  constructor(
+    private readonly database: Database,
+    private readonly client: Client = database.prisma,
+    private readonly inTransaction = false,
+  ) {}
+
+  async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
+    if (this.inTransaction) return work(this);
+    return this.database.prisma.$transaction(
+      (tx) => work(new PrismaStore(this.database, tx, true)),
+      TRANSACTION_OPTIONS,
+    );
+  }
+
+  async insertOrganization(organization: Organization): Promise<void> {
+    await this.client.organization.create({ data: organization });
+  }
+
+  countOrganizations(): Promise<number> {
+    return this.client.organization.count();
+  }
+
+  findOrganization(id: string): Promise<Organization | null> {
+    return this.client.organization.findUnique({ where: { id } });
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    await this.client.apiKey.create({ data: key });
+  }
+
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+    return this.client.apiKey.findUnique({ where: { keyHash } });
+  }
+
+  async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {
+    const key = await this.client.apiKey.findUnique({ where: { id } });
+    if (!key) return null;
+    if (key.revokedAt) return key;
+    return this.client.apiKey.update({ where: { id }, data: { revokedAt: at } });
+  }
+
+  findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.client.tag.findMany({ where: { organizationId, id: { in: [...ids] } } });
+  }
+
+  findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]> {
+    if (nameKeys.length === 0) return Promise.resolve([]);
+    return this.client.tag.findMany({ where: { organizationId, nameKey: { in: [...nameKeys] } } });
+  }
+
+  async insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }> {
+    // ON CONFLICT DO NOTHING rather than create-and-catch: on PostgreSQL a failed statement would abort the
+    // surrounding transaction, and the unique index makes concurrent upserts of one name converge on one row.
+    const inserted = await this.client.$executeRaw`
+      INSERT INTO "tags" ("id", "organization_id", "name", "name_key", "created_at", "updated_at")
+      VALUES (${tag.id}, ${tag.organizationId}, ${tag.name}, ${tag.nameKey}, ${tag.createdAt}, ${tag.updatedAt})
+      ON CONFLICT ("organization_id", "name_key") DO NOTHING`;
+    const holder = await this.client.tag.findUnique({
+      where: { organizationId_nameKey: { organizationId: tag.organizationId, nameKey: tag.nameKey } },
+    });
+    if (!holder) throw new Error(`tag "${tag.nameKey}" neither inserted nor found`);
+    return { tag: holder, created: inserted === 1 };
+  }
+
+  async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
+    const updated = await this.client.$executeRaw`
+      UPDATE "tags" SET "name" = ${name}, "name_key" = ${nameKey}, "updated_at" = ${at}
+      WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+        AND NOT EXISTS (
+          SELECT 1 FROM "tags" AS other
+          WHERE other."organization_id" = ${organizationId} AND other."name_key" = ${nameKey} AND other."id" <> ${id}
+        )`;
+    if (updated === 0) return null;
+    return this.client.tag.findUnique({ where: { id } });
+  }
+
+  async deleteTag(organizationId: string, id: string): Promise<boolean> {
+    const { count } = await this.client.tag.deleteMany({ where: { organizationId, id } });
+    return count > 0;
+  }
+
+  listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {
+    const where: Prisma.TagWhereInput = { organizationId };
+    if (query.namePrefixKey) where.nameKey = { startsWith: query.namePrefixKey };
+    if (query.after) {
+      where.OR = [
+        { nameKey: { gt: query.after.nameKey } },
+        { nameKey: query.after.nameKey, id: { gt: query.after.id } },
+      ];
+    }
+    return this.client.tag.findMany({ where, orderBy: [{ nameKey: "asc" }, { id: "asc" }], take: query.limit });
+  }
+
+  countTags(organizationId: string): Promise<number> {
+    return this.client.tag.count({ where: { organizationId } });
+  }
+
+  async findTagsByReferenceIds(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
+    const byReference = new Map<string, Tag[]>(referenceIds.map((id) => [id, []]));
+    if (referenceIds.length === 0) return byReference;
+    const links = await this.client.referenceTag.findMany({
+      where: { referenceId: { in: [...referenceIds] } },
+      include: { tag: true },
+      orderBy: [{ tag: { nameKey: "asc" } }],
+    });
+    for (const link of links) byReference.get(link.referenceId)?.push(link.tag);
+    return byReference;
+  }
+
+  async insertReference(reference: Reference): Promise<void> {
+    await this.client.reference.create({ data: reference });
+  }
+
+  async updateReference(reference: Reference): Promise<void> {
+    const { id, organizationId, createdAt, ...changes } = reference;
+    await this.client.reference.update({ where: { id }, data: changes });
+  }
+
+  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<Reference[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.client.reference.findMany({ where: { organizationId, id: { in: [...ids] } } });
+  }
+
+  listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]> {
+    const where: Prisma.ReferenceWhereInput = {
+      organizationId,
+      active: query.active,
+      carrierCode: query.carrierCode,
+      containerId: query.containerId,
+      billOfLading: query.billOfLading,
+      bookingNumber: query.bookingNumber,
+      parentReferenceId: query.parentReferenceId,
+      AND: query.tagIdGroups.map((group) => ({ tags: { some: { tagId: { in: [...group] } } } })),
+    };
+    if (query.beforeId) where.id = { lt: query.beforeId };
+    return this.client.reference.findMany({ where, orderBy: { id: "desc" }, take: query.limit });
+  }
+
+  async listReferenceIdsByTagIds(
+    organizationId: string,
+    tagIds: readonly string[],
+    limitPerTag: number,
+  ): Promise<Map<string, string[]>> {
+    const byTag = new Map<string, string[]>(tagIds.map((id) => [id, []]));
+    if (tagIds.length === 0) return byTag;
+    // A per-group LIMIT, which Prisma's query API cannot express: number each tag's links newest first and
+    // keep the first N of each. Both SQLite (3.25+) and PostgreSQL have window functions; the
+    // (tag_id, reference_id) index serves the partitions in order.
+    const rows = await this.client.$queryRaw<{ tag_id: string; reference_id: string }[]>`
+      SELECT ranked."tag_id", ranked."reference_id"
+      FROM (
+        SELECT rt."tag_id", rt."reference_id",
+               ROW_NUMBER() OVER (PARTITION BY rt."tag_id" ORDER BY rt."reference_id" DESC) AS "rank_in_tag"
+        FROM "reference_tags" AS rt
+        JOIN "tags" AS t ON t."id" = rt."tag_id"
+        WHERE t."organization_id" = ${organizationId} AND rt."tag_id" IN (${Prisma.join([...tagIds])})
+      ) AS ranked
+      WHERE ranked."rank_in_tag" <= ${limitPerTag}
+      ORDER BY ranked."tag_id", ranked."reference_id" DESC`;
+    for (const row of rows) byTag.get(row.tag_id)?.push(row.reference_id);
+    return byTag;
+  }
+
+  async findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, Reference[]>> {
+    const byParent = new Map<string, Reference[]>(parentIds.map((id) => [id, []]));
+    if (parentIds.length === 0) return byParent;
+    const children = await this.client.reference.findMany({
+      where: { parentReferenceId: { in: [...parentIds] } },
+      orderBy: { id: "asc" },
+    });
+    for (const child of children) byParent.get(child.parentReferenceId!)?.push(child);
+    return byParent;
+  }
+
+  async linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void> {
+    for (const tagId of tagIds) {
+      await this.client.$executeRaw`
+        INSERT INTO "reference_tags" ("reference_id", "tag_id", "created_at") VALUES (${referenceId}, ${tagId}, ${at})
+        ON CONFLICT ("reference_id", "tag_id") DO NOTHING`;
+    }
+  }
+
+  async unlinkTag(referenceId: string, tagId: string): Promise<void> {
+    await this.client.referenceTag.deleteMany({ where: { referenceId, tagId } });
+  }
+
+  countReferenceTags(referenceId: string): Promise<number> {
+    return this.client.referenceTag.count({ where: { referenceId } });
+  }
+
+  async insertReferenceUpdate(update: ReferenceUpdate): Promise<void> {
+    await this.client.referenceUpdate.create({ data: { ...update, document: update.document as Prisma.InputJsonObject } });
+  }
+
+  async listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]> {
+    const rows = await this.client.referenceUpdate.findMany({
+      where: { referenceId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
+      orderBy: { id: "desc" },
+      take: limit,
+    });
+    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+  }
+
+  async insertEvent(event: LifecycleEvent): Promise<void> {
+    await this.client.lifecycleEvent.create({
+      data: {
+        id: event.id,
+        organizationId: event.organizationId,
+        referenceId: event.referenceId,
+        type: event.type,
+        occurredAt: event.occurredAt,
+        detail: event.detail as unknown as Prisma.InputJsonObject,
+        referenceTags: event.referenceTags as unknown as Prisma.InputJsonArray,
+      },
+    });
+  }
+
+  async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
+    const occurredAt: Prisma.DateTimeFilter = { gte: query.notBefore };
+    if (query.from && query.from > query.notBefore) occurredAt.gte = query.from;
+    if (query.to) occurredAt.lte = query.to;
+    const where: Prisma.LifecycleEventWhereInput = { referenceId: query.referenceId, occurredAt };
+    if (query.types && query.types.length > 0) where.type = { in: [...query.types] };
+    if (query.after) {
+      const beyond = query.order === "asc" ? "gt" : "lt";
+      where.OR = [
+        { occurredAt: { [beyond]: query.after.occurredAt } },
+        { occurredAt: query.after.occurredAt, id: { [beyond]: query.after.id } },
+      ];
+    }
+    const rows = await this.client.lifecycleEvent.findMany({
+      where,
+      orderBy: [{ occurredAt: query.order }, { id: query.order }],
+      take: query.limit,
+    });
+    return rows.map(
+      (row) =>
+        ({
+          id: row.id,
+          organizationId: row.organizationId,
+          referenceId: row.referenceId,
+          type: row.type,
+          occurredAt: row.occurredAt,
+          detail: row.detail,
+          referenceTags: row.referenceTags as unknown as TagSnapshot[],
+        }) as unknown as LifecycleEvent,
+    );
+  }
+
+  async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
+    const batch = await this.client.lifecycleEvent.findMany({
+      where: { occurredAt: { lt: cutoff } },
+      select: { id: true },
+      take: batchSize,
+    });
+    if (batch.length === 0) return 0;
+    const { count } = await this.client.lifecycleEvent.deleteMany({ where: { id: { in: batch.map((e) => e.id) } } });
+    return count;
+  }
+}

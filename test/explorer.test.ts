@@ -1,0 +1,319 @@
+/**
+ * End-to-end check that the GraphQL explorer renders and runs queries with no internet: a real HTTP server,
+ * real headless Chromium (installed by scripts/ensure-chromium.sh), and every request that leaves 127.0.0.1
+ * blocked and counted.
+ */
+import { request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
+import Fastify from "fastify";
+import { buildSchema, graphql } from "graphql";
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "../src/graphql/explorer.ts";
+
+const ENDPOINT = "/graphql";
+const SCREENSHOT_PATH = "/tmp/explorer.png";
+
+interface ExplorerHost {
+  /** e.g. "http://127.0.0.1:41234" */
+  readonly origin: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The server under test. Everything the browser needs comes from here, so this is the one function to swap
+ * for the real reftrail app once /graphql is wired (it must listen on 127.0.0.1 and resolve `{ hello }`, or
+ * change QUERY / EXPECTED_RESPONSE below accordingly).
+ */
+async function startExplorerHost(): Promise<ExplorerHost> {
+  const app = Fastify({ logger: false });
+  await registerExplorer(app, { endpoint: ENDPOINT });
+
+  // ---- STAND-IN GraphQL endpoint, test-only: a one-field schema instead of the real reftrail API. ----
+  const schema = buildSchema("type Query { hello: String }");
+  const rootValue = { hello: () => "world" };
+  app.get(ENDPOINT, async (request, reply) => {
+    if (wantsExplorerPage(request)) return reply.type("text/html").send(renderExplorerPage({ endpoint: ENDPOINT }));
+    return reply.code(400).send({ errors: [{ message: "stand-in host: send GraphQL as POST" }] });
+  });
+  app.post<{ Body: { query?: unknown; variables?: unknown; operationName?: unknown } }>(ENDPOINT, async (request) => {
+    const { query, variables, operationName } = request.body ?? {};
+    return graphql({
+      schema,
+      rootValue,
+      source: typeof query === "string" ? query : "",
+      variableValues: typeof variables === "object" && variables !== null ? (variables as Record<string, unknown>) : undefined,
+      operationName: typeof operationName === "string" ? operationName : undefined,
+    });
+  });
+  // ---- end of stand-in ----
+
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  return { origin: `http://127.0.0.1:${port}`, close: () => app.close() };
+}
+
+const QUERY = "{ hello }";
+const EXPECTED_RESPONSE = /"hello":\s*"world"/;
+
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+/** A browser would ask for the page like this. */
+const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+
+/** GET with the path sent exactly as written: fetch() would normalise "../" away before it reaches the server. */
+function rawGet(origin: string, path: string): Promise<{ status: number }> {
+  const { hostname, port } = new URL(origin);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ hostname, port, path, method: "GET" }, (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode ?? 0 }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** Monaco renders spaces as U+00A0 and splits lines into separate nodes. */
+function editorText(raw: string): string {
+  return raw.replace(/\u00a0/g, " ").trim();
+}
+
+function isLocal(url: string): boolean {
+  const { protocol, hostname } = new URL(url);
+  return protocol === "data:" || protocol === "blob:" || hostname === "127.0.0.1";
+}
+
+describe("GraphQL explorer", () => {
+  let host: ExplorerHost;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    host = await startExplorerHost();
+    browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await host?.close();
+  });
+
+  it("serves a page and assets that load nothing from outside the server", async () => {
+    const response = await fetch(`${host.origin}${ENDPOINT}`, { headers: { accept: BROWSER_ACCEPT } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/html/);
+    const html = await response.text();
+    expect(html).not.toMatch(/https?:\/\//);
+
+    // Every script and stylesheet the page names, plus the worker URLs it hands to Monaco.
+    const urls = [
+      ...new Set(
+        [...html.matchAll(/(?:src|href)="([^"]+)"|"(\/[^"]*\.js\?v=[^"]*)"/g)]
+          .map((match) => (match[1] ?? match[2] ?? "").replace(/&amp;/g, "&"))
+          .filter((url) => !url.startsWith("data:")),
+      ),
+    ];
+    expect(urls.some((url) => url.includes("/explorer/") && url.includes(".css"))).toBe(true);
+    expect(urls.filter((url) => url.includes("worker"))).toHaveLength(3);
+
+    for (const url of urls) {
+      expect(url.startsWith(`${ENDPOINT}/explorer/`), url).toBe(true);
+      const asset = await fetch(`${host.origin}${url}`);
+      expect(asset.status, url).toBe(200);
+      expect(asset.headers.get("content-type"), url).toMatch(/^text\/(javascript|css)/);
+      const body = await asset.text();
+      // Remote loads a bundle could trigger by itself; plain links to docs in strings are fine.
+      expect(body, url).not.toMatch(/@import\s+(url\()?["']?https?:/i);
+      expect(body, url).not.toMatch(/url\(\s*["']?https?:/i);
+      expect(body, url).not.toMatch(/importScripts\(\s*["'`]https?:/);
+      expect(body, url).not.toMatch(/import\(\s*["'`]https?:/);
+      expect(body, url).not.toMatch(/<(script|link)[^>]+(src|href)=\\?["']https?:/i);
+    }
+  });
+
+  it("serves only files from the asset folder", async () => {
+    const known = await rawGet(host.origin, `${ENDPOINT}/explorer/graphiql.css`);
+    expect(known.status).toBe(200);
+    for (const path of [
+      `${ENDPOINT}/explorer/../package.json`,
+      `${ENDPOINT}/explorer/../../package.json`,
+      `${ENDPOINT}/explorer/%2e%2e/package.json`,
+      `${ENDPOINT}/explorer/..%2fpackage.json`,
+      `${ENDPOINT}/explorer/%2e%2e%2f%2e%2e%2f%2e%2e%2fpackage.json`,
+      `${ENDPOINT}/explorer/monacoeditorwork/../../package.json`,
+      `${ENDPOINT}/explorer//etc/passwd`,
+      `${ENDPOINT}/explorer/%2fetc%2fpasswd`,
+      `${ENDPOINT}/explorer/`,
+      `${ENDPOINT}/explorer/monacoeditorwork`,
+    ]) {
+      const { status } = await rawGet(host.origin, path);
+      expect([400, 404], path).toContain(status);
+    }
+  });
+
+  it("serves the page only to browser navigations", async () => {
+    const page = (accept: string, search = "") =>
+      fetch(`${host.origin}${ENDPOINT}${search}`, { headers: { accept } }).then((r) => r.headers.get("content-type") ?? "");
+    expect(await page(BROWSER_ACCEPT)).toMatch(/^text\/html/);
+    expect(await page("text/html")).toMatch(/^text\/html/);
+    expect(await page("application/graphql-response+json, application/json")).not.toMatch(/^text\/html/);
+    expect(await page("*/*")).not.toMatch(/^text\/html/);
+    expect(await page("text/html;q=0.5, application/json")).not.toMatch(/^text\/html/);
+    expect(await page(BROWSER_ACCEPT, `?query=${encodeURIComponent(QUERY)}`)).not.toMatch(/^text\/html/);
+  });
+
+  it("renders GraphiQL in headless Chromium and runs a query against the endpoint", async () => {
+    await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
+      const page = await context.newPage();
+      const pageErrors: string[] = [];
+      page.on("pageerror", (error) => pageErrors.push(error.message));
+      const workers: string[] = [];
+      page.on("worker", (worker) => workers.push(worker.url()));
+
+      const { queryEditor } = await openExplorer(page, host.origin);
+      await expect.poll(async () => editorText(await queryEditor.locator(".view-lines").innerText())).toContain("tags(first: 10)");
+
+      // The headers tab is open and shows how to authenticate.
+      const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
+      await expect.poll(async () => editorText(await headersEditor.innerText())).toContain('"X-API-Key": "<paste your API key>"');
+
+      // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
+      // unknown field shows that the worker started and the schema was fetched from the endpoint.
+      await replaceQuery(page, queryEditor, "{ noSuchField }");
+      await queryEditor.locator(".squiggly-error").first().waitFor({ state: "attached", timeout: 15_000 });
+
+      await replaceQuery(page, queryEditor, QUERY);
+      // ...and clears once the query is valid (validation is debounced, so markers from mid-typing linger briefly).
+      await expect.poll(() => queryEditor.locator(".squiggly-error").count(), { timeout: 15_000 }).toBe(0);
+      const graphqlResponse = page.waitForResponse(
+        (response) =>
+          response.request().method() === "POST" &&
+          new URL(response.url()).pathname === ENDPOINT &&
+          (response.request().postData() ?? "").includes("hello"),
+      );
+      await page.locator(".graphiql-execute-button").click();
+      const answered = await graphqlResponse;
+      expect(answered.status()).toBe(200);
+      // Whatever is in the headers editor is sent as HTTP headers.
+      expect(await answered.request().headerValue("x-api-key")).toBe("<paste your API key>");
+      expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
+
+      const resultPane = page.locator(".graphiql-response .monaco-editor");
+      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(EXPECTED_RESPONSE);
+
+      await page.screenshot({ path: SCREENSHOT_PATH });
+
+      // Editing must not rewrite the address to "?query=…": reloading that URL would run GraphQL, not the page.
+      expect(new URL(page.url()).searchParams.has("query")).toBe(false);
+      // Monaco's language services run in the package's workers; they must have started from our server.
+      expect(workers.length).toBeGreaterThan(0);
+      for (const url of workers) expect(url.startsWith(`${host.origin}${ENDPOINT}/explorer/`), url).toBe(true);
+      expect(seen.some((url) => url.includes("graphql.worker"))).toBe(true);
+      expect(pageErrors).toEqual([]);
+      expect(blocked).toEqual([]);
+    });
+  }, 120_000);
+
+  it("sends subscriptions over graphql-ws to the endpoint on the same host", async () => {
+    await withIsolatedBrowser(browser, async ({ context, blocked }) => {
+      // Nothing hosts graphql-ws yet, so the browser side of the socket is answered here: this checks the URL
+      // and protocol the page uses, not the server.
+      const sockets: { url: string; subscribe: unknown }[] = [];
+      await context.routeWebSocket(`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`, (ws) => {
+        const socket = { url: ws.url(), subscribe: undefined as unknown };
+        sockets.push(socket);
+        ws.onMessage((raw) => {
+          const message = JSON.parse(String(raw)) as { type?: string; id?: string; payload?: unknown };
+          if (message.type === "connection_init") {
+            ws.send(JSON.stringify({ type: "connection_ack" }));
+          } else if (message.type === "subscribe") {
+            socket.subscribe = message.payload;
+            ws.send(JSON.stringify({ id: message.id, type: "next", payload: { data: { hello: "over graphql-ws" } } }));
+            ws.send(JSON.stringify({ id: message.id, type: "complete" }));
+          }
+        });
+      });
+
+      const page = await context.newPage();
+      const { queryEditor } = await openExplorer(page, host.origin);
+      await replaceQuery(page, queryEditor, "subscription { hello }");
+      await page.locator(".graphiql-execute-button").click();
+
+      const resultPane = page.locator(".graphiql-response .monaco-editor");
+      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"hello":\s*"over graphql-ws"/);
+      expect(sockets.map((socket) => socket.url)).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
+      // Over graphql-ws the headers editor's content does not go into connection_init's payload (that is {}):
+      // it arrives per operation, in the subscribe message's payload.extensions.headers. Server-side auth for
+      // subscriptions has to read the API key from there.
+      expect(sockets[0]?.subscribe).toMatchObject({ extensions: { headers: { "X-API-Key": "<paste your API key>" } } });
+      expect(blocked).toEqual([]);
+    });
+  }, 120_000);
+});
+
+interface IsolatedBrowser {
+  readonly context: BrowserContext;
+  /** Requests (including web workers' and WebSockets) that tried to leave 127.0.0.1; they were aborted. */
+  readonly blocked: string[];
+  /** Every request URL the context made. */
+  readonly seen: string[];
+}
+
+/** A fresh browser context in which everything not addressed to 127.0.0.1 is blocked and recorded. */
+async function withIsolatedBrowser(browser: Browser, run: (isolated: IsolatedBrowser) => Promise<void>): Promise<void> {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const isolated: IsolatedBrowser = { context, blocked: [], seen: [] };
+  try {
+    // Context-level routes also see the requests made by the page's web workers.
+    await context.route("**/*", async (route) => {
+      const url = route.request().url();
+      isolated.seen.push(url);
+      if (isLocal(url)) return route.continue();
+      isolated.blocked.push(url);
+      return route.abort("blockedbyclient");
+    });
+    // Registered first, so a test's own, more specific WebSocket route takes precedence over this one.
+    await context.routeWebSocket(/.*/, (ws) => {
+      if (isLocal(ws.url().replace(/^ws/, "http"))) {
+        ws.connectToServer();
+        return;
+      }
+      isolated.blocked.push(ws.url());
+      void ws.close();
+    });
+    await run(isolated);
+  } finally {
+    await context.close();
+  }
+}
+
+/** Opens the explorer and waits until its query editor (a Monaco instance, so React and Monaco both started) shows. */
+async function openExplorer(page: Page, origin: string): Promise<{ queryEditor: Locator }> {
+  const navigation = await page.goto(`${origin}${ENDPOINT}`);
+  expect(navigation?.status()).toBe(200);
+  const queryEditor = page.locator(".graphiql-query-editor .monaco-editor");
+  await queryEditor.waitFor({ state: "visible", timeout: 30_000 });
+  return { queryEditor };
+}
+
+/**
+ * Replaces the query by typing it key by key, as a user would. (keyboard.insertText leaves "{ hello }}": Monaco
+ * auto-closes the "{" and only real key presses over-type the "}" it inserted.)
+ */
+async function replaceQuery(page: Page, queryEditor: Locator, query: string): Promise<void> {
+  await queryEditor.locator(".view-lines").click();
+  await page.keyboard.press("ControlOrMeta+A");
+  await page.keyboard.press("Delete");
+  await page.keyboard.type(query, { delay: 20 });
+  await page.keyboard.press("Escape");
+  await expect.poll(async () => editorText(await queryEditor.locator(".view-lines").innerText())).toBe(query);
+}

@@ -1,0 +1,33 @@
+import type { TestServer } from "./test-server.ts";
+
+export interface HttpResult<T = any> {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: T;
+}
+
+/** A real HTTP request to the test server, authenticated with its key unless `apiKey: null`. */
+export async function http<T = any>(
+  server: Pick<TestServer, "url" | "apiKey">,
+  method: string,
+  path: string,
+  options: { body?: unknown; rawBody?: string; apiKey?: string | null; headers?: Record<string, string> } = {},
+): Promise<HttpResult<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  const apiKey = options.apiKey === undefined ? server.apiKey : options.apiKey;
+  if (apiKey !== null) headers["x-api-key"] = apiKey;
+  let body: string | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const response = await fetch(`${server.url}${path}`, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: response.status, headers: response.headers, body: parsed as T };
+}
