@@ -17,8 +17,8 @@ async function execute(server: Pick<TestServer, "url" | "apiKey">, query: string
 function failure(body: { errors?: any[] }): Outcome<never> {
   const error = body.errors?.[0];
   const fields = (body.errors ?? []).flatMap((e) => {
-    const issues = (e.extensions?.issues ?? []) as { path?: (string | number)[] }[];
-    const fromIssues = issues.map((issue) => (issue.path ?? []).join("."));
+    const issues = (e.extensions?.issues ?? []) as { field?: string }[];
+    const fromIssues = issues.flatMap((issue) => (issue.field ? [issue.field] : []));
     const field = typeof e.extensions?.field === "string" ? [e.extensions.field as string] : [];
     return [...field, ...fromIssues].map((path) => path.replace(/^input\./, ""));
   });
