@@ -62,7 +62,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   await registerOperations(http, { database, config });
-  await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock) });
+  await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock), clock });
   await registerGraphql(http, { services, config });
 
   const stopRetentionJob = startRetentionJob(services, config, http);

@@ -8,7 +8,7 @@ import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
-import { systemClock } from "../domain/shared/clock.ts";
+import type { Clock } from "../domain/shared/clock.ts";
 import { DomainError } from "../domain/shared/errors.ts";
 import { registerIdempotency, type IdempotencyStore } from "./idempotency.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
@@ -26,6 +26,7 @@ export interface RestDependencies {
   readonly services: Services;
   readonly config: Config;
   readonly idempotency: IdempotencyStore;
+  readonly clock: Clock;
 }
 
 /** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
@@ -38,7 +39,7 @@ function isPublicPath(url: string): boolean {
  * The REST compatibility shim under /v1 (SPEC §14): thin routes over the domain services, problem+json
  * errors, API-key authentication, rate limiting, Idempotency-Key, and the OpenAPI document.
  */
-export async function registerRest(app: FastifyInstance, { services, config, idempotency }: RestDependencies): Promise<void> {
+export async function registerRest(app: FastifyInstance, { services, config, idempotency, clock }: RestDependencies): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
   const bodyAjv = addFormatsPlugin(new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false }));
   const queryAjv = addFormatsPlugin(new Ajv({ allErrors: false, coerceTypes: "array", removeAdditional: false, useDefaults: true, strict: false }));
@@ -106,7 +107,7 @@ export async function registerRest(app: FastifyInstance, { services, config, ide
     });
   }
 
-  registerIdempotency(app, idempotency, systemClock);
+  registerIdempotency(app, idempotency, clock);
 
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   await app.register(async (v1) => {
