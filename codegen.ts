@@ -13,6 +13,7 @@ import type { CodegenConfig } from "@graphql-codegen/cli";
 
 const DOMAIN_MODELS = "../../domain/models.ts";
 const GRAPHQL_ENUMS = "../enums.ts";
+const WEBHOOK_MODELS = "../../domain/webhooks/webhook-models.ts";
 
 const config: CodegenConfig = {
   schema: "schema.graphql",
@@ -36,11 +37,15 @@ const config: CodegenConfig = {
           Reference: `${DOMAIN_MODELS}#Reference`,
           ReferenceUpdate: `${DOMAIN_MODELS}#ReferenceUpdate`,
           LifecycleEvent: "../../domain/lifecycle/lifecycle-event.ts#LifecycleEvent",
+          WebhookEndpoint: `${WEBHOOK_MODELS}#WebhookEndpoint`,
+          WebhookDelivery: `${WEBHOOK_MODELS}#WebhookDelivery`,
+          WebhookAttempt: `${WEBHOOK_MODELS}#WebhookAttempt`,
           // Enums too: codegen's own resolver type for an enum with mapped values is broken (`null`).
           DeactivateReason: `${GRAPHQL_ENUMS}#DeactivateReason`,
           ExtractionStatus: `${GRAPHQL_ENUMS}#ExtractionStatus`,
           LifecycleEventType: `${GRAPHQL_ENUMS}#LifecycleEventType`,
           TagMatch: `${GRAPHQL_ENUMS}#TagMatch`,
+          WebhookDeliveryStatus: `${GRAPHQL_ENUMS}#WebhookDeliveryStatus`,
         },
         scalars: {
           ID: "string",
@@ -72,6 +77,7 @@ const config: CodegenConfig = {
           },
           ExtractionStatus: { SUCCEEDED: "succeeded", FAILED: "failed" },
           TagMatch: { ALL: "all", ANY: "any" },
+          WebhookDeliveryStatus: { PENDING: "pending", SUCCEEDED: "succeeded", FAILED: "failed" },
         },
       },
     },

@@ -36,6 +36,8 @@ import { openDatabase, sqliteFilePath } from "../src/store/database.ts";
 import { migrateDatabase } from "../src/store/migrations.ts";
 import { HELLO_QUERY, startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
+import { runSubscriptionBench } from "./subscriptions.bench.ts";
+import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -605,6 +607,17 @@ async function main(): Promise<void> {
     )}\n`,
   );
   log(`results written to ${settings.output}`);
+
+  // Parts C and D print their own tables; BENCH_PARTS (default: both) can leave either out.
+  const parts = (process.env.BENCH_PARTS ?? "webhooks,subscriptions").split(",");
+  if (parts.includes("webhooks")) {
+    console.log("\nPart C — webhook deliveries");
+    await runWebhookBench();
+  }
+  if (parts.includes("subscriptions")) {
+    console.log("\nPart D — live subscriptions");
+    await runSubscriptionBench();
+  }
 }
 
 main().then(

@@ -8,12 +8,19 @@ import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { CursorCodec } from "./domain/shared/cursor.ts";
 import { TagService } from "./domain/tags/tag-service.ts";
+import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-service.ts";
+import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
+import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
+import { registerSubscriptions } from "./graphql/subscriptions/subscription-server.ts";
 import { registerOperations } from "./operations.ts";
 import { registerRest } from "./rest/rest-api.ts";
+import { openCommitSignals } from "./store/event-notifier.ts";
+import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
 import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
+import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
   readonly config: Config;
@@ -32,7 +39,8 @@ export interface App {
 export function buildServices(config: Config, database: Database, clock: Clock = systemClock): Services {
   const store = new PrismaStore(database);
   const cursors = new CursorCodec(config.cursorSecret);
-  const recorder = new LifecycleRecorder(clock);
+  // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
+  const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
   return {
     organizations: new OrganizationService(store, clock),
@@ -43,6 +51,12 @@ export function buildServices(config: Config, database: Database, clock: Clock =
     }),
     lifecycleLog: new LifecycleLogService(store, clock, cursors, config.retentionMonths),
     recorder,
+    webhooks: new WebhookService(store, clock, cursors, createWebhookTargetPolicy(config)),
+    webhookDeliveries: new WebhookDeliveryService(store, clock, {
+      scheduleMs: config.webhookRetryScheduleMs,
+      disableAfterMs: config.webhookDisableAfterMs,
+      leaseMs: config.webhookLeaseMs,
+    }),
     batch: store,
   };
 }
@@ -61,17 +75,28 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     forceCloseConnections: "idle",
   });
 
-  await registerOperations(http, { database, config });
+  const metricsRegistry = await registerOperations(http, { database, config });
   await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock), clock });
   await registerGraphql(http, { services, config });
+  await registerSubscriptions(http, {
+    services,
+    config,
+    clock,
+    metrics: metricsRegistry,
+    signals: await openCommitSignals(database, http.log.child({ component: "commit-signals" })),
+    feedStore: new PrismaLifecycleFeedStore(database),
+  });
 
   const stopRetentionJob = startRetentionJob(services, config, http);
+  const stopWebhookWorker = startWebhookWorker({ services, config, clock, registry: metricsRegistry, log: http.log });
 
   return {
     http,
     services,
     async close() {
       stopRetentionJob();
+      // Before the database closes: requests in flight finish (or give their leases back).
+      await stopWebhookWorker();
       await http.close();
       await database.close();
     },

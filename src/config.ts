@@ -25,6 +25,31 @@ export interface Config {
   readonly webhookAllowedCidrs: readonly string[];
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
+  /** An endpoint whose deliveries have failed without a success for this long is disabled. */
+  readonly webhookDisableAfterMs: number;
+  /** How long a claimed delivery stays reserved for one instance; a dead instance's claims expire after it. */
+  readonly webhookLeaseMs: number;
+  /** Requests in flight at once per instance, over all endpoints. */
+  readonly webhookConcurrency: number;
+  /** Requests in flight at once per instance to one endpoint, so one slow endpoint cannot hold back others. */
+  readonly webhookConcurrencyPerEndpoint: number;
+  /** How often the worker looks for due deliveries when nothing wakes it earlier. */
+  readonly webhookPollIntervalMs: number;
+  /** Whether this instance runs the delivery worker (an instance may serve the API only). */
+  readonly webhookWorkerEnabled: boolean;
+  /**
+   * Live subscriptions (docs/decisions.md, "Subscriptions"): how long after its `occurred_at` an event is
+   * delivered (its transaction should have committed by then), how far back events that committed later still
+   * reach subscribers (out of order), how often the log is read when no commit signal arrives, how many events
+   * one subscription may hold for a client that reads slowly before it falls back to reading the log, how often
+   * the keys of open connections are checked for revocation, and how many operations one connection may run.
+   */
+  readonly subscriptionSettleDelayMs: number;
+  readonly subscriptionLateWindowMs: number;
+  readonly subscriptionPollIntervalMs: number;
+  readonly subscriptionMaxQueuedEvents: number;
+  readonly subscriptionAuthRecheckIntervalMs: number;
+  readonly subscriptionMaxOperationsPerConnection: number;
 }
 
 export class ConfigError extends Error {
@@ -62,6 +87,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         : parseInteger(env, "RATE_LIMIT_PER_MINUTE", 600, 1);
   const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? (isProduction ? "" : "127.0.0.0/8,::1/128");
   const schedule = env.WEBHOOK_RETRY_SCHEDULE ?? "0s,5s,5m,30m,2h,5h,10h,10h";
+  const webhookTimeoutMs = parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT");
+  const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "60s", "WEBHOOK_LEASE");
+  // A lease shorter than a request could expire while the request is still running, and a second instance
+  // would send the same delivery again: require room for the request and for recording its outcome.
+  if (webhookLeaseMs < webhookTimeoutMs + 1_000) {
+    throw new ConfigError(`WEBHOOK_LEASE (${webhookLeaseMs} ms) must exceed WEBHOOK_TIMEOUT (${webhookTimeoutMs} ms) by at least 1s`);
+  }
   // Cursors only ever address the caller's own data, so the default key leaks nothing; it only lets a
   // client forge a cursor it could have paged to anyway. Deployments may still set their own.
   const cursorSecret = env.CURSOR_SECRET ?? "reftrail-default-cursor-secret";
@@ -88,6 +120,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((s) => s.trim())
       .filter(Boolean),
     webhookRetryScheduleMs: schedule.split(",").map((part) => parseDuration(part, "WEBHOOK_RETRY_SCHEDULE")),
-    webhookTimeoutMs: parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT"),
+    webhookTimeoutMs,
+    webhookDisableAfterMs: parseDuration(env.WEBHOOK_DISABLE_AFTER ?? "5d", "WEBHOOK_DISABLE_AFTER"),
+    webhookLeaseMs,
+    webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
+    webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
+    webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
+    webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
+    subscriptionSettleDelayMs: parseDuration(env.SUBSCRIPTION_SETTLE_DELAY ?? "250ms", "SUBSCRIPTION_SETTLE_DELAY"),
+    subscriptionLateWindowMs: parseDuration(env.SUBSCRIPTION_LATE_WINDOW ?? "10s", "SUBSCRIPTION_LATE_WINDOW"),
+    subscriptionPollIntervalMs: Math.max(10, parseDuration(env.SUBSCRIPTION_POLL_INTERVAL ?? "1s", "SUBSCRIPTION_POLL_INTERVAL")),
+    subscriptionMaxQueuedEvents: parseInteger(env, "SUBSCRIPTION_MAX_QUEUED_EVENTS", 1_000, 1),
+    subscriptionAuthRecheckIntervalMs: Math.max(
+      10,
+      parseDuration(env.SUBSCRIPTION_AUTH_RECHECK_INTERVAL ?? "5s", "SUBSCRIPTION_AUTH_RECHECK_INTERVAL"),
+    ),
+    subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
   };
+}
+
+function parseSwitch(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return fallback;
+  if (["on", "true", "1"].includes(raw)) return true;
+  if (["off", "false", "0"].includes(raw)) return false;
+  throw new ConfigError(`${name}: "${env[name]}" is not on or off`);
 }

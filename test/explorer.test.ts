@@ -1,60 +1,20 @@
 /**
- * End-to-end check that the GraphQL explorer renders and runs queries with no internet: a real HTTP server,
- * real headless Chromium (installed by scripts/ensure-chromium.sh), and every request that leaves 127.0.0.1
- * blocked and counted.
+ * End-to-end check that the GraphQL explorer renders and runs queries and subscriptions with no internet: the
+ * real reftrail server (on SQLite, with an API key), real headless Chromium (installed by
+ * scripts/ensure-chromium.sh), and every request that leaves 127.0.0.1 blocked and counted.
  */
 import { request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
-import Fastify from "fastify";
-import { buildSchema, graphql } from "graphql";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "../src/graphql/explorer.ts";
+import { startTestServer, type TestServer } from "./support/test-server.ts";
 
 const ENDPOINT = "/graphql";
 const SCREENSHOT_PATH = "/tmp/explorer.png";
 
-interface ExplorerHost {
-  /** e.g. "http://127.0.0.1:41234" */
-  readonly origin: string;
-  close(): Promise<void>;
-}
-
-/**
- * The server under test. Everything the browser needs comes from here, so this is the one function to swap
- * for the real reftrail app once /graphql is wired (it must listen on 127.0.0.1 and resolve `{ hello }`, or
- * change QUERY / EXPECTED_RESPONSE below accordingly).
- */
-async function startExplorerHost(): Promise<ExplorerHost> {
-  const app = Fastify({ logger: false });
-  await registerExplorer(app, { endpoint: ENDPOINT });
-
-  // ---- STAND-IN GraphQL endpoint, test-only: a one-field schema instead of the real reftrail API. ----
-  const schema = buildSchema("type Query { hello: String }");
-  const rootValue = { hello: () => "world" };
-  app.get(ENDPOINT, async (request, reply) => {
-    if (wantsExplorerPage(request)) return reply.type("text/html").send(renderExplorerPage({ endpoint: ENDPOINT }));
-    return reply.code(400).send({ errors: [{ message: "stand-in host: send GraphQL as POST" }] });
-  });
-  app.post<{ Body: { query?: unknown; variables?: unknown; operationName?: unknown } }>(ENDPOINT, async (request) => {
-    const { query, variables, operationName } = request.body ?? {};
-    return graphql({
-      schema,
-      rootValue,
-      source: typeof query === "string" ? query : "",
-      variableValues: typeof variables === "object" && variables !== null ? (variables as Record<string, unknown>) : undefined,
-      operationName: typeof operationName === "string" ? operationName : undefined,
-    });
-  });
-  // ---- end of stand-in ----
-
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const { port } = app.server.address() as AddressInfo;
-  return { origin: `http://127.0.0.1:${port}`, close: () => app.close() };
-}
-
-const QUERY = "{ hello }";
-const EXPECTED_RESPONSE = /"hello":\s*"world"/;
+/** A tag the server holds, so that a query has something recognisable to return. */
+const TAG_NAME = "explorer-check";
+const QUERY = "{ tags(first: 10) { edges { node { name } } } }";
+const EXPECTED_RESPONSE = /"name":\s*"explorer-check"/;
 
 const CHROMIUM_ARGS = [
   "--headless",
@@ -94,17 +54,20 @@ function isLocal(url: string): boolean {
 }
 
 describe("GraphQL explorer", () => {
-  let host: ExplorerHost;
+  let server: TestServer;
+  let host: { readonly origin: string };
   let browser: Browser;
 
   beforeAll(async () => {
-    host = await startExplorerHost();
+    server = await startTestServer("sqlite", { env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "200ms" } });
+    host = { origin: server.url };
+    await server.app.services.tags.createTag(server.organizationId, TAG_NAME);
     browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
   }, 60_000);
 
   afterAll(async () => {
     await browser?.close();
-    await host?.close();
+    await server?.close();
   });
 
   it("serves a page and assets that load nothing from outside the server", async () => {
@@ -182,9 +145,10 @@ describe("GraphQL explorer", () => {
       const { queryEditor } = await openExplorer(page, host.origin);
       await expect.poll(async () => editorText(await queryEditor.locator(".view-lines").innerText())).toContain("tags(first: 10)");
 
-      // The headers tab is open and shows how to authenticate.
+      // The headers tab is open and shows how to authenticate; the user pastes a key and reloads the schema.
       const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
       await expect.poll(async () => editorText(await headersEditor.innerText())).toContain('"X-API-Key": "<paste your API key>"');
+      await enterApiKey(page, server.apiKey);
 
       // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
       // unknown field shows that the worker started and the schema was fetched from the endpoint.
@@ -198,13 +162,14 @@ describe("GraphQL explorer", () => {
         (response) =>
           response.request().method() === "POST" &&
           new URL(response.url()).pathname === ENDPOINT &&
-          (response.request().postData() ?? "").includes("hello"),
+          // GraphiQL sends the query minified.
+          (response.request().postData() ?? "").replace(/\s/g, "").includes("tags(first:10)"),
       );
       await page.locator(".graphiql-execute-button").click();
       const answered = await graphqlResponse;
       expect(answered.status()).toBe(200);
       // Whatever is in the headers editor is sent as HTTP headers.
-      expect(await answered.request().headerValue("x-api-key")).toBe("<paste your API key>");
+      expect(await answered.request().headerValue("x-api-key")).toBe(server.apiKey);
       expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
@@ -223,38 +188,37 @@ describe("GraphQL explorer", () => {
     });
   }, 120_000);
 
-  it("sends subscriptions over graphql-ws to the endpoint on the same host", async () => {
+  it("runs a subscription over graphql-ws on the same host and path, authenticated by the headers editor", async () => {
+    const { references, lifecycleLog } = server.app.services;
+    const reference = await references.createReference(server.organizationId, { bookingNumber: "BK-EXPLORER", carrierCode: "MAEU" });
+    const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
+    // Written before the subscription starts: the subscription replays it from the cursor.
+    await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
+
     await withIsolatedBrowser(browser, async ({ context, blocked }) => {
-      // Nothing hosts graphql-ws yet, so the browser side of the socket is answered here: this checks the URL
-      // and protocol the page uses, not the server.
-      const sockets: { url: string; subscribe: unknown }[] = [];
+      const sockets: string[] = [];
       await context.routeWebSocket(`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`, (ws) => {
-        const socket = { url: ws.url(), subscribe: undefined as unknown };
-        sockets.push(socket);
-        ws.onMessage((raw) => {
-          const message = JSON.parse(String(raw)) as { type?: string; id?: string; payload?: unknown };
-          if (message.type === "connection_init") {
-            ws.send(JSON.stringify({ type: "connection_ack" }));
-          } else if (message.type === "subscribe") {
-            socket.subscribe = message.payload;
-            ws.send(JSON.stringify({ id: message.id, type: "next", payload: { data: { hello: "over graphql-ws" } } }));
-            ws.send(JSON.stringify({ id: message.id, type: "complete" }));
-          }
-        });
+        sockets.push(ws.url());
+        ws.connectToServer();
       });
 
       const page = await context.newPage();
+      const pageErrors: string[] = [];
+      page.on("pageerror", (error) => pageErrors.push(error.message));
       const { queryEditor } = await openExplorer(page, host.origin);
-      await replaceQuery(page, queryEditor, "subscription { hello }");
+      await enterApiKey(page, server.apiKey);
+      await replaceQuery(page, queryEditor, `subscription { lifecycleEvents(after: "${created.cursors[0]}") { node { type referenceId } } }`);
       await page.locator(".graphiql-execute-button").click();
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"hello":\s*"over graphql-ws"/);
-      expect(sockets.map((socket) => socket.url)).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
-      // Over graphql-ws the headers editor's content does not go into connection_init's payload (that is {}):
-      // it arrives per operation, in the subscribe message's payload.extensions.headers. Server-side auth for
-      // subscriptions has to read the API key from there.
-      expect(sockets[0]?.subscribe).toMatchObject({ extensions: { headers: { "X-API-Key": "<paste your API key>" } } });
+      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/);
+      expect(editorText(await resultPane.innerText())).toContain(reference.id);
+      // Then live: GraphiQL shows the latest message.
+      await references.recordExtraction(server.organizationId, reference.id, { status: "failed", error: { code: "E", message: "down" } });
+      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"type":\s*"EXTRACTION_FAILED"/);
+
+      expect(sockets).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
+      expect(pageErrors).toEqual([]);
       expect(blocked).toEqual([]);
     });
   }, 120_000);
@@ -306,14 +270,29 @@ async function openExplorer(page: Page, origin: string): Promise<{ queryEditor: 
 }
 
 /**
+ * Puts an API key into the headers editor, as a user pastes one, and reloads the schema with it (GraphiQL
+ * introspects on load, before any key was there).
+ */
+async function enterApiKey(page: Page, apiKey: string): Promise<void> {
+  const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
+  await replaceEditorText(page, headersEditor, `{ "X-API-Key": "${apiKey}" }`);
+  await page.locator('button[aria-label^="Re-fetch GraphQL schema"]').click();
+}
+
+/**
  * Replaces the query by typing it key by key, as a user would. (keyboard.insertText leaves "{ hello }}": Monaco
  * auto-closes the "{" and only real key presses over-type the "}" it inserted.)
  */
 async function replaceQuery(page: Page, queryEditor: Locator, query: string): Promise<void> {
-  await queryEditor.locator(".view-lines").click();
+  await replaceEditorText(page, queryEditor, query);
+}
+
+/** Replaces the text of any of GraphiQL's Monaco editors by typing (see {@link replaceQuery}). */
+async function replaceEditorText(page: Page, editor: Locator, text: string): Promise<void> {
+  await editor.locator(".view-lines").click();
   await page.keyboard.press("ControlOrMeta+A");
   await page.keyboard.press("Delete");
-  await page.keyboard.type(query, { delay: 20 });
+  await page.keyboard.type(text, { delay: 20 });
   await page.keyboard.press("Escape");
-  await expect.poll(async () => editorText(await queryEditor.locator(".view-lines").innerText())).toBe(query);
+  await expect.poll(async () => editorText(await editor.locator(".view-lines").innerText())).toBe(text);
 }

@@ -4,6 +4,8 @@ import type { OrganizationService } from "./organizations/organization-service.t
 import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
 import type { Store } from "./store.ts";
+import type { WebhookDeliveryService } from "./webhooks/webhook-delivery-service.ts";
+import type { WebhookService } from "./webhooks/webhook-service.ts";
 
 /** Everything the adapters (REST, GraphQL, CLI, workers) may call. Built once in `app.ts`. */
 export interface Services {
@@ -12,6 +14,10 @@ export interface Services {
   readonly references: ReferenceService;
   readonly lifecycleLog: LifecycleLogService;
   readonly recorder: LifecycleRecorder;
+  /** Webhook endpoints and deliveries as the organization manages them. */
+  readonly webhooks: WebhookService;
+  /** The delivery rules the webhook worker applies. */
+  readonly webhookDeliveries: WebhookDeliveryService;
   /** Read-only batch lookups for DataLoaders; each takes many keys and issues one query. */
   readonly batch: Pick<Store, "findTagsByIds" | "findTagsByReferenceIds" | "findReferencesByIds" | "findChildrenByParentIds">;
 }

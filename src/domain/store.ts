@@ -1,5 +1,6 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
 import type { Organization, Reference, ReferenceUpdate, Tag } from "./models.ts";
+import type { WebhookStore } from "./webhooks/webhook-store.ts";
 
 /*
  * What the domain needs from persistence, implemented once in src/store/ (Prisma). Every method is scoped by
@@ -51,6 +52,8 @@ export interface EventListQuery {
 
 export interface Store {
   transaction<T>(work: (store: Store) => Promise<T>): Promise<T>;
+  /** Webhook endpoints and the delivery outbox, in this store's transaction when it has one. */
+  readonly webhooks: WebhookStore;
 
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;

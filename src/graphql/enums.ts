@@ -1,17 +1,20 @@
 import { DEACTIVATE_REASONS, LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type { ExtractionOutcome, ListReferencesInput } from "../domain/references/reference-service.ts";
+import { DELIVERY_STATUSES, type DeliveryStatus } from "../domain/webhooks/webhook-models.ts";
 
 /*
  * GraphQL enums are UPPER_CASE names over the domain's own snake_case strings: resolvers receive and return
  * the domain values (codegen's `enumValues` points here), and the maps below tell graphql-js which name
- * stands for which value. Each map is derived from, or checked against, the domain's list, so a value added
- * to the domain without a GraphQL name fails to compile.
+ * stands for which value. The maps are derived from the domain's lists, so a value the domain adds without a
+ * matching value in schema.graphql stops the server at startup (graphql-tools rejects the unknown enum value)
+ * instead of failing the first response that contains it.
  */
 
 export type { DeactivateReason, LifecycleEventType };
 export type ExtractionStatus = ExtractionOutcome["status"];
 export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
+export type WebhookDeliveryStatus = DeliveryStatus;
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -23,3 +26,4 @@ export const DEACTIVATE_REASON_NAMES = enumNames<DeactivateReason>(DEACTIVATE_RE
 export const LIFECYCLE_EVENT_TYPE_NAMES = enumNames<LifecycleEventType>(LIFECYCLE_EVENT_TYPES);
 export const EXTRACTION_STATUS_NAMES = enumNames<ExtractionStatus>(["succeeded", "failed"]);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
+export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);

@@ -2,6 +2,7 @@ import DataLoader from "dataloader";
 import type { Reference, Tag } from "../domain/models.ts";
 import type { Services } from "../domain/services.ts";
 import type { Page } from "../domain/shared/page.ts";
+import type { WebhookAttempt } from "../domain/webhooks/webhook-models.ts";
 import type { PageRequest } from "./pagination.ts";
 
 /*
@@ -24,6 +25,8 @@ export interface Loaders {
   readonly childrenByParentId: DataLoader<string, Reference[]>;
   /** A page of the references carrying a tag. */
   readonly referencesByTag: DataLoader<TagReferencesKey, Page<Reference>, string>;
+  /** A webhook delivery's attempts, oldest first (the delivery was read through the caller's organization). */
+  readonly webhookAttemptsByDeliveryId: DataLoader<string, WebhookAttempt[]>;
   /** Forgets everything loaded so far; a mutation calls it before it changes anything. */
   clearAll(): void;
 }
@@ -76,16 +79,23 @@ export function createLoaders(services: Services, organizationId: string): Loade
     { cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
   );
 
+  const webhookAttemptsByDeliveryId = new DataLoader<string, WebhookAttempt[]>(async (ids) => {
+    const byDelivery = await services.webhooks.findAttemptsByDeliveryIds(ids);
+    return ids.map((id) => byDelivery.get(id) ?? []);
+  });
+
   return {
     tagsByReferenceId,
     referenceById,
     childrenByParentId,
     referencesByTag,
+    webhookAttemptsByDeliveryId,
     clearAll() {
       tagsByReferenceId.clearAll();
       referenceById.clearAll();
       childrenByParentId.clearAll();
       referencesByTag.clearAll();
+      webhookAttemptsByDeliveryId.clearAll();
     },
   };
 }

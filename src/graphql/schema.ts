@@ -3,11 +3,19 @@ import { makeExecutableSchema } from "@graphql-tools/schema";
 import type { GraphQLFieldResolver, GraphQLScalarType, GraphQLSchema } from "graphql";
 import type { Resolvers } from "./__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "./context.ts";
-import { DEACTIVATE_REASON_NAMES, EXTRACTION_STATUS_NAMES, LIFECYCLE_EVENT_TYPE_NAMES, TAG_MATCH_NAMES } from "./enums.ts";
+import {
+  DEACTIVATE_REASON_NAMES,
+  EXTRACTION_STATUS_NAMES,
+  LIFECYCLE_EVENT_TYPE_NAMES,
+  TAG_MATCH_NAMES,
+  WEBHOOK_DELIVERY_STATUS_NAMES,
+} from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
 import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
+import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.resolvers.ts";
 import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
+import { subscriptionResolvers } from "./subscriptions/subscription.resolvers.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
 /** schema.graphql at the repository root: the contract, read as is. */
@@ -32,12 +40,14 @@ const enumResolvers: Resolvers = {
   ExtractionStatus: EXTRACTION_STATUS_NAMES,
   LifecycleEventType: LIFECYCLE_EVENT_TYPE_NAMES,
   TagMatch: TAG_MATCH_NAMES,
+  WebhookDeliveryStatus: WEBHOOK_DELIVERY_STATUS_NAMES,
 };
 
 const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {
   ...tagInputLocators,
   ...referenceInputLocators,
   ...lifecycleInputLocators,
+  ...webhookInputLocators,
 };
 
 /** A mutation's service input is its `input` argument, unless INPUT_LOCATORS says otherwise. */
@@ -46,27 +56,24 @@ const MUTATION_INPUT = underArgument(["input"]);
 type AnyResolver = GraphQLFieldResolver<unknown, GraphqlContext, Record<string, unknown>>;
 
 /**
- * Wraps every field resolver of `resolvers` once, at startup, for what all of them share:
+ * Wraps every field resolver once, at startup, for what all of them share:
  * - a DomainError becomes a coded GraphQL error whose `extensions.field` points into this field's arguments;
  * - a mutation first empties the request's loaders, so that its payload (and a later mutation of the same
  *   operation) never shows what was loaded before the change.
- * Scalars and enum value maps are left as they are.
+ * Only plain resolver functions are wrapped; anything else (such as a future subscription's
+ * `{ subscribe, resolve }`) is passed through as it is.
  */
 function withSharedBehaviour(resolvers: Resolvers): Resolvers {
-  const wrapped: Record<string, unknown> = {};
-  for (const [typeName, fields] of Object.entries(resolvers)) {
-    if (typeof fields !== "object" || fields === null || Object.values(fields).some((value) => typeof value !== "function")) {
-      wrapped[typeName] = fields;
-      continue;
-    }
-    wrapped[typeName] = Object.fromEntries(
-      Object.entries(fields as Record<string, AnyResolver>).map(([fieldName, resolve]) => {
+  const wrapType = (typeName: string, fields: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.entries(fields).map(([fieldName, resolve]) => {
+        if (typeof resolve !== "function") return [fieldName, resolve];
         const locate = INPUT_LOCATORS[`${typeName}.${fieldName}`] ?? (typeName === "Mutation" ? MUTATION_INPUT : AT_ARGUMENTS);
         const isMutation = typeName === "Mutation";
         const resolver: AnyResolver = async (parent, args, context, info) => {
           if (isMutation) context.loaders.clearAll();
           try {
-            return await resolve(parent, args, context, info);
+            return await (resolve as AnyResolver)(parent, args, context, info);
           } catch (error) {
             throw toGraphqlError(error, locate, args);
           }
@@ -74,8 +81,9 @@ function withSharedBehaviour(resolvers: Resolvers): Resolvers {
         return [fieldName, resolver];
       }),
     );
-  }
-  return wrapped as Resolvers;
+  return Object.fromEntries(
+    Object.entries(resolvers).map(([typeName, fields]) => [typeName, wrapType(typeName, fields as Record<string, unknown>)]),
+  ) as Resolvers;
 }
 
 function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
@@ -98,7 +106,7 @@ function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
  * (later) graphql-ws, so that both run the same resolvers, errors and limits.
  */
 export function buildGraphqlSchema(): GraphQLSchema {
-  const resolvers = withSharedBehaviour(mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers]));
+  const resolvers = withSharedBehaviour(mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers, subscriptionResolvers, webhookResolvers]));
   return makeExecutableSchema({
     typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
     resolvers: [scalarResolvers, enumResolvers, resolvers],

@@ -15,6 +15,7 @@ import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
 import { registerReferenceRoutes } from "./routes/references.routes.ts";
 import { registerTagRoutes } from "./routes/tags.routes.ts";
+import { registerWebhookRoutes } from "./routes/webhooks.routes.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -114,6 +115,7 @@ export async function registerRest(app: FastifyInstance, { services, config, ide
     registerTagRoutes(v1, services);
     registerReferenceRoutes(v1, services);
     registerLifecycleRoutes(v1, services);
+    registerWebhookRoutes(v1, services);
   }, { prefix: "/v1" });
 }
 

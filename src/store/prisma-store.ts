@@ -7,7 +7,9 @@ import type {
   Store,
   TagListQuery,
 } from "../domain/store.ts";
+import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { PrismaWebhookStore } from "./webhook-store.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -21,12 +23,38 @@ const TRANSACTION_OPTIONS = { maxWait: 15_000, timeout: 30_000 } as const;
 
 type Client = PrismaClient | PrismaTransaction;
 
+interface TagRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly name: string;
+  readonly created_at: Date | string;
+  readonly updated_at: Date | string;
+}
+
+/** Raw rows carry dates as Date (PostgreSQL) or as the ISO text SQLite stores. */
+function tagFromRow(row: TagRow): Tag {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    name: row.name,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}
+
 export class PrismaStore implements Store {
   constructor(
     private readonly database: Database,
     private readonly client: Client = database.prisma,
     private readonly inTransaction = false,
   ) {}
+
+  get webhooks(): WebhookStore {
+    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client);
+    return this.webhookStore;
+  }
+
+  private webhookStore: WebhookStore | undefined;
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.inTransaction) return work(this);
@@ -123,12 +151,14 @@ export class PrismaStore implements Store {
   async findTagsByReferenceIds(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
     const byReference = new Map<string, Tag[]>(referenceIds.map((id) => [id, []]));
     if (referenceIds.length === 0) return byReference;
-    const links = await this.client.referenceTag.findMany({
-      where: { referenceId: { in: [...referenceIds] } },
-      include: { tag: true },
-      orderBy: [{ tag: { nameKey: "asc" } }],
-    });
-    for (const link of links) byReference.get(link.referenceId)?.push(link.tag);
+    // One join instead of Prisma's `include`, which sends two statements: this runs for every page of
+    // references on both surfaces.
+    const rows = await this.client.$queryRaw<(TagRow & { reference_id: string })[]>`
+      SELECT rt."reference_id", t."id", t."organization_id", t."name", t."created_at", t."updated_at"
+      FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id"
+      WHERE rt."reference_id" IN (${Prisma.join([...referenceIds])})
+      ORDER BY t."name_key", t."id"`;
+    for (const row of rows) byReference.get(row.reference_id)?.push(tagFromRow(row));
     return byReference;
   }
 
@@ -146,7 +176,7 @@ export class PrismaStore implements Store {
     return this.client.reference.findMany({ where: { organizationId, id: { in: [...ids] } } });
   }
 
-  listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]> {
+  async listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]> {
     const where: Prisma.ReferenceWhereInput = {
       organizationId,
       active: query.active,
@@ -155,10 +185,47 @@ export class PrismaStore implements Store {
       billOfLading: query.billOfLading,
       bookingNumber: query.bookingNumber,
       parentReferenceId: query.parentReferenceId,
-      AND: query.tagIdGroups.map((group) => ({ tags: { some: { tagId: { in: [...group] } } } })),
     };
     if (query.beforeId) where.id = { lt: query.beforeId };
-    return this.client.reference.findMany({ where, orderBy: { id: "desc" }, take: query.limit });
+    if (query.tagIdGroups.length === 0) {
+      return this.client.reference.findMany({ where, orderBy: { id: "desc" }, take: query.limit });
+    }
+    // With a tag filter, walk the (tag_id, reference_id) index of the first group newest first and check the
+    // other groups per candidate. Prisma's `tags: { some }` would walk *all* references newest first and probe
+    // the tags of each: about 33,000 probes to find 50 carriers of a tag held by 0.15 % of 100,000 references.
+    const ids = await this.findReferenceIdsByTagGroups(organizationId, query);
+    if (ids.length === 0) return [];
+    const rows = await this.client.reference.findMany({ where: { id: { in: ids } } });
+    return rows.sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  }
+
+  private async findReferenceIdsByTagGroups(organizationId: string, query: ReferenceListQuery): Promise<string[]> {
+    const [first, ...others] = query.tagIdGroups;
+    const conditions: Prisma.Sql[] = [
+      Prisma.sql`rt."tag_id" IN (${Prisma.join([...first!])})`,
+      Prisma.sql`r."organization_id" = ${organizationId}`,
+    ];
+    if (query.beforeId) conditions.push(Prisma.sql`rt."reference_id" < ${query.beforeId}`);
+    if (query.active !== undefined) conditions.push(Prisma.sql`r."active" = ${query.active}`);
+    if (query.carrierCode !== undefined) conditions.push(Prisma.sql`r."carrier_code" = ${query.carrierCode}`);
+    if (query.containerId !== undefined) conditions.push(Prisma.sql`r."container_id" = ${query.containerId}`);
+    if (query.billOfLading !== undefined) conditions.push(Prisma.sql`r."bill_of_lading" = ${query.billOfLading}`);
+    if (query.bookingNumber !== undefined) conditions.push(Prisma.sql`r."booking_number" = ${query.bookingNumber}`);
+    if (query.parentReferenceId !== undefined) {
+      conditions.push(Prisma.sql`r."parent_reference_id" = ${query.parentReferenceId}`);
+    }
+    for (const group of others) {
+      conditions.push(Prisma.sql`EXISTS (
+        SELECT 1 FROM "reference_tags" other
+        WHERE other."reference_id" = rt."reference_id" AND other."tag_id" IN (${Prisma.join([...group])}))`);
+    }
+    const rows = await this.client.$queryRaw<{ id: string }[]>`
+      SELECT DISTINCT rt."reference_id" AS id
+      FROM "reference_tags" rt JOIN "shipping_references" r ON r."id" = rt."reference_id"
+      WHERE ${Prisma.join(conditions, " AND ")}
+      ORDER BY rt."reference_id" DESC
+      LIMIT ${query.limit}`;
+    return rows.map((row) => row.id);
   }
 
   async listReferenceIdsByTagIds(
@@ -255,7 +322,10 @@ export class PrismaStore implements Store {
     }
     const rows = await this.client.lifecycleEvent.findMany({
       where,
-      orderBy: [{ occurredAt: query.order }, { id: query.order }],
+      // reference_id is constant here, so leading with it changes no order; it makes the ordering one that only
+      // the (reference_id, occurred_at, id) index can satisfy, where PostgreSQL otherwise picked the
+      // occurred_at index for a reference holding most of the table (84 ms instead of 0.2 ms per page).
+      orderBy: [{ referenceId: query.order }, { occurredAt: query.order }, { id: query.order }],
       take: query.limit,
     });
     return rows.map(

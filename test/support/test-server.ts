@@ -101,6 +101,35 @@ export async function startTestServer(kind: DatabaseKind, options: StartOptions 
   };
 }
 
+/**
+ * Another instance of the app on `server`'s database, as in a deployment of several instances behind one
+ * PostgreSQL database (or several processes on one SQLite file). It shares the organization and key of `server`;
+ * `close()` stops this instance only (the database belongs to `server`).
+ */
+export async function startInstanceOn(server: TestServer, options: StartOptions = {}): Promise<TestServer> {
+  const url = server.database.url;
+  const config = loadConfig({ NODE_ENV: "test", LOG_LEVEL: "silent", DATABASE_URL: url, ...options.env });
+  const database = await openDatabase(url, { onQuery: options.onQuery });
+  const app = await buildApp({ config, database, clock: options.clock });
+  await app.http.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.http.server.address();
+  if (!address || typeof address === "string") throw new Error("server did not bind a TCP port");
+  return {
+    kind: server.kind,
+    url: `http://127.0.0.1:${address.port}`,
+    apiKey: server.apiKey,
+    organizationId: server.organizationId,
+    app,
+    database,
+    config,
+    newOrganization: async (name = "test") => {
+      const { organization, apiKey } = await app.services.organizations.createOrganization(name);
+      return { organizationId: organization.id, apiKey: apiKey.key };
+    },
+    close: () => app.close(),
+  };
+}
+
 /** A clock tests move by hand instead of sleeping. */
 export class ManualClock implements Clock {
   constructor(private current = new Date("2026-11-22T00:00:00.000Z")) {}

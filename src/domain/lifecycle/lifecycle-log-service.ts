@@ -16,8 +16,9 @@ export interface ListEventsInput {
   readonly cursor?: string;
 }
 
-type EventPosition = { readonly t: string; readonly i: string };
-const isEventPosition = (value: unknown): value is EventPosition =>
+/** The keyset position inside an event cursor: `occurred_at` (ISO) and id. Also read by live subscriptions. */
+export type EventPosition = { readonly t: string; readonly i: string };
+export const isEventPosition = (value: unknown): value is EventPosition =>
   typeof value === "object" &&
   value !== null &&
   typeof (value as EventPosition).t === "string" &&

@@ -6,6 +6,11 @@ import type { LifecycleEvent, LifecycleEventBody } from "./lifecycle-event.ts";
 
 export type CommittedEventsListener = (events: readonly LifecycleEvent[]) => void;
 
+/** Writes what must commit with an event (the webhook outbox rows), through the event's transaction. */
+export interface EventOutbox {
+  enqueue(store: Store, event: LifecycleEvent): Promise<void>;
+}
+
 /**
  * Writes lifecycle events inside the caller's transaction and, once that transaction has committed, tells the
  * listeners (live subscriptions, the webhook worker's wake-up). Listeners are hints only: the log in the
@@ -14,9 +19,15 @@ export type CommittedEventsListener = (events: readonly LifecycleEvent[]) => voi
 export class LifecycleRecorder {
   private readonly listeners = new Set<CommittedEventsListener>();
 
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly outbox?: EventOutbox,
+  ) {}
 
-  /** Appends one event for `reference` with a snapshot of its current `tags`. Call inside a transaction. */
+  /**
+   * Appends one event for `reference` with a snapshot of its current `tags`, and its outbox rows. Call inside a
+   * transaction.
+   */
   async record(store: Store, reference: Reference, tags: readonly Tag[], body: LifecycleEventBody): Promise<LifecycleEvent> {
     const event = {
       ...body,
@@ -27,6 +38,7 @@ export class LifecycleRecorder {
       referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
     } as LifecycleEvent;
     await store.insertEvent(event);
+    await this.outbox?.enqueue(store, event);
     return event;
   }
 

@@ -27,6 +27,27 @@ export class CursorCodec {
    *         CURSOR_FILTER_MISMATCH when it was issued for other filters.
    */
   decode<P>(cursor: string, filters: unknown, isPosition: (value: unknown) => value is P, parameter = "cursor"): P {
+    const envelope = this.open(cursor, isPosition, parameter);
+    if (envelope.f !== this.fingerprint(filters)) {
+      throw new DomainError(
+        "CURSOR_FILTER_MISMATCH",
+        "The cursor was issued for different filters; repeat the same filters or start without a cursor",
+        [{ path: [parameter], code: "CURSOR_FILTER_MISMATCH", message: "cursor used with different filters" }],
+      );
+    }
+    return envelope.p;
+  }
+
+  /**
+   * The position of a cursor issued for any filters: for readers whose positions mean the same whatever the
+   * filters were (a lifecycle event's `(occurred_at, id)` is a point in the log for every listing of it).
+   * @throws DomainError INVALID_CURSOR when the cursor is malformed, was altered, or holds another kind of position.
+   */
+  decodeIgnoringFilters<P>(cursor: string, isPosition: (value: unknown) => value is P, parameter = "cursor"): P {
+    return this.open(cursor, isPosition, parameter).p;
+  }
+
+  private open<P>(cursor: string, isPosition: (value: unknown) => value is P, parameter: string): CursorEnvelope<P> {
     const invalid = () =>
       new DomainError("INVALID_CURSOR", "The cursor is malformed or was altered; use a next_cursor value as given", [
         { path: [parameter], code: "INVALID_CURSOR", message: "malformed or altered cursor" },
@@ -42,15 +63,8 @@ export class CursorCodec {
     } catch {
       throw invalid();
     }
-    if (!isPosition(envelope.p)) throw invalid();
-    if (envelope.f !== this.fingerprint(filters)) {
-      throw new DomainError(
-        "CURSOR_FILTER_MISMATCH",
-        "The cursor was issued for different filters; repeat the same filters or start without a cursor",
-        [{ path: [parameter], code: "CURSOR_FILTER_MISMATCH", message: "cursor used with different filters" }],
-      );
-    }
-    return envelope.p;
+    if (typeof envelope !== "object" || envelope === null || !isPosition(envelope.p)) throw invalid();
+    return envelope as CursorEnvelope<P>;
   }
 
   private sign(payload: string): string {

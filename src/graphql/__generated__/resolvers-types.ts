@@ -2,7 +2,8 @@
 import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } from 'graphql';
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel } from '../enums.ts';
+import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -81,6 +82,30 @@ export type CreateTagPayload = {
   tag: Tag;
 };
 
+/** Input of `createWebhookEndpoint`. */
+export type CreateWebhookEndpointInput = {
+  /** A note for people, at most 500 characters. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Whether the endpoint receives events; default true. */
+  enabled?: InputMaybe<Scalars['Boolean']['input']>;
+  /** The event types to send (at least one); null or absent: every type. */
+  eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /** Where to send events: an https or http URL, at most 2,048 characters, without credentials or fragment. */
+  url: Scalars['String']['input'];
+};
+
+/** Result of `createWebhookEndpoint`. */
+export type CreateWebhookEndpointPayload = {
+  __typename?: 'CreateWebhookEndpointPayload';
+  /**
+   * The signing secret (`whsec_` + base64), shown this once. Verify requests with it as Standard Webhooks
+   * describes.
+   */
+  secret: Scalars['String']['output'];
+  /** The created endpoint. */
+  webhookEndpoint: WebhookEndpoint;
+};
+
 /** Why a reference was deactivated (SPEC §6). */
 export type DeactivateReason =
   /** The carrier could not be found. */
@@ -124,6 +149,19 @@ export type DeleteTagPayload = {
   __typename?: 'DeleteTagPayload';
   /** The id of the deleted tag. */
   deletedTagId: Scalars['ID']['output'];
+};
+
+/** Input of `deleteWebhookEndpoint`. */
+export type DeleteWebhookEndpointInput = {
+  /** The endpoint to delete. */
+  id: Scalars['ID']['input'];
+};
+
+/** Result of `deleteWebhookEndpoint`. */
+export type DeleteWebhookEndpointPayload = {
+  __typename?: 'DeleteWebhookEndpointPayload';
+  /** The id of the deleted endpoint. */
+  deletedWebhookEndpointId: Scalars['ID']['output'];
 };
 
 /** Why an extraction failed. */
@@ -175,7 +213,11 @@ export type LifecycleEventConnection = {
 /** A lifecycle event and its position in the log. */
 export type LifecycleEventEdge = {
   __typename?: 'LifecycleEventEdge';
-  /** An opaque position in the log. */
+  /**
+   * An opaque position in the log. From `Reference.events`: pass it as `after` (or `before`) to the same field
+   * with the same filter. From `Subscription.lifecycleEvents` (or `Reference.events`): pass it as the
+   * subscription's `after` to resume after this event.
+   */
   cursor: Scalars['String']['output'];
   /** The event. */
   node: LifecycleEvent;
@@ -225,10 +267,17 @@ export type Mutation = {
    * name in any case; LIMIT_EXCEEDED at the organization's tag limit.
    */
   createTag: CreateTagPayload;
+  /**
+   * Creates a webhook endpoint and returns its signing secret, this once. The URL must be https or http; private,
+   * loopback and link-local targets (also behind a name) are refused unless the server allows them.
+   */
+  createWebhookEndpoint: CreateWebhookEndpointPayload;
   /** Deactivates a reference with a reason. An already deactivated reference is returned unchanged. */
   deactivateReference: DeactivateReferencePayload;
   /** Deletes a tag and removes it from every reference. */
   deleteTag: DeleteTagPayload;
+  /** Deletes a webhook endpoint with its deliveries. */
+  deleteWebhookEndpoint: DeleteWebhookEndpointPayload;
   /** Reactivates a deactivated reference; CONFLICT when it is active. */
   reactivateReference: ReactivateReferencePayload;
   /**
@@ -250,6 +299,23 @@ export type Mutation = {
    * child reference with a copy of the parent's tags; containers reported before are returned, not duplicated.
    */
   reportChildContainers: ReportChildContainersPayload;
+  /**
+   * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule. CONFLICT when
+   * its endpoint is disabled.
+   */
+  resendWebhookDelivery: ResendWebhookDeliveryPayload;
+  /**
+   * Issues a new signing secret and returns it, this once. The previous secret keeps signing beside the new one
+   * for 24 hours, so receivers can switch without missing a request.
+   */
+  rotateWebhookEndpointSecret: RotateWebhookEndpointSecretPayload;
+  /** Queues a `webhook_test` event for the endpoint, whatever its event types. CONFLICT when it is disabled. */
+  sendTestWebhook: SendTestWebhookPayload;
+  /**
+   * Changes the fields given. Disabling fails the deliveries waiting for the endpoint; enabling clears why it was
+   * disabled.
+   */
+  updateWebhookEndpoint: UpdateWebhookEndpointPayload;
 };
 
 
@@ -272,6 +338,12 @@ export type MutationCreateTagArgs = {
 
 
 /** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationCreateWebhookEndpointArgs = {
+  input: CreateWebhookEndpointInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
 export type MutationDeactivateReferenceArgs = {
   input: DeactivateReferenceInput;
 };
@@ -280,6 +352,12 @@ export type MutationDeactivateReferenceArgs = {
 /** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
 export type MutationDeleteTagArgs = {
   input: DeleteTagInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationDeleteWebhookEndpointArgs = {
+  input: DeleteWebhookEndpointInput;
 };
 
 
@@ -318,6 +396,30 @@ export type MutationReportChildContainersArgs = {
   input: ReportChildContainersInput;
 };
 
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationResendWebhookDeliveryArgs = {
+  input: ResendWebhookDeliveryInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationRotateWebhookEndpointSecretArgs = {
+  input: RotateWebhookEndpointSecretInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationSendTestWebhookArgs = {
+  input: SendTestWebhookInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationUpdateWebhookEndpointArgs = {
+  input: UpdateWebhookEndpointInput;
+};
+
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -345,6 +447,12 @@ export type Query = {
   tag?: Maybe<Tag>;
   /** The organization's tags in name order (case-insensitive). */
   tags: TagConnection;
+  /** One webhook delivery with its attempts; a NOT_FOUND error when there is none with this id. */
+  webhookDelivery?: Maybe<WebhookDelivery>;
+  /** One webhook endpoint; a NOT_FOUND error when there is none with this id. */
+  webhookEndpoint?: Maybe<WebhookEndpoint>;
+  /** The organization's webhook endpoints, newest first. */
+  webhookEndpoints: WebhookEndpointConnection;
 };
 
 
@@ -372,6 +480,25 @@ export type QueryTagArgs = {
 export type QueryTagsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   filter?: InputMaybe<TagFilter>;
+  first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryWebhookDeliveryArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryWebhookEndpointArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryWebhookEndpointsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
 };
 
@@ -617,6 +744,79 @@ export type ReportChildContainersPayload = {
   children: Array<Reference>;
 };
 
+/** Input of `resendWebhookDelivery`. */
+export type ResendWebhookDeliveryInput = {
+  /** The delivery to send again. */
+  deliveryId: Scalars['ID']['input'];
+};
+
+/** Result of `resendWebhookDelivery`. */
+export type ResendWebhookDeliveryPayload = {
+  __typename?: 'ResendWebhookDeliveryPayload';
+  /** The delivery, queued again. */
+  delivery: WebhookDelivery;
+};
+
+/** Input of `rotateWebhookEndpointSecret`. */
+export type RotateWebhookEndpointSecretInput = {
+  /** The endpoint whose secret to rotate. */
+  id: Scalars['ID']['input'];
+};
+
+/** Result of `rotateWebhookEndpointSecret`. */
+export type RotateWebhookEndpointSecretPayload = {
+  __typename?: 'RotateWebhookEndpointSecretPayload';
+  /** The new signing secret, shown this once. */
+  secret: Scalars['String']['output'];
+  /** The endpoint, with `previousSecretExpiresAt` set. */
+  webhookEndpoint: WebhookEndpoint;
+};
+
+/** Input of `sendTestWebhook`. */
+export type SendTestWebhookInput = {
+  /** The endpoint to send a test event to. */
+  endpointId: Scalars['ID']['input'];
+};
+
+/** Result of `sendTestWebhook`. */
+export type SendTestWebhookPayload = {
+  __typename?: 'SendTestWebhookPayload';
+  /** The queued delivery of the test event. */
+  delivery: WebhookDelivery;
+};
+
+/**
+ * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
+ * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
+ * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ */
+export type Subscription = {
+  __typename?: 'Subscription';
+  /**
+   * The organization's lifecycle events as they are committed, in log order (`occurredAt`, then `id`), filtered
+   * as asked (all given filters must match; an empty list is no filter). Each message is an edge: its `cursor`
+   * resumes after that event. With `after`, the events after that cursor are replayed first and the subscription
+   * then continues live, with no gap and no duplicate; without it, the subscription receives the events that
+   * occur from the moment it starts. Events are sent a short delay after they occur (250 ms by default), once
+   * their transaction has committed; an event whose transaction commits later than that still arrives, once,
+   * possibly out of order (its message's cursor is then that of the latest event sent before it).
+   */
+  lifecycleEvents: LifecycleEventEdge;
+};
+
+
+/**
+ * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
+ * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
+ * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ */
+export type SubscriptionLifecycleEventsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  referenceId?: InputMaybe<Scalars['ID']['input']>;
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  types?: InputMaybe<Array<LifecycleEventType>>;
+};
+
 /**
  * A label an organization puts on references. Names are unique per organization regardless of case
  * (`Urgent` and `urgent` are the same tag); the stored name keeps the spelling it was created with.
@@ -693,6 +893,183 @@ export type TagSnapshot = {
   id: Scalars['ID']['output'];
   /** The tag's name at the time of the event. */
   name: Scalars['String']['output'];
+};
+
+/** Input of `updateWebhookEndpoint`: the fields given change, the others stay. */
+export type UpdateWebhookEndpointInput = {
+  /** A new description; an explicit null removes it. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Enable or disable the endpoint. */
+  enabled?: InputMaybe<Scalars['Boolean']['input']>;
+  /** New event types; an explicit null means every type. */
+  eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /** The endpoint to change. */
+  id: Scalars['ID']['input'];
+  /** A new URL. */
+  url?: InputMaybe<Scalars['String']['input']>;
+};
+
+/** Result of `updateWebhookEndpoint`. */
+export type UpdateWebhookEndpointPayload = {
+  __typename?: 'UpdateWebhookEndpointPayload';
+  /** The endpoint after the change. */
+  webhookEndpoint: WebhookEndpoint;
+};
+
+/** One HTTP request of a delivery and what came of it. */
+export type WebhookAttempt = {
+  __typename?: 'WebhookAttempt';
+  /** When the request started. */
+  attemptedAt: Scalars['DateTime']['output'];
+  /**
+   * Why the attempt failed without a usable status (timeout, connection error, refused target), or a note such
+   * as "redirects are not followed"; null otherwise.
+   */
+  error?: Maybe<Scalars['String']['output']>;
+  /** The attempt's identifier. */
+  id: Scalars['ID']['output'];
+  /** How long the request took, in milliseconds. */
+  latencyMs: Scalars['Int']['output'];
+  /** The first 2 KB of the response body. */
+  responseBody?: Maybe<Scalars['String']['output']>;
+  /** The HTTP status received; null when no response arrived. */
+  statusCode?: Maybe<Scalars['Int']['output']>;
+};
+
+/**
+ * One event for one endpoint. Every attempt sends the same body with the same `webhook-id` header, which is
+ * this delivery's `id`.
+ */
+export type WebhookDelivery = {
+  __typename?: 'WebhookDelivery';
+  /** Attempts since the delivery was queued (or last re-sent by hand); the retry schedule counts these. */
+  attemptCount: Scalars['Int']['output'];
+  /** Every attempt, oldest first. */
+  attempts: Array<WebhookAttempt>;
+  /**
+   * The JSON body sent: `id`, `type`, `occurred_at`, `reference_id`, `organization_id`, `reference_tags`,
+   * `status`, `payload`.
+   */
+  body: Scalars['JSONObject']['output'];
+  /** When the delivery was queued. */
+  createdAt: Scalars['DateTime']['output'];
+  /** The endpoint it is for. */
+  endpointId: Scalars['ID']['output'];
+  /** The event it carries (the body's `id`); for a test event, an id of its own. */
+  eventId: Scalars['ID']['output'];
+  /** The event's type (a lifecycle event type in snake_case, or `webhook_test`). */
+  eventType: Scalars['String']['output'];
+  /** The delivery's identifier (a UUIDv7): the `webhook-id` header of its requests. */
+  id: Scalars['ID']['output'];
+  /** When the next attempt is due; null once the delivery succeeded or failed. */
+  nextAttemptAt?: Maybe<Scalars['DateTime']['output']>;
+  /** Where the delivery stands. */
+  status: WebhookDeliveryStatus;
+  /** When the delivery last changed. */
+  updatedAt: Scalars['DateTime']['output'];
+};
+
+/** A page of webhook deliveries. */
+export type WebhookDeliveryConnection = {
+  __typename?: 'WebhookDeliveryConnection';
+  /** The deliveries of this page, each with its cursor. */
+  edges: Array<WebhookDeliveryEdge>;
+  /** Where this page sits in the whole list. */
+  pageInfo: PageInfo;
+};
+
+/** A webhook delivery and its position in the list. */
+export type WebhookDeliveryEdge = {
+  __typename?: 'WebhookDeliveryEdge';
+  /** An opaque position: pass it as `after` to continue after this delivery. */
+  cursor: Scalars['String']['output'];
+  /** The delivery. */
+  node: WebhookDelivery;
+};
+
+/** Filters for `WebhookEndpoint.deliveries`. */
+export type WebhookDeliveryFilter = {
+  /** Only deliveries in this status. */
+  status?: InputMaybe<WebhookDeliveryStatus>;
+};
+
+/** Where a webhook delivery stands. */
+export type WebhookDeliveryStatus =
+  /**
+   * Given up: every attempt of the retry schedule failed, the endpoint answered 410 Gone, or the endpoint was
+   * disabled. It can still be re-sent by hand.
+   */
+  | 'failed'
+  /** Waiting for its next attempt, or being sent. */
+  | 'pending'
+  /** The endpoint answered with a 2xx status. */
+  | 'succeeded';
+
+/**
+ * A URL of the organization that receives its lifecycle events as signed HTTP POST requests (Standard
+ * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
+ * `rotateWebhookEndpointSecret`.
+ */
+export type WebhookEndpoint = {
+  __typename?: 'WebhookEndpoint';
+  /** When the endpoint was created. */
+  createdAt: Scalars['DateTime']['output'];
+  /** The deliveries to this endpoint, newest first. */
+  deliveries: WebhookDeliveryConnection;
+  /** A note for people. */
+  description?: Maybe<Scalars['String']['output']>;
+  /**
+   * Why the service disabled the endpoint (it answered 410 Gone, or every attempt failed for too long); null
+   * otherwise.
+   */
+  disabledReason?: Maybe<Scalars['String']['output']>;
+  /** False when the endpoint receives nothing: disabled by hand, or by the service (see `disabledReason`). */
+  enabled: Scalars['Boolean']['output'];
+  /** The event types sent to the endpoint; null means every type. */
+  eventTypes?: Maybe<Array<LifecycleEventType>>;
+  /** When the current run of failed attempts began; null while the endpoint succeeds. */
+  failingSince?: Maybe<Scalars['DateTime']['output']>;
+  /** The endpoint's identifier (a UUIDv7). */
+  id: Scalars['ID']['output'];
+  /**
+   * Until when the secret replaced by the last rotation still signs beside the new one; null when there was no
+   * rotation.
+   */
+  previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /** When the endpoint last changed. */
+  updatedAt: Scalars['DateTime']['output'];
+  /** Where events are sent: an https or http URL. */
+  url: Scalars['String']['output'];
+};
+
+
+/**
+ * A URL of the organization that receives its lifecycle events as signed HTTP POST requests (Standard
+ * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
+ * `rotateWebhookEndpointSecret`.
+ */
+export type WebhookEndpointDeliveriesArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  filter?: InputMaybe<WebhookDeliveryFilter>;
+  first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+/** A page of webhook endpoints. */
+export type WebhookEndpointConnection = {
+  __typename?: 'WebhookEndpointConnection';
+  /** The endpoints of this page, each with its cursor. */
+  edges: Array<WebhookEndpointEdge>;
+  /** Where this page sits in the whole list. */
+  pageInfo: PageInfo;
+};
+
+/** A webhook endpoint and its position in the list. */
+export type WebhookEndpointEdge = {
+  __typename?: 'WebhookEndpointEdge';
+  /** An opaque position: pass it as `after` to continue after this endpoint. */
+  cursor: Scalars['String']['output'];
+  /** The endpoint. */
+  node: WebhookEndpoint;
 };
 
 export type WithIndex<TObject> = TObject & Record<string, any>;
@@ -776,12 +1153,16 @@ export type ResolversTypes = ResolversObject<{
   CreateReferencePayload: ResolverTypeWrapper<Omit<CreateReferencePayload, 'reference'> & { reference: ResolversTypes['Reference'] }>;
   CreateTagInput: CreateTagInput;
   CreateTagPayload: ResolverTypeWrapper<Omit<CreateTagPayload, 'tag'> & { tag: ResolversTypes['Tag'] }>;
+  CreateWebhookEndpointInput: CreateWebhookEndpointInput;
+  CreateWebhookEndpointPayload: ResolverTypeWrapper<Omit<CreateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversTypes['WebhookEndpoint'] }>;
   DateTime: ResolverTypeWrapper<Scalars['DateTime']['output']>;
   DeactivateReason: ResolverTypeWrapper<DeactivateReasonModel>;
   DeactivateReferenceInput: DeactivateReferenceInput;
   DeactivateReferencePayload: ResolverTypeWrapper<Omit<DeactivateReferencePayload, 'reference'> & { reference: ResolversTypes['Reference'] }>;
   DeleteTagInput: DeleteTagInput;
   DeleteTagPayload: ResolverTypeWrapper<DeleteTagPayload>;
+  DeleteWebhookEndpointInput: DeleteWebhookEndpointInput;
+  DeleteWebhookEndpointPayload: ResolverTypeWrapper<DeleteWebhookEndpointPayload>;
   ExtractionErrorInput: ExtractionErrorInput;
   ExtractionStatus: ResolverTypeWrapper<ExtractionStatusModel>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
@@ -815,7 +1196,14 @@ export type ResolversTypes = ResolversObject<{
   RenameTagPayload: ResolverTypeWrapper<Omit<RenameTagPayload, 'tag'> & { tag: ResolversTypes['Tag'] }>;
   ReportChildContainersInput: ReportChildContainersInput;
   ReportChildContainersPayload: ResolverTypeWrapper<Omit<ReportChildContainersPayload, 'children'> & { children: Array<ResolversTypes['Reference']> }>;
+  ResendWebhookDeliveryInput: ResendWebhookDeliveryInput;
+  ResendWebhookDeliveryPayload: ResolverTypeWrapper<Omit<ResendWebhookDeliveryPayload, 'delivery'> & { delivery: ResolversTypes['WebhookDelivery'] }>;
+  RotateWebhookEndpointSecretInput: RotateWebhookEndpointSecretInput;
+  RotateWebhookEndpointSecretPayload: ResolverTypeWrapper<Omit<RotateWebhookEndpointSecretPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversTypes['WebhookEndpoint'] }>;
+  SendTestWebhookInput: SendTestWebhookInput;
+  SendTestWebhookPayload: ResolverTypeWrapper<Omit<SendTestWebhookPayload, 'delivery'> & { delivery: ResolversTypes['WebhookDelivery'] }>;
   String: ResolverTypeWrapper<Scalars['String']['output']>;
+  Subscription: ResolverTypeWrapper<Record<PropertyKey, never>>;
   Tag: ResolverTypeWrapper<TagModel>;
   TagConnection: ResolverTypeWrapper<Omit<TagConnection, 'edges'> & { edges: Array<ResolversTypes['TagEdge']> }>;
   TagEdge: ResolverTypeWrapper<Omit<TagEdge, 'node'> & { node: ResolversTypes['Tag'] }>;
@@ -823,6 +1211,17 @@ export type ResolversTypes = ResolversObject<{
   TagFilter: TagFilter;
   TagMatch: ResolverTypeWrapper<TagMatchModel>;
   TagSnapshot: ResolverTypeWrapper<TagSnapshot>;
+  UpdateWebhookEndpointInput: UpdateWebhookEndpointInput;
+  UpdateWebhookEndpointPayload: ResolverTypeWrapper<Omit<UpdateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversTypes['WebhookEndpoint'] }>;
+  WebhookAttempt: ResolverTypeWrapper<WebhookAttemptModel>;
+  WebhookDelivery: ResolverTypeWrapper<WebhookDeliveryModel>;
+  WebhookDeliveryConnection: ResolverTypeWrapper<Omit<WebhookDeliveryConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookDeliveryEdge']> }>;
+  WebhookDeliveryEdge: ResolverTypeWrapper<Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversTypes['WebhookDelivery'] }>;
+  WebhookDeliveryFilter: WebhookDeliveryFilter;
+  WebhookDeliveryStatus: ResolverTypeWrapper<WebhookDeliveryStatusModel>;
+  WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
+  WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
+  WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
 }>;
 
 /** Mapping between all available schema types and the resolvers parents */
@@ -834,11 +1233,15 @@ export type ResolversParentTypes = ResolversObject<{
   CreateReferencePayload: Omit<CreateReferencePayload, 'reference'> & { reference: ResolversParentTypes['Reference'] };
   CreateTagInput: CreateTagInput;
   CreateTagPayload: Omit<CreateTagPayload, 'tag'> & { tag: ResolversParentTypes['Tag'] };
+  CreateWebhookEndpointInput: CreateWebhookEndpointInput;
+  CreateWebhookEndpointPayload: Omit<CreateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversParentTypes['WebhookEndpoint'] };
   DateTime: Scalars['DateTime']['output'];
   DeactivateReferenceInput: DeactivateReferenceInput;
   DeactivateReferencePayload: Omit<DeactivateReferencePayload, 'reference'> & { reference: ResolversParentTypes['Reference'] };
   DeleteTagInput: DeleteTagInput;
   DeleteTagPayload: DeleteTagPayload;
+  DeleteWebhookEndpointInput: DeleteWebhookEndpointInput;
+  DeleteWebhookEndpointPayload: DeleteWebhookEndpointPayload;
   ExtractionErrorInput: ExtractionErrorInput;
   ID: Scalars['ID']['output'];
   Int: Scalars['Int']['output'];
@@ -870,13 +1273,30 @@ export type ResolversParentTypes = ResolversObject<{
   RenameTagPayload: Omit<RenameTagPayload, 'tag'> & { tag: ResolversParentTypes['Tag'] };
   ReportChildContainersInput: ReportChildContainersInput;
   ReportChildContainersPayload: Omit<ReportChildContainersPayload, 'children'> & { children: Array<ResolversParentTypes['Reference']> };
+  ResendWebhookDeliveryInput: ResendWebhookDeliveryInput;
+  ResendWebhookDeliveryPayload: Omit<ResendWebhookDeliveryPayload, 'delivery'> & { delivery: ResolversParentTypes['WebhookDelivery'] };
+  RotateWebhookEndpointSecretInput: RotateWebhookEndpointSecretInput;
+  RotateWebhookEndpointSecretPayload: Omit<RotateWebhookEndpointSecretPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversParentTypes['WebhookEndpoint'] };
+  SendTestWebhookInput: SendTestWebhookInput;
+  SendTestWebhookPayload: Omit<SendTestWebhookPayload, 'delivery'> & { delivery: ResolversParentTypes['WebhookDelivery'] };
   String: Scalars['String']['output'];
+  Subscription: Record<PropertyKey, never>;
   Tag: TagModel;
   TagConnection: Omit<TagConnection, 'edges'> & { edges: Array<ResolversParentTypes['TagEdge']> };
   TagEdge: Omit<TagEdge, 'node'> & { node: ResolversParentTypes['Tag'] };
   TagEntryInput: TagEntryInput;
   TagFilter: TagFilter;
   TagSnapshot: TagSnapshot;
+  UpdateWebhookEndpointInput: UpdateWebhookEndpointInput;
+  UpdateWebhookEndpointPayload: Omit<UpdateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversParentTypes['WebhookEndpoint'] };
+  WebhookAttempt: WebhookAttemptModel;
+  WebhookDelivery: WebhookDeliveryModel;
+  WebhookDeliveryConnection: Omit<WebhookDeliveryConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookDeliveryEdge']> };
+  WebhookDeliveryEdge: Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversParentTypes['WebhookDelivery'] };
+  WebhookDeliveryFilter: WebhookDeliveryFilter;
+  WebhookEndpoint: WebhookEndpointModel;
+  WebhookEndpointConnection: Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookEndpointEdge']> };
+  WebhookEndpointEdge: Omit<WebhookEndpointEdge, 'node'> & { node: ResolversParentTypes['WebhookEndpoint'] };
 }>;
 
 export type AddTagsToReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AddTagsToReferencePayload'] = ResolversParentTypes['AddTagsToReferencePayload']> = ResolversObject<{
@@ -891,6 +1311,11 @@ export type CreateTagPayloadResolvers<ContextType = GraphqlContext, ParentType e
   tag?: Resolver<ResolversTypes['Tag'], ParentType, ContextType>;
 }>;
 
+export type CreateWebhookEndpointPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['CreateWebhookEndpointPayload'] = ResolversParentTypes['CreateWebhookEndpointPayload']> = ResolversObject<{
+  secret?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  webhookEndpoint?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
+}>;
+
 export interface DateTimeScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['DateTime'], any> {
   name: 'DateTime';
 }
@@ -903,6 +1328,10 @@ export type DeactivateReferencePayloadResolvers<ContextType = GraphqlContext, Pa
 
 export type DeleteTagPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['DeleteTagPayload'] = ResolversParentTypes['DeleteTagPayload']> = ResolversObject<{
   deletedTagId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+}>;
+
+export type DeleteWebhookEndpointPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['DeleteWebhookEndpointPayload'] = ResolversParentTypes['DeleteWebhookEndpointPayload']> = ResolversObject<{
+  deletedWebhookEndpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
 }>;
 
 export type ExtractionStatusResolvers = { FAILED: 'failed', SUCCEEDED: 'succeeded' };
@@ -941,14 +1370,20 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   addTagsToReference?: Resolver<ResolversTypes['AddTagsToReferencePayload'], ParentType, ContextType, RequireFields<MutationAddTagsToReferenceArgs, 'input'>>;
   createReference?: Resolver<ResolversTypes['CreateReferencePayload'], ParentType, ContextType, RequireFields<MutationCreateReferenceArgs, 'input'>>;
   createTag?: Resolver<ResolversTypes['CreateTagPayload'], ParentType, ContextType, RequireFields<MutationCreateTagArgs, 'input'>>;
+  createWebhookEndpoint?: Resolver<ResolversTypes['CreateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationCreateWebhookEndpointArgs, 'input'>>;
   deactivateReference?: Resolver<ResolversTypes['DeactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationDeactivateReferenceArgs, 'input'>>;
   deleteTag?: Resolver<ResolversTypes['DeleteTagPayload'], ParentType, ContextType, RequireFields<MutationDeleteTagArgs, 'input'>>;
+  deleteWebhookEndpoint?: Resolver<ResolversTypes['DeleteWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationDeleteWebhookEndpointArgs, 'input'>>;
   reactivateReference?: Resolver<ResolversTypes['ReactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationReactivateReferenceArgs, 'input'>>;
   recordExtraction?: Resolver<ResolversTypes['RecordExtractionPayload'], ParentType, ContextType, RequireFields<MutationRecordExtractionArgs, 'input'>>;
   recordReferenceUpdate?: Resolver<ResolversTypes['RecordReferenceUpdatePayload'], ParentType, ContextType, RequireFields<MutationRecordReferenceUpdateArgs, 'input'>>;
   removeTagFromReference?: Resolver<ResolversTypes['RemoveTagFromReferencePayload'], ParentType, ContextType, RequireFields<MutationRemoveTagFromReferenceArgs, 'input'>>;
   renameTag?: Resolver<ResolversTypes['RenameTagPayload'], ParentType, ContextType, RequireFields<MutationRenameTagArgs, 'input'>>;
   reportChildContainers?: Resolver<ResolversTypes['ReportChildContainersPayload'], ParentType, ContextType, RequireFields<MutationReportChildContainersArgs, 'input'>>;
+  resendWebhookDelivery?: Resolver<ResolversTypes['ResendWebhookDeliveryPayload'], ParentType, ContextType, RequireFields<MutationResendWebhookDeliveryArgs, 'input'>>;
+  rotateWebhookEndpointSecret?: Resolver<ResolversTypes['RotateWebhookEndpointSecretPayload'], ParentType, ContextType, RequireFields<MutationRotateWebhookEndpointSecretArgs, 'input'>>;
+  sendTestWebhook?: Resolver<ResolversTypes['SendTestWebhookPayload'], ParentType, ContextType, RequireFields<MutationSendTestWebhookArgs, 'input'>>;
+  updateWebhookEndpoint?: Resolver<ResolversTypes['UpdateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
 }>;
 
 export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['PageInfo'] = ResolversParentTypes['PageInfo']> = ResolversObject<{
@@ -963,6 +1398,9 @@ export type QueryResolvers<ContextType = GraphqlContext, ParentType extends Reso
   references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<QueryReferencesArgs>>;
   tag?: Resolver<Maybe<ResolversTypes['Tag']>, ParentType, ContextType, RequireFields<QueryTagArgs, 'id'>>;
   tags?: Resolver<ResolversTypes['TagConnection'], ParentType, ContextType, Partial<QueryTagsArgs>>;
+  webhookDelivery?: Resolver<Maybe<ResolversTypes['WebhookDelivery']>, ParentType, ContextType, RequireFields<QueryWebhookDeliveryArgs, 'id'>>;
+  webhookEndpoint?: Resolver<Maybe<ResolversTypes['WebhookEndpoint']>, ParentType, ContextType, RequireFields<QueryWebhookEndpointArgs, 'id'>>;
+  webhookEndpoints?: Resolver<ResolversTypes['WebhookEndpointConnection'], ParentType, ContextType, Partial<QueryWebhookEndpointsArgs>>;
 }>;
 
 export type ReactivateReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReactivateReferencePayload'] = ResolversParentTypes['ReactivateReferencePayload']> = ResolversObject<{
@@ -1039,6 +1477,23 @@ export type ReportChildContainersPayloadResolvers<ContextType = GraphqlContext, 
   children?: Resolver<Array<ResolversTypes['Reference']>, ParentType, ContextType>;
 }>;
 
+export type ResendWebhookDeliveryPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ResendWebhookDeliveryPayload'] = ResolversParentTypes['ResendWebhookDeliveryPayload']> = ResolversObject<{
+  delivery?: Resolver<ResolversTypes['WebhookDelivery'], ParentType, ContextType>;
+}>;
+
+export type RotateWebhookEndpointSecretPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RotateWebhookEndpointSecretPayload'] = ResolversParentTypes['RotateWebhookEndpointSecretPayload']> = ResolversObject<{
+  secret?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  webhookEndpoint?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
+}>;
+
+export type SendTestWebhookPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['SendTestWebhookPayload'] = ResolversParentTypes['SendTestWebhookPayload']> = ResolversObject<{
+  delivery?: Resolver<ResolversTypes['WebhookDelivery'], ParentType, ContextType>;
+}>;
+
+export type SubscriptionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Subscription'] = ResolversParentTypes['Subscription']> = ResolversObject<{
+  lifecycleEvents?: SubscriptionResolver<ResolversTypes['LifecycleEventEdge'], "lifecycleEvents", ParentType, ContextType, Partial<SubscriptionLifecycleEventsArgs>>;
+}>;
+
 export type TagResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Tag'] = ResolversParentTypes['Tag']> = ResolversObject<{
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
@@ -1064,14 +1519,79 @@ export type TagSnapshotResolvers<ContextType = GraphqlContext, ParentType extend
   name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
 }>;
 
+export type UpdateWebhookEndpointPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['UpdateWebhookEndpointPayload'] = ResolversParentTypes['UpdateWebhookEndpointPayload']> = ResolversObject<{
+  webhookEndpoint?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
+}>;
+
+export type WebhookAttemptResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookAttempt'] = ResolversParentTypes['WebhookAttempt']> = ResolversObject<{
+  attemptedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  error?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  latencyMs?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  responseBody?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  statusCode?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+}>;
+
+export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDelivery'] = ResolversParentTypes['WebhookDelivery']> = ResolversObject<{
+  attemptCount?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  attempts?: Resolver<Array<ResolversTypes['WebhookAttempt']>, ParentType, ContextType>;
+  body?: Resolver<ResolversTypes['JSONObject'], ParentType, ContextType>;
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  endpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  eventType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
+  updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+}>;
+
+export type WebhookDeliveryConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDeliveryConnection'] = ResolversParentTypes['WebhookDeliveryConnection']> = ResolversObject<{
+  edges?: Resolver<Array<ResolversTypes['WebhookDeliveryEdge']>, ParentType, ContextType>;
+  pageInfo?: Resolver<ResolversTypes['PageInfo'], ParentType, ContextType>;
+}>;
+
+export type WebhookDeliveryEdgeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDeliveryEdge'] = ResolversParentTypes['WebhookDeliveryEdge']> = ResolversObject<{
+  cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  node?: Resolver<ResolversTypes['WebhookDelivery'], ParentType, ContextType>;
+}>;
+
+export type WebhookDeliveryStatusResolvers = { FAILED: 'failed', PENDING: 'pending', SUCCEEDED: 'succeeded' };
+
+export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpoint'] = ResolversParentTypes['WebhookEndpoint']> = ResolversObject<{
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  deliveries?: Resolver<ResolversTypes['WebhookDeliveryConnection'], ParentType, ContextType, Partial<WebhookEndpointDeliveriesArgs>>;
+  description?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  disabledReason?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  enabled?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  eventTypes?: Resolver<Maybe<Array<ResolversTypes['LifecycleEventType']>>, ParentType, ContextType>;
+  failingSince?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+}>;
+
+export type WebhookEndpointConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpointConnection'] = ResolversParentTypes['WebhookEndpointConnection']> = ResolversObject<{
+  edges?: Resolver<Array<ResolversTypes['WebhookEndpointEdge']>, ParentType, ContextType>;
+  pageInfo?: Resolver<ResolversTypes['PageInfo'], ParentType, ContextType>;
+}>;
+
+export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpointEdge'] = ResolversParentTypes['WebhookEndpointEdge']> = ResolversObject<{
+  cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  node?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
+}>;
+
 export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   AddTagsToReferencePayload?: AddTagsToReferencePayloadResolvers<ContextType>;
   CreateReferencePayload?: CreateReferencePayloadResolvers<ContextType>;
   CreateTagPayload?: CreateTagPayloadResolvers<ContextType>;
+  CreateWebhookEndpointPayload?: CreateWebhookEndpointPayloadResolvers<ContextType>;
   DateTime?: GraphQLScalarType;
   DeactivateReason?: DeactivateReasonResolvers;
   DeactivateReferencePayload?: DeactivateReferencePayloadResolvers<ContextType>;
   DeleteTagPayload?: DeleteTagPayloadResolvers<ContextType>;
+  DeleteWebhookEndpointPayload?: DeleteWebhookEndpointPayloadResolvers<ContextType>;
   ExtractionStatus?: ExtractionStatusResolvers;
   JSON?: GraphQLScalarType;
   JSONObject?: GraphQLScalarType;
@@ -1094,10 +1614,23 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   RemoveTagFromReferencePayload?: RemoveTagFromReferencePayloadResolvers<ContextType>;
   RenameTagPayload?: RenameTagPayloadResolvers<ContextType>;
   ReportChildContainersPayload?: ReportChildContainersPayloadResolvers<ContextType>;
+  ResendWebhookDeliveryPayload?: ResendWebhookDeliveryPayloadResolvers<ContextType>;
+  RotateWebhookEndpointSecretPayload?: RotateWebhookEndpointSecretPayloadResolvers<ContextType>;
+  SendTestWebhookPayload?: SendTestWebhookPayloadResolvers<ContextType>;
+  Subscription?: SubscriptionResolvers<ContextType>;
   Tag?: TagResolvers<ContextType>;
   TagConnection?: TagConnectionResolvers<ContextType>;
   TagEdge?: TagEdgeResolvers<ContextType>;
   TagMatch?: TagMatchResolvers;
   TagSnapshot?: TagSnapshotResolvers<ContextType>;
+  UpdateWebhookEndpointPayload?: UpdateWebhookEndpointPayloadResolvers<ContextType>;
+  WebhookAttempt?: WebhookAttemptResolvers<ContextType>;
+  WebhookDelivery?: WebhookDeliveryResolvers<ContextType>;
+  WebhookDeliveryConnection?: WebhookDeliveryConnectionResolvers<ContextType>;
+  WebhookDeliveryEdge?: WebhookDeliveryEdgeResolvers<ContextType>;
+  WebhookDeliveryStatus?: WebhookDeliveryStatusResolvers;
+  WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
+  WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
+  WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
 }>;
 

@@ -1,0 +1,220 @@
+import type { Clock } from "../shared/clock.ts";
+import { newId } from "../shared/ids.ts";
+import type { Store } from "../store.ts";
+import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
+import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import type { DeliveryTransition } from "./webhook-store.ts";
+
+export interface DeliveryRules {
+  /** Delays of the retry schedule (SPEC §9); its length is the number of attempts. */
+  readonly scheduleMs: readonly number[];
+  /** An endpoint failing without a success for this long is disabled. */
+  readonly disableAfterMs: number;
+  /** How long a claim holds. */
+  readonly leaseMs: number;
+}
+
+/** A delivery leased to this instance, with its endpoint as it was when claimed (null if it was deleted). */
+export interface ClaimedDelivery {
+  readonly delivery: WebhookDelivery;
+  readonly endpoint: WebhookEndpoint | null;
+}
+
+/** What the sender observed. */
+export interface AttemptReport {
+  readonly attemptedAt: Date;
+  readonly statusCode: number | null;
+  readonly error: string | null;
+  readonly latencyMs: number;
+  readonly responseBody: string | null;
+  readonly retryAfterMs: number | null;
+}
+
+export interface AttemptToRecord {
+  readonly claimed: ClaimedDelivery;
+  readonly report: AttemptReport;
+}
+
+export interface AttemptResult {
+  readonly verdict: AttemptVerdict;
+  /** Set when this attempt disabled the endpoint: why. */
+  readonly disabledReason: string | null;
+}
+
+/**
+ * The delivery rules the worker applies (SPEC §9): what to claim, which secrets sign, and what an attempt's
+ * outcome does to the delivery and its endpoint (retry, give up, disable). The worker only sends HTTP.
+ */
+export class WebhookDeliveryService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly rules: DeliveryRules,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /**
+   * Leases up to `limit` due deliveries to `owner`, at most `perEndpointLimit.get(id) ?? defaultPerEndpointLimit`
+   * per endpoint, with their endpoints.
+   */
+  async claim(
+    owner: string,
+    limit: number,
+    perEndpointLimit: ReadonlyMap<string, number>,
+    defaultPerEndpointLimit: number,
+  ): Promise<ClaimedDelivery[]> {
+    if (limit <= 0) return [];
+    const now = this.clock.now();
+    const deliveries = await this.store.webhooks.claimDueDeliveries({
+      owner,
+      now,
+      leaseExpiresAt: new Date(now.getTime() + this.rules.leaseMs),
+      limit,
+      perEndpointLimit,
+      defaultPerEndpointLimit,
+    });
+    if (deliveries.length === 0) return [];
+    const endpoints = new Map(
+      (await this.store.webhooks.findEndpointsByIds([...new Set(deliveries.map((d) => d.endpointId))])).map((e) => [
+        e.id,
+        e,
+      ]),
+    );
+    return deliveries.map((delivery) => ({ delivery, endpoint: endpoints.get(delivery.endpointId) ?? null }));
+  }
+
+  /** The secrets that sign a request made at `at`: the current one, and the previous one for 24 h after a rotation. */
+  signingSecrets(endpoint: WebhookEndpoint, at: Date): string[] {
+    const previousValid =
+      endpoint.previousSecret !== null &&
+      endpoint.previousSecretExpiresAt !== null &&
+      endpoint.previousSecretExpiresAt > at;
+    return previousValid ? [endpoint.secret, endpoint.previousSecret!] : [endpoint.secret];
+  }
+
+  /** False when the endpoint was deleted or disabled after the delivery was queued: then call `abandon`. */
+  isSendable(claimed: ClaimedDelivery): claimed is ClaimedDelivery & { endpoint: WebhookEndpoint } {
+    return claimed.endpoint !== null && claimed.endpoint.enabled;
+  }
+
+  async abandon(claimed: ClaimedDelivery, owner: string): Promise<void> {
+    await this.store.webhooks.abandonDelivery(claimed.delivery.id, owner, this.clock.now());
+  }
+
+  /**
+   * Records attempts and applies their verdicts. Successes are written together in one transaction (the
+   * common case, so one instance can record hundreds per second); each failure in its own transaction, which
+   * also starts the endpoint's failure streak and, on 410 or a streak longer than the configured window,
+   * disables the endpoint and fails its other waiting deliveries. Results are in the order of `items`.
+   */
+  async recordAttempts(owner: string, items: readonly AttemptToRecord[]): Promise<AttemptResult[]> {
+    const now = this.clock.now();
+    const judged = items.map(({ claimed, report }) => {
+      const attemptCount = claimed.delivery.attemptCount + 1;
+      const verdict = judgeAttempt(report, attemptCount, this.rules.scheduleMs, now, this.random);
+      const attempt: WebhookAttempt = {
+        id: newId(),
+        deliveryId: claimed.delivery.id,
+        attemptedAt: report.attemptedAt,
+        statusCode: report.statusCode,
+        error: report.error,
+        latencyMs: Math.max(0, Math.round(report.latencyMs)),
+        responseBody: report.responseBody,
+      };
+      return { claimed, report, verdict, attempt, attemptCount };
+    });
+    const succeeded = judged.filter((item) => item.verdict.kind === "succeeded");
+    if (succeeded.length > 0) {
+      await this.store.transaction(async (store) => {
+        await store.webhooks.finishSucceededAttempts(
+          succeeded.map(({ attempt, attemptCount }) => ({ attempt, attemptCount })),
+          owner,
+          now,
+        );
+        // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim
+        // is ended by the next success instead.
+        const recovered = succeeded
+          .filter((item) => item.claimed.endpoint?.failingSince != null)
+          .map((item) => item.claimed.delivery.endpointId);
+        await store.webhooks.markEndpointsHealthy([...new Set(recovered)]);
+      });
+    }
+    const results: AttemptResult[] = [];
+    for (const item of judged) {
+      if (item.verdict.kind === "succeeded") results.push({ verdict: item.verdict, disabledReason: null });
+      else results.push({ verdict: item.verdict, disabledReason: await this.recordFailure(owner, item, now) });
+    }
+    return results;
+  }
+
+  /** One failed attempt in one transaction; returns why the endpoint was disabled by it, if it was. */
+  private recordFailure(
+    owner: string,
+    {
+      claimed,
+      report,
+      verdict,
+      attempt,
+      attemptCount,
+    }: {
+      claimed: ClaimedDelivery;
+      report: AttemptReport;
+      verdict: AttemptVerdict;
+      attempt: WebhookAttempt;
+      attemptCount: number;
+    },
+    now: Date,
+  ): Promise<string | null> {
+    const { delivery } = claimed;
+    const transition: DeliveryTransition =
+      verdict.kind === "retry"
+        ? { at: now, status: "pending", attemptCount, nextAttemptAt: verdict.at }
+        : { at: now, status: "failed", attemptCount, nextAttemptAt: null };
+    return this.store.transaction(async (store) => {
+      const webhooks = store.webhooks;
+      if (!(await webhooks.finishAttempt(attempt, owner, transition))) return null;
+      await webhooks.markEndpointFailing(delivery.endpointId, report.attemptedAt);
+      let reason: string;
+      let disabled: boolean;
+      if (verdict.kind === "gone") {
+        reason = "The endpoint answered 410 Gone";
+        disabled = await webhooks.disableEndpoint(delivery.endpointId, reason, now);
+      } else {
+        reason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
+        disabled = await webhooks.disableEndpoint(
+          delivery.endpointId,
+          reason,
+          now,
+          new Date(now.getTime() - this.rules.disableAfterMs),
+        );
+      }
+      if (!disabled) return null;
+      await webhooks.failPendingDeliveries(delivery.endpointId, now);
+      return reason;
+    });
+  }
+
+  /** Hands leases back (on shutdown) so that no instance waits for them to expire. */
+  async release(deliveryIds: readonly string[], owner: string): Promise<void> {
+    if (deliveryIds.length > 0) await this.store.webhooks.releaseDeliveries(deliveryIds, owner);
+  }
+
+  /** Deliveries waiting to be sent (due or scheduled), all organizations. */
+  countPending(): Promise<number> {
+    return this.store.webhooks.countPendingDeliveries();
+  }
+}
+
+/** `432000000` -> `5 days`; `90000` -> `90 seconds`. */
+export function describeDuration(ms: number): string {
+  const units: [number, string][] = [
+    [86_400_000, "day"],
+    [3_600_000, "hour"],
+    [60_000, "minute"],
+    [1_000, "second"],
+  ];
+  for (const [size, name] of units) {
+    if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms / size === 1 ? "" : "s"}`;
+  }
+  return `${ms} ms`;
+}

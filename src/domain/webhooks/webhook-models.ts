@@ -1,0 +1,75 @@
+import type { LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
+
+/*
+ * Webhooks (SPEC §9). Glossary:
+ * - endpoint: a URL of an organization that receives events, with its signing secret(s) and event-type filter;
+ * - delivery: one event for one endpoint (the outbox row). Its id is the `webhook-id` header, stable across
+ *   retries, and its `body` is the exact text sent on every attempt;
+ * - attempt: one HTTP request of a delivery, with its outcome;
+ * - lease: a claim on a delivery by one worker instance until `leaseExpiresAt`; an expired lease is free again.
+ */
+
+/** The `type` of the event sent by "send a test event"; it is not a lifecycle event type. */
+export const TEST_EVENT_TYPE = "webhook_test";
+
+export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
+/** pending: waiting for its next attempt (or being sent); succeeded: a 2xx was received; failed: given up. */
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+export interface WebhookEndpoint {
+  readonly id: string;
+  readonly organizationId: string;
+  readonly url: string;
+  /** null: every event type. */
+  readonly eventTypes: readonly LifecycleEventType[] | null;
+  readonly description: string | null;
+  readonly enabled: boolean;
+  /** Why the service disabled the endpoint (410, failing too long); null when enabled or disabled by hand. */
+  readonly disabledReason: string | null;
+  /** `whsec_` + base64. Stored as is: signing needs it (see docs/decisions.md). Never logged, never read back. */
+  readonly secret: string;
+  /** The secret before the last rotation; it keeps signing until `previousSecretExpiresAt`. */
+  readonly previousSecret: string | null;
+  readonly previousSecretExpiresAt: Date | null;
+  /** The time of the first failed attempt since the last success; null while the endpoint succeeds. */
+  readonly failingSince: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface WebhookDelivery {
+  readonly id: string;
+  readonly organizationId: string;
+  readonly endpointId: string;
+  /** The event's id (the body's `id`); for a test event, a fresh id. */
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly body: string;
+  readonly status: DeliveryStatus;
+  /** Attempts made since the delivery was (re)queued; the retry schedule is indexed by it. */
+  readonly attemptCount: number;
+  /** When the next attempt is due; null once the delivery succeeded or failed. */
+  readonly nextAttemptAt: Date | null;
+  readonly leaseOwner: string | null;
+  readonly leaseExpiresAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface WebhookAttempt {
+  readonly id: string;
+  readonly deliveryId: string;
+  readonly attemptedAt: Date;
+  /** The HTTP status received; null when no response arrived (timeout, refused target, connection error). */
+  readonly statusCode: number | null;
+  /** Why the attempt failed without a status, or a note such as "redirect not followed". */
+  readonly error: string | null;
+  readonly latencyMs: number;
+  /** The first 2 KB of the response body, decoded as UTF-8. */
+  readonly responseBody: string | null;
+}
+
+export interface WebhookDeliveryWithAttempts extends WebhookDelivery {
+  /** Oldest first. */
+  readonly attempts: readonly WebhookAttempt[];
+}

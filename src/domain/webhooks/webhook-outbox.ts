@@ -1,0 +1,63 @@
+import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
+import { newId } from "../shared/ids.ts";
+import type { Store } from "../store.ts";
+import { buildEventBody } from "./webhook-body.ts";
+import type { WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+
+/**
+ * The transactional outbox (SPEC §9): called by the LifecycleRecorder inside the transaction that writes an
+ * event, it writes one pending delivery per enabled endpoint of the organization whose filter matches. So an
+ * event and its deliveries commit together or not at all, and a process that dies after the commit loses
+ * nothing: the worker finds the rows.
+ */
+export class WebhookOutbox {
+  /**
+   * The organization's enabled endpoints, read once per transaction (a transaction that records many events,
+   * such as reporting 100 containers, asks once). Keyed by the transaction's store, so forgotten with it.
+   */
+  private readonly endpointsByTransaction = new WeakMap<
+    Store,
+    Map<string, Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]>>
+  >();
+
+  /** @param firstDelayMs the retry schedule's first entry: how long after the event the first attempt is due. */
+  constructor(private readonly firstDelayMs: number) {}
+
+  /** Writes the deliveries of `event` through `store` (a transaction's store). */
+  async enqueue(store: Store, event: LifecycleEvent): Promise<void> {
+    const endpoints = (await this.enabledEndpoints(store, event.organizationId)).filter(
+      (endpoint) => endpoint.eventTypes === null || endpoint.eventTypes.includes(event.type),
+    );
+    if (endpoints.length === 0) return;
+    const body = buildEventBody(event);
+    const deliveries: WebhookDelivery[] = endpoints.map((endpoint) => ({
+      // The delivery id is the webhook-id: unique per event and endpoint, the same on every retry.
+      id: newId(),
+      organizationId: event.organizationId,
+      endpointId: endpoint.id,
+      eventId: event.id,
+      eventType: event.type,
+      body,
+      status: "pending",
+      attemptCount: 0,
+      nextAttemptAt: new Date(event.occurredAt.getTime() + this.firstDelayMs),
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      createdAt: event.occurredAt,
+      updatedAt: event.occurredAt,
+    }));
+    await store.webhooks.insertDeliveries(deliveries);
+  }
+
+  private enabledEndpoints(
+    store: Store,
+    organizationId: string,
+  ): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
+    let byOrganization = this.endpointsByTransaction.get(store);
+    if (!byOrganization) this.endpointsByTransaction.set(store, (byOrganization = new Map()));
+    let endpoints = byOrganization.get(organizationId);
+    if (!endpoints)
+      byOrganization.set(organizationId, (endpoints = store.webhooks.findEnabledEndpoints(organizationId)));
+    return endpoints;
+  }
+}

@@ -1,0 +1,385 @@
+import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
+import type { Clock } from "../shared/clock.ts";
+import type { CursorCodec } from "../shared/cursor.ts";
+import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { isUuid, newId } from "../shared/ids.ts";
+import type { Page } from "../shared/page.ts";
+import type { Store } from "../store.ts";
+import { parseEndpointUrl, type WebhookTargetPolicy } from "./endpoint-url.ts";
+import { buildTestBody } from "./webhook-body.ts";
+import {
+  DELIVERY_STATUSES,
+  TEST_EVENT_TYPE,
+  type DeliveryStatus,
+  type WebhookAttempt,
+  type WebhookDelivery,
+  type WebhookDeliveryWithAttempts,
+  type WebhookEndpoint,
+} from "./webhook-models.ts";
+import { generateWebhookSecret } from "./webhook-secret.ts";
+
+/** Raw input from either surface; the service validates every field. Absent (`undefined`) means "unchanged". */
+export interface WebhookEndpointInput {
+  readonly url?: unknown;
+  /** null: every event type. */
+  readonly eventTypes?: unknown;
+  /** null: no description. */
+  readonly description?: unknown;
+  readonly enabled?: unknown;
+}
+
+export interface ListDeliveriesInput {
+  readonly status?: string;
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+/** An endpoint with its secret, as returned once by creation and rotation. */
+export interface EndpointWithSecret {
+  readonly endpoint: WebhookEndpoint;
+  readonly secret: string;
+}
+
+/** A secret rotated out keeps signing beside the new one for this long (SPEC §9). */
+export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 60 * 60 * 1000;
+export const MAX_ENDPOINTS_PER_ORGANIZATION = 50;
+export const MAX_DESCRIPTION_LENGTH = 500;
+
+type IdPosition = { readonly i: string };
+const isIdPosition = (value: unknown): value is IdPosition =>
+  typeof value === "object" && value !== null && isUuid((value as IdPosition).i);
+
+/**
+ * Webhook endpoints and their deliveries, as the organization manages and reads them (SPEC §9). Sending is
+ * the worker's (src/webhooks/); this service queues test events and re-sends, and tells the worker through
+ * `onQueued`.
+ */
+export class WebhookService {
+  private readonly queuedListeners = new Set<() => void>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly cursors: CursorCodec,
+    private readonly targets: WebhookTargetPolicy,
+  ) {}
+
+  /**
+   * Creates an endpoint (enabled unless `enabled: false`) with a new secret, returned here only.
+   * @throws VALIDATION_FAILED (url syntax or refused target, unknown event types, description), LIMIT_EXCEEDED.
+   */
+  async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
+    if (input.url === undefined)
+      throw validationFailed([{ path: ["url"], code: "REQUIRED", message: "url is required" }]);
+    const changes = await this.validate(input);
+    const now = this.clock.now();
+    const secret = generateWebhookSecret();
+    const endpoint: WebhookEndpoint = {
+      id: newId(),
+      organizationId,
+      url: changes.url!,
+      eventTypes: changes.eventTypes ?? null,
+      description: changes.description ?? null,
+      enabled: changes.enabled ?? true,
+      disabledReason: null,
+      secret,
+      previousSecret: null,
+      previousSecretExpiresAt: null,
+      failingSince: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.store.transaction(async (store) => {
+      if ((await store.webhooks.countEndpoints(organizationId)) >= MAX_ENDPOINTS_PER_ORGANIZATION) {
+        throw new DomainError(
+          "LIMIT_EXCEEDED",
+          `An organization has at most ${MAX_ENDPOINTS_PER_ORGANIZATION} webhook endpoints`,
+          [],
+          {
+            limit: MAX_ENDPOINTS_PER_ORGANIZATION,
+          },
+        );
+      }
+      await store.webhooks.insertEndpoint(endpoint);
+    });
+    return { endpoint, secret };
+  }
+
+  /** @throws NOT_FOUND */
+  async getEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint> {
+    return this.getEndpointIn(this.store, organizationId, id);
+  }
+
+  /** Newest first. @throws INVALID_CURSOR */
+  async listEndpoints(
+    organizationId: string,
+    input: { limit: number; cursor?: string },
+  ): Promise<Page<WebhookEndpoint>> {
+    const filters = { scope: "webhook_endpoints" };
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isIdPosition) : undefined;
+    const rows = await this.store.webhooks.listEndpoints(organizationId, after?.i, input.limit + 1);
+    return this.page(rows, input.limit, filters, after !== undefined);
+  }
+
+  /**
+   * Changes the given fields. Disabling fails the deliveries waiting for the endpoint; enabling a disabled
+   * endpoint clears why it was disabled and its failure streak. Deliveries it missed while disabled are not
+   * sent (re-send them by hand).
+   * @throws NOT_FOUND, VALIDATION_FAILED.
+   */
+  async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
+    const current = await this.getEndpoint(organizationId, id);
+    const changes = await this.validate(input);
+    const enabling = changes.enabled === true && !current.enabled;
+    const updated: WebhookEndpoint = {
+      ...current,
+      ...(changes.url !== undefined && { url: changes.url }),
+      ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
+      ...(changes.description !== undefined && { description: changes.description }),
+      ...(changes.enabled !== undefined && { enabled: changes.enabled }),
+      ...((enabling || changes.enabled === false) && { disabledReason: null }),
+      ...(enabling && { failingSince: null }),
+      updatedAt: this.clock.now(),
+    };
+    await this.store.transaction(async (store) => {
+      await store.webhooks.updateEndpoint(updated);
+      // A disabled endpoint receives nothing: what was waiting for it fails now (it can be re-sent by hand).
+      if (current.enabled && !updated.enabled)
+        await store.webhooks.failPendingDeliveries(updated.id, updated.updatedAt);
+    });
+    return updated;
+  }
+
+  /** Deletes the endpoint with its deliveries and their attempts. @throws NOT_FOUND */
+  async deleteEndpoint(organizationId: string, id: string): Promise<void> {
+    const deleted =
+      isUuid(id) &&
+      (await this.store.transaction((store) => store.webhooks.deleteEndpoint(organizationId, id.toLowerCase())));
+    if (!deleted) throw notFound("webhook endpoint");
+  }
+
+  /**
+   * Issues a new secret, returned here only. The current one becomes the previous secret and keeps signing
+   * beside the new one for 24 hours; a secret rotated out before is dropped.
+   * @throws NOT_FOUND
+   */
+  async rotateSecret(organizationId: string, id: string): Promise<EndpointWithSecret> {
+    const current = await this.getEndpoint(organizationId, id);
+    const now = this.clock.now();
+    const secret = generateWebhookSecret();
+    const endpoint: WebhookEndpoint = {
+      ...current,
+      secret,
+      previousSecret: current.secret,
+      previousSecretExpiresAt: new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS),
+      updatedAt: now,
+    };
+    await this.store.webhooks.updateEndpoint(endpoint);
+    return { endpoint, secret };
+  }
+
+  /**
+   * Queues a `webhook_test` event for the endpoint, whatever its event-type filter.
+   * @throws NOT_FOUND, CONFLICT when the endpoint is disabled.
+   */
+  async sendTestEvent(organizationId: string, id: string): Promise<WebhookDelivery> {
+    const endpoint = await this.getEndpoint(organizationId, id);
+    if (!endpoint.enabled)
+      throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
+    const now = this.clock.now();
+    const eventId = newId();
+    const delivery: WebhookDelivery = {
+      id: newId(),
+      organizationId,
+      endpointId: endpoint.id,
+      eventId,
+      eventType: TEST_EVENT_TYPE,
+      body: buildTestBody(eventId, organizationId, endpoint.id, now),
+      status: "pending",
+      attemptCount: 0,
+      nextAttemptAt: now,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.store.webhooks.insertDeliveries([delivery]);
+    this.notifyQueued();
+    return delivery;
+  }
+
+  /**
+   * An endpoint's deliveries, newest first, optionally of one status.
+   * @throws NOT_FOUND, INVALID_QUERY_PARAMETER (unknown status), INVALID_CURSOR, CURSOR_FILTER_MISMATCH.
+   */
+  async listDeliveries(
+    organizationId: string,
+    endpointId: string,
+    input: ListDeliveriesInput,
+  ): Promise<Page<WebhookDelivery>> {
+    if (input.status !== undefined && !(DELIVERY_STATUSES as readonly string[]).includes(input.status)) {
+      throw new DomainError("INVALID_QUERY_PARAMETER", `status must be one of ${DELIVERY_STATUSES.join(", ")}`, [
+        { path: ["status"], code: "INVALID_ENUM", message: `must be one of ${DELIVERY_STATUSES.join(", ")}` },
+      ]);
+    }
+    const endpoint = await this.getEndpoint(organizationId, endpointId);
+    const filters = { scope: "webhook_deliveries", endpointId: endpoint.id, status: input.status };
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isIdPosition) : undefined;
+    const rows = await this.store.webhooks.listDeliveries({
+      endpointId: endpoint.id,
+      status: input.status as DeliveryStatus | undefined,
+      beforeId: after?.i,
+      limit: input.limit + 1,
+    });
+    return this.page(rows, input.limit, filters, after !== undefined);
+  }
+
+  /**
+   * One delivery with its attempts, oldest first. With `endpointId`, the delivery must belong to it.
+   * @throws NOT_FOUND
+   */
+  async getDelivery(
+    organizationId: string,
+    endpointId: string | null,
+    deliveryId: string,
+  ): Promise<WebhookDeliveryWithAttempts> {
+    const delivery = await this.findDelivery(organizationId, endpointId, deliveryId);
+    const attempts = (await this.store.webhooks.findAttemptsByDeliveryIds([delivery.id])).get(delivery.id) ?? [];
+    return { ...delivery, attempts };
+  }
+
+  /** Attempts of deliveries already read through this service (GraphQL's loader), oldest first. */
+  findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
+    return this.store.webhooks.findAttemptsByDeliveryIds(deliveryIds);
+  }
+
+  /**
+   * Sends a delivery again, now, with the same webhook-id and body, whatever its status; it gets a fresh
+   * retry schedule. Earlier attempts stay in its log.
+   * @throws NOT_FOUND, CONFLICT when the endpoint is disabled.
+   */
+  async resendDelivery(
+    organizationId: string,
+    endpointId: string | null,
+    deliveryId: string,
+  ): Promise<WebhookDelivery> {
+    const delivery = await this.findDelivery(organizationId, endpointId, deliveryId);
+    const endpoint = await this.getEndpoint(organizationId, delivery.endpointId);
+    if (!endpoint.enabled)
+      throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
+    const requeued = await this.store.webhooks.requeueDelivery(delivery.id, this.clock.now());
+    if (!requeued) throw notFound("webhook delivery");
+    this.notifyQueued();
+    return requeued;
+  }
+
+  /** Called after a delivery was queued outside an event's transaction (test events, re-sends). */
+  onQueued(listener: () => void): () => void {
+    this.queuedListeners.add(listener);
+    return () => this.queuedListeners.delete(listener);
+  }
+
+  private notifyQueued(): void {
+    for (const listener of this.queuedListeners) listener();
+  }
+
+  private async findDelivery(
+    organizationId: string,
+    endpointId: string | null,
+    deliveryId: string,
+  ): Promise<WebhookDelivery> {
+    const delivery = isUuid(deliveryId)
+      ? await this.store.webhooks.findDelivery(organizationId, deliveryId.toLowerCase())
+      : null;
+    if (!delivery || (endpointId !== null && delivery.endpointId !== endpointId.toLowerCase()))
+      throw notFound("webhook delivery");
+    return delivery;
+  }
+
+  private async getEndpointIn(store: Store, organizationId: string, id: string): Promise<WebhookEndpoint> {
+    const endpoint = isUuid(id) ? await store.webhooks.findEndpoint(organizationId, id.toLowerCase()) : null;
+    if (!endpoint) throw notFound("webhook endpoint");
+    return endpoint;
+  }
+
+  private page<T extends { readonly id: string }>(
+    rows: readonly T[],
+    limit: number,
+    filters: object,
+    hasPrevious: boolean,
+  ): Page<T> {
+    const items = rows.slice(0, limit);
+    const cursors = items.map((item) => this.cursors.encode<IdPosition>({ i: item.id }, filters));
+    return {
+      items,
+      cursors,
+      nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
+      hasPreviousPage: hasPrevious,
+    };
+  }
+
+  /** Validates the fields present in `input`; every problem is reported at once. */
+  private async validate(input: WebhookEndpointInput): Promise<{
+    url?: string;
+    eventTypes?: LifecycleEventType[] | null;
+    description?: string | null;
+    enabled?: boolean;
+  }> {
+    const issues: FieldIssue[] = [];
+    let url: string | undefined;
+    if (input.url !== undefined) {
+      const parsed = parseEndpointUrl(input.url);
+      if (parsed.url) {
+        const refusal = await this.targets.refusalReason(parsed.url);
+        if (refusal)
+          issues.push({ path: ["url"], code: "TARGET_NOT_ALLOWED", message: `url target is not allowed: ${refusal}` });
+        else url = parsed.url.toString();
+      } else {
+        issues.push(...parsed.issues);
+      }
+    }
+    let eventTypes: LifecycleEventType[] | null | undefined;
+    if (input.eventTypes === null) eventTypes = null;
+    else if (input.eventTypes !== undefined) {
+      if (!Array.isArray(input.eventTypes) || input.eventTypes.length === 0) {
+        issues.push({
+          path: ["eventTypes"],
+          code: "INVALID_TYPE",
+          message: "event_types must be a non-empty array of event types, or null for every type",
+        });
+      } else {
+        input.eventTypes.forEach((type: unknown, index) => {
+          if (typeof type !== "string" || !isLifecycleEventType(type)) {
+            issues.push({
+              path: ["eventTypes", index],
+              code: "INVALID_EVENT_TYPE",
+              message: `unknown event type ${JSON.stringify(type)}; valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}`,
+            });
+          }
+        });
+        eventTypes = [...new Set(input.eventTypes as LifecycleEventType[])];
+      }
+    }
+    let description: string | null | undefined;
+    if (input.description === null) description = null;
+    else if (input.description !== undefined) {
+      if (typeof input.description !== "string" || [...input.description].length > MAX_DESCRIPTION_LENGTH) {
+        issues.push({
+          path: ["description"],
+          code: "INVALID_LENGTH",
+          message: `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters`,
+        });
+      } else {
+        description = input.description.trim() === "" ? null : input.description.trim();
+      }
+    }
+    let enabled: boolean | undefined;
+    if (input.enabled !== undefined && input.enabled !== null) {
+      if (typeof input.enabled !== "boolean")
+        issues.push({ path: ["enabled"], code: "INVALID_TYPE", message: "enabled must be a boolean" });
+      else enabled = input.enabled;
+    }
+    if (issues.length > 0) throw validationFailed(issues);
+    return { url, eventTypes, description, enabled };
+  }
+}

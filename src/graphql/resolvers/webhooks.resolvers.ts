@@ -1,0 +1,67 @@
+import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
+import type { Resolvers } from "../__generated__/resolvers-types.ts";
+import { withoutNulls } from "../arguments.ts";
+import { underArgument, type InputLocator } from "../errors.ts";
+import { forwardPage, toConnection } from "../pagination.ts";
+
+/** Webhook endpoints and deliveries (SPEC §9): reads, the delivery log, and the endpoint mutations. */
+export const webhookResolvers: Resolvers = {
+  Query: {
+    webhookEndpoints: async (_, args, { caller, services }) =>
+      toConnection(await services.webhooks.listEndpoints(caller.organizationId, forwardPage(args))),
+    webhookEndpoint: (_, { id }, { caller, services }) => services.webhooks.getEndpoint(caller.organizationId, id),
+    webhookDelivery: (_, { id }, { caller, services }) =>
+      services.webhooks.getDelivery(caller.organizationId, null, id),
+  },
+  WebhookEndpoint: {
+    // One service call per endpoint, like Reference.events: each endpoint's deliveries are their own listing.
+    deliveries: async (endpoint, args, { caller, services }) =>
+      toConnection(
+        await services.webhooks.listDeliveries(caller.organizationId, endpoint.id, {
+          ...withoutNulls(args.filter),
+          ...forwardPage(args),
+        }),
+      ),
+  },
+  WebhookDelivery: {
+    body: (delivery) => JSON.parse(delivery.body) as Record<string, unknown>,
+    // A delivery read on its own comes with its attempts; in a list, one loader batch reads them all.
+    attempts: (delivery, _, { loaders }) =>
+      "attempts" in delivery
+        ? [...(delivery as WebhookDeliveryWithAttempts).attempts]
+        : loaders.webhookAttemptsByDeliveryId.load(delivery.id),
+  },
+  Mutation: {
+    createWebhookEndpoint: async (_, { input }, { caller, services }) => {
+      const { endpoint, secret } = await services.webhooks.createEndpoint(caller.organizationId, input);
+      return { webhookEndpoint: endpoint, secret };
+    },
+    updateWebhookEndpoint: async (_, { input: { id, url, ...changes } }, { caller, services }) => ({
+      // An explicit null means "every type" for eventTypes and "none" for description; a null url or enabled
+      // changes nothing.
+      webhookEndpoint: await services.webhooks.updateEndpoint(caller.organizationId, id, {
+        ...changes,
+        url: url ?? undefined,
+      }),
+    }),
+    deleteWebhookEndpoint: async (_, { input }, { caller, services }) => {
+      await services.webhooks.deleteEndpoint(caller.organizationId, input.id);
+      return { deletedWebhookEndpointId: input.id.toLowerCase() };
+    },
+    rotateWebhookEndpointSecret: async (_, { input }, { caller, services }) => {
+      const { endpoint, secret } = await services.webhooks.rotateSecret(caller.organizationId, input.id);
+      return { webhookEndpoint: endpoint, secret };
+    },
+    sendTestWebhook: async (_, { input }, { caller, services }) => ({
+      delivery: await services.webhooks.sendTestEvent(caller.organizationId, input.endpointId),
+    }),
+    resendWebhookDelivery: async (_, { input }, { caller, services }) => ({
+      delivery: await services.webhooks.resendDelivery(caller.organizationId, null, input.deliveryId),
+    }),
+  },
+};
+
+/** Where each webhook field's service input sits in its arguments (for `extensions.field`). */
+export const webhookInputLocators: Readonly<Record<string, InputLocator>> = {
+  "WebhookEndpoint.deliveries": underArgument(["filter"], { cursor: ["after"] }),
+};

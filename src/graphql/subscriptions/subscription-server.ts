@@ -1,0 +1,410 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { unwrapResolverError } from "@apollo/server/errors";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+import type { DocumentNode, FormattedExecutionResult, GraphQLFormattedError } from "graphql";
+import type { Context, SubscribePayload } from "graphql-ws";
+import { useServer, type Extra } from "graphql-ws/use/ws";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { WebSocketServer, type WebSocket } from "ws";
+import { presentedApiKey } from "../../authentication.ts";
+import type { Config } from "../../config.ts";
+import { LifecycleFeed, type CommitSignals, type LifecycleFeedStore } from "../../domain/lifecycle/lifecycle-feed.ts";
+import { LifecycleStreamService } from "../../domain/lifecycle/lifecycle-stream.ts";
+import type { Caller } from "../../domain/organizations/organization-service.ts";
+import type { Services } from "../../domain/services.ts";
+import type { Clock } from "../../domain/shared/clock.ts";
+import { CursorCodec } from "../../domain/shared/cursor.ts";
+import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
+import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
+import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
+import { checkOperationCost, graphqlValidationRules } from "../limits.ts";
+import { createLoaders } from "../loaders.ts";
+import { buildGraphqlSchema } from "../schema.ts";
+import type { SubscriptionContext } from "./subscription.resolvers.ts";
+
+/*
+ * GraphQL over WebSocket (graphql-ws, protocol `graphql-transport-ws`) on the GraphQL endpoint's own path and
+ * port (SPEC §1, §10). Apollo's validation rules, limits and error formatting do not apply to these operations,
+ * so this module applies the same ones itself: the standard rules plus the depth limit, the cost limit, coded
+ * and masked errors, and logging of unexpected errors.
+ *
+ * Authentication (SPEC §3). Close codes:
+ *   4401  no key, an unknown key, or a revoked key (also when revoked while connected; keys are checked again
+ *         every SUBSCRIPTION_AUTH_RECHECK_INTERVAL)
+ *   4403  an operation presented a key of another organization than the connection's
+ *   1001  the server is shutting down (reconnect and resume with the last cursor)
+ * The key comes in `connection_init`'s payload (`connectionParams`: `{ "x-api-key": key }` or
+ * `{ "authorization": "Bearer key" }`). GraphiQL cannot put one there: it sends its headers editor with each
+ * operation, in the subscribe message's `payload.extensions.headers`. So a connection without a key is
+ * acknowledged, but its first operation must carry a key (else 4401), and one that sends no operation within
+ * AUTH_GRACE_MS is closed with 4401.
+ */
+
+export const SUBSCRIPTION_CLOSE_CODES = {
+  unauthorized: 4401,
+  forbidden: 4403,
+  goingAway: 1001,
+} as const;
+
+/** How long a connection without a key in connectionParams may wait before its first (keyed) operation. */
+const AUTH_GRACE_MS = 10_000;
+/** graphql-ws's keep-alive: a ping every interval; a socket that does not answer within one more is dropped. */
+const KEEP_ALIVE_MS = 12_000;
+/** How long shutdown waits for clients to answer the close handshake before dropping their sockets. */
+const CLOSE_HANDSHAKE_TIMEOUT_MS = 3_000;
+
+export interface SubscriptionDependencies {
+  readonly services: Services;
+  readonly config: Config;
+  readonly clock: Clock;
+  /** Commit wake-ups (in-process on SQLite, LISTEN/NOTIFY on PostgreSQL); closed with the server. */
+  readonly signals: CommitSignals;
+  /** Reads the log for the feed; built by the composition root from the store. */
+  readonly feedStore: LifecycleFeedStore;
+  /** Where the subscription gauges are registered (the `/metrics` registry). */
+  readonly metrics?: Registry;
+}
+
+/** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
+interface ConnectionSession {
+  readonly id: string;
+  readonly socket: WebSocket;
+  readonly log: FastifyBaseLogger;
+  readonly openedAt: number;
+  caller: Caller | undefined;
+  readonly keys: Set<string>;
+  authTimer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/** What the graphql-ws hooks below need from their context. */
+type ServerContext = Pick<Context<Record<string, unknown> | undefined, Extra>, "extra">;
+
+/**
+ * Serves subscriptions on the Fastify instance's HTTP server: `ws(s)://host:port/graphql`. Owns the lifecycle
+ * feed and the commit signals (PostgreSQL LISTEN connection), and closes them with Fastify: sockets get 1001
+ * before the HTTP server stops (preClose), the LISTEN connection closes after it (onClose).
+ */
+export async function registerSubscriptions(app: FastifyInstance, deps: SubscriptionDependencies): Promise<void> {
+  const { services, config, clock, signals, feedStore } = deps;
+  const log = app.log.child({ component: "subscriptions" });
+
+  const stopPublishing = services.recorder.onCommitted((events) => signals.publish(events));
+  const feed = new LifecycleFeed(
+    feedStore,
+    signals,
+    clock,
+    {
+      settleDelayMs: config.subscriptionSettleDelayMs,
+      lateWindowMs: config.subscriptionLateWindowMs,
+      pollIntervalMs: config.subscriptionPollIntervalMs,
+    },
+    log,
+  );
+  const streams = new LifecycleStreamService(
+    feed,
+    feedStore,
+    services.references,
+    new CursorCodec(config.cursorSecret),
+    clock,
+    () => services.lifecycleLog.retentionCutoff(),
+    { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
+  );
+
+  const schema = buildGraphqlSchema();
+  const validationRules = [...specifiedRules, ...graphqlValidationRules(config)];
+  const sessions = new Map<WebSocket, ConnectionSession>();
+  const wss = new WebSocketServer({ noServer: true, maxPayload: config.bodyLimitBytes, perMessageDeflate: false });
+  let closing = false;
+
+  const close = (session: ConnectionSession, code: number, reason: string) => {
+    session.log.info({ code, reason }, "closing graphql-ws connection");
+    session.socket.close(code, reason);
+  };
+
+  wss.on("connection", (socket: WebSocket, request: IncomingMessage) => {
+    const id = randomUUID();
+    const session: ConnectionSession = {
+      id,
+      socket,
+      log: log.child({ connectionId: id }),
+      openedAt: Date.now(),
+      caller: undefined,
+      keys: new Set(),
+      authTimer: undefined,
+    };
+    sessions.set(socket, session);
+    session.log.info({ remoteAddress: request.socket.remoteAddress, protocol: socket.protocol }, "graphql-ws connection opened");
+    socket.once("close", (code: number, reason: Buffer) => {
+      clearTimeout(session.authTimer);
+      sessions.delete(socket);
+      session.log.info({ code, reason: reason.toString(), durationMs: Date.now() - session.openedAt }, "graphql-ws connection closed");
+    });
+  });
+
+  const sessionOf = (ctx: ServerContext): ConnectionSession => {
+    const session = sessions.get(ctx.extra.socket);
+    if (!session) throw new Error("graphql-ws message on a socket without a session");
+    return session;
+  };
+
+  /** Authenticates a key presented by the connection or an operation; closes the socket and returns null if refused. */
+  const admit = async (session: ConnectionSession, key: string): Promise<Caller | null> => {
+    const caller = await services.organizations.authenticate(key);
+    if (!caller) {
+      close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key is invalid or revoked");
+      return null;
+    }
+    if (session.caller && session.caller.organizationId !== caller.organizationId) {
+      close(session, SUBSCRIPTION_CLOSE_CODES.forbidden, "Forbidden: the key belongs to another organization than the connection's");
+      return null;
+    }
+    session.caller ??= caller;
+    session.keys.add(key);
+    clearTimeout(session.authTimer);
+    return caller;
+  };
+
+  const logUnexpected = (session: ConnectionSession, errors: readonly GraphQLError[], operationName: string | null | undefined) => {
+    for (const error of errors) {
+      if (!isUnexpectedError(error)) continue;
+      session.log.error({ err: unwrapResolverError(error), path: error.path, operationName }, "GraphQL operation failed unexpectedly");
+    }
+  };
+  const format = (errors: readonly GraphQLError[]): GraphQLFormattedError[] =>
+    errors.map((error) => formatGraphqlError(error.toJSON(), error));
+
+  useServer<Record<string, unknown> | undefined>(
+    {
+      schema,
+      // A connection with a bad key is refused; one without a key waits for a keyed operation (see above).
+      onConnect: async (ctx) => {
+        const session = sessionOf(ctx);
+        const key = presentedApiKey(lowerCaseKeys(ctx.connectionParams));
+        if (key === null) {
+          session.authTimer = setTimeout(() => {
+            if (!session.caller) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: send an API key in connectionParams");
+          }, AUTH_GRACE_MS);
+          session.authTimer.unref();
+          return true;
+        }
+        return (await admit(session, key)) !== null;
+      },
+
+      // Everything Apollo does before executing an HTTP operation: authentication, parsing, validation with the
+      // same rules, variable coercion and the cost limit. Returned errors reach the client as an `error` message.
+      onSubscribe: async (ctx, id, payload) => {
+        const session = sessionOf(ctx);
+        const operationKey = presentedApiKey(lowerCaseKeys(payload.extensions?.headers));
+        let caller = session.caller;
+        if (operationKey !== null && !session.keys.has(operationKey)) caller = (await admit(session, operationKey)) ?? undefined;
+        else if (!caller) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: send an API key in connectionParams");
+        if (!caller) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
+
+        if (Object.keys(ctx.subscriptions).length > config.subscriptionMaxOperationsPerConnection) {
+          return [
+            new GraphQLError(`At most ${config.subscriptionMaxOperationsPerConnection} operations may run at once on one connection`, {
+              extensions: { code: "LIMIT_EXCEEDED", limit: config.subscriptionMaxOperationsPerConnection },
+            }),
+          ];
+        }
+        const prepared = prepareOperation(payload);
+        if (Array.isArray(prepared)) return prepared;
+        const contextValue: SubscriptionContext = {
+          caller,
+          services,
+          loaders: createLoaders(services, caller.organizationId),
+          log: session.log.child({ operationId: id }),
+          lifecycleStreams: streams,
+        };
+        session.log.info({ operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind }, "graphql-ws operation started");
+        return {
+          schema,
+          document: prepared.document,
+          variableValues: payload.variables ?? {},
+          operationName: payload.operationName ?? null,
+          contextValue,
+        };
+      },
+
+      // Results and errors are formatted like Apollo's formatError: coded errors pass, others are masked.
+      onNext: (ctx, _id, payload, _args, result) => {
+        if (!result.errors || result.errors.length === 0) return;
+        logUnexpected(sessionOf(ctx), result.errors, payload.operationName);
+        const formatted: FormattedExecutionResult = { ...result, errors: format(result.errors) };
+        return formatted;
+      },
+      onError: (ctx, _id, payload, errors) => {
+        logUnexpected(sessionOf(ctx), errors, payload.operationName);
+        return format(errors);
+      },
+      onComplete: (ctx, id) => {
+        sessions.get(ctx.extra.socket)?.log.info({ operationId: id }, "graphql-ws operation completed");
+      },
+    },
+    wss,
+    KEEP_ALIVE_MS,
+  );
+
+  /** Parses and validates like Apollo; errors carry the codes Apollo gives them. */
+  function prepareOperation(payload: SubscribePayload): { document: DocumentNode; kind: string } | GraphQLError[] {
+    let document: DocumentNode;
+    try {
+      document = parse(payload.query);
+    } catch (error) {
+      if (!(error instanceof GraphQLError)) throw error;
+      return [withCode(error, "GRAPHQL_PARSE_FAILED")];
+    }
+    const invalid = validate(schema, document, validationRules);
+    if (invalid.length > 0) return invalid.map((error) => withCode(error, "GRAPHQL_VALIDATION_FAILED"));
+    const operation = getOperationAST(document, payload.operationName ?? null);
+    if (!operation) return [withCode(new GraphQLError("Unable to identify the operation to run"), "BAD_REQUEST")];
+    const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], payload.variables ?? {});
+    if (coerced.errors) return coerced.errors.map((error) => withCode(error, "BAD_USER_INPUT"));
+    const tooCostly = checkOperationCost(schema, document, config, {
+      variables: payload.variables ?? null,
+      operationName: payload.operationName ?? null,
+    });
+    if (tooCostly) return [tooCostly];
+    return { document, kind: operation.operation };
+  }
+
+  // Keys can be revoked while a connection is open: check the keys in use again, one lookup per distinct key.
+  let rechecking = false;
+  const recheckTimer = setInterval(() => {
+    if (rechecking || sessions.size === 0) return;
+    rechecking = true;
+    void recheckKeys()
+      .catch((error: unknown) => log.error({ err: error }, "re-checking subscription API keys failed"))
+      .finally(() => {
+        rechecking = false;
+      });
+  }, config.subscriptionAuthRecheckIntervalMs);
+  recheckTimer.unref();
+
+  async function recheckKeys(): Promise<void> {
+    const keys = new Set([...sessions.values()].flatMap((session) => [...session.keys]));
+    for (const key of keys) {
+      if (await services.organizations.authenticate(key)) continue;
+      for (const session of sessions.values()) {
+        if (session.keys.has(key)) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key was revoked");
+      }
+    }
+  }
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = (request.url ?? "").split("?")[0];
+    if (path !== GRAPHQL_ENDPOINT) return refuseUpgrade(socket, 404, "Not Found");
+    if (closing) return refuseUpgrade(socket, 503, "Service Unavailable");
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit("connection", ws, request));
+  };
+  app.server.on("upgrade", onUpgrade);
+
+  app.addHook("preClose", async () => {
+    closing = true;
+    clearInterval(recheckTimer);
+    app.server.off("upgrade", onUpgrade);
+    await closeSockets([...wss.clients], SUBSCRIPTION_CLOSE_CODES.goingAway, "Server shutting down: reconnect and resume with the last cursor");
+    await streams.close();
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+  });
+  app.addHook("onClose", async () => {
+    stopPublishing();
+    await signals.close();
+  });
+
+  registerSubscriptionMetrics(deps.metrics, { sessions, streams, feed });
+}
+
+/** Sends a close frame to each socket; drops the ones that have not completed the handshake in time. */
+async function closeSockets(sockets: readonly WebSocket[], code: number, reason: string): Promise<void> {
+  await Promise.all(
+    sockets.map(
+      (socket) =>
+        new Promise<void>((resolve) => {
+          if (socket.readyState === socket.CLOSED) return resolve();
+          const timer = setTimeout(() => {
+            socket.terminate();
+            resolve();
+          }, CLOSE_HANDSHAKE_TIMEOUT_MS);
+          socket.once("close", () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          socket.close(code, reason);
+        }),
+    ),
+  );
+}
+
+function refuseUpgrade(socket: Duplex, status: number, text: string): void {
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}
+
+/** Header-like maps with lower-case names: `X-API-Key` from GraphiQL's headers editor, `x-api-key` from clients. */
+function lowerCaseKeys(value: unknown): Record<string, unknown> {
+  if (typeof value !== "object" || value === null) return {};
+  return Object.fromEntries(Object.entries(value).map(([name, entry]) => [name.toLowerCase(), entry]));
+}
+
+function withCode(error: GraphQLError, code: string): GraphQLError {
+  if (typeof error.extensions.code === "string") return error;
+  return new GraphQLError(error.message, {
+    ...(error.nodes && { nodes: error.nodes }),
+    ...(error.source && { source: error.source }),
+    ...(error.positions && { positions: error.positions }),
+    ...(error.path && { path: error.path }),
+    originalError: error.originalError,
+    extensions: { ...error.extensions, code },
+  });
+}
+
+function registerSubscriptionMetrics(
+  registry: Registry | undefined,
+  { sessions, streams, feed }: { sessions: ReadonlyMap<unknown, unknown>; streams: LifecycleStreamService; feed: LifecycleFeed },
+): void {
+  if (!registry) return;
+  new Gauge({
+    name: "reftrail_graphql_ws_connections",
+    help: "Open graphql-ws connections",
+    registers: [registry],
+    collect() {
+      this.set(sessions.size);
+    },
+  });
+  new Gauge({
+    name: "reftrail_subscriptions_open",
+    help: "Open lifecycleEvents subscriptions",
+    registers: [registry],
+    collect() {
+      this.set(streams.stats().open);
+    },
+  });
+  new Gauge({
+    name: "reftrail_subscription_buffered_events",
+    help: "Lifecycle events held for subscribers that have not read them yet (bounded per subscription)",
+    registers: [registry],
+    collect() {
+      this.set(streams.stats().bufferedEvents);
+    },
+  });
+  new Counter({
+    name: "reftrail_subscription_fell_behind_total",
+    help: "Times a subscription's queue overflowed (slow client) and it fell back to reading the log",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(streams.stats().fellBehind);
+    },
+  });
+  new Counter({
+    name: "reftrail_subscription_late_events_total",
+    help: "Events committed after the live feed had passed them (a transaction slower than SUBSCRIPTION_SETTLE_DELAY), sent late",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(feed.stats().lateEvents);
+    },
+  });
+}

@@ -1,0 +1,293 @@
+import type { FastifyInstance } from "fastify";
+import { LIFECYCLE_EVENT_TYPES } from "../../domain/lifecycle/lifecycle-event.ts";
+import type { Services } from "../../domain/services.ts";
+import {
+  DELIVERY_STATUSES,
+  type WebhookAttempt,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from "../../domain/webhooks/webhook-models.ts";
+import { MAX_DESCRIPTION_LENGTH } from "../../domain/webhooks/webhook-service.ts";
+import { callerOf } from "../rest-api.ts";
+import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+
+/* Webhook endpoints and their deliveries under /v1/webhooks (SPEC §9, §14). */
+
+const tags = ["webhooks"];
+const errors = {
+  400: problemResponse,
+  401: problemResponse,
+  404: problemResponse,
+  409: problemResponse,
+  422: problemResponse,
+};
+const webhookIdParam = uuidParam("webhookId", "Webhook endpoint id");
+const deliveryParams = {
+  type: "object",
+  properties: {
+    webhookId: { type: "string", description: "Webhook endpoint id" },
+    deliveryId: { type: "string", description: "Delivery id (the webhook-id header of its requests)" },
+  },
+  required: ["webhookId", "deliveryId"],
+} as const;
+
+const eventTypesSchema = {
+  type: ["array", "null"],
+  items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+  minItems: 1,
+  description: "The event types sent to the endpoint; null or absent: every type",
+} as const;
+
+const endpointProperties = {
+  url: {
+    type: "string",
+    minLength: 1,
+    maxLength: 2048,
+    description: "https or http URL; private, loopback and link-local targets are refused unless allowed",
+  },
+  event_types: eventTypesSchema,
+  description: { type: ["string", "null"], maxLength: MAX_DESCRIPTION_LENGTH, description: "A note for people" },
+  enabled: { type: "boolean", description: "Disabled endpoints receive nothing" },
+} as const;
+
+interface EndpointBody {
+  url?: string;
+  event_types?: string[] | null;
+  description?: string | null;
+  enabled?: boolean;
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    event_types: endpoint.eventTypes,
+    description: endpoint.description,
+    enabled: endpoint.enabled,
+    disabled_reason: endpoint.disabledReason,
+    failing_since: iso(endpoint.failingSince),
+    previous_secret_expires_at: iso(endpoint.previousSecretExpiresAt),
+    created_at: endpoint.createdAt.toISOString(),
+    updated_at: endpoint.updatedAt.toISOString(),
+  };
+}
+
+export function serializeWebhookDelivery(delivery: WebhookDelivery) {
+  return {
+    id: delivery.id,
+    // The endpoint (the {webhookId} of the paths); the delivery's own id is the webhook-id header.
+    endpoint_id: delivery.endpointId,
+    event_id: delivery.eventId,
+    event_type: delivery.eventType,
+    status: delivery.status,
+    attempt_count: delivery.attemptCount,
+    next_attempt_at: iso(delivery.nextAttemptAt),
+    body: JSON.parse(delivery.body) as unknown,
+    created_at: delivery.createdAt.toISOString(),
+    updated_at: delivery.updatedAt.toISOString(),
+  };
+}
+
+export function serializeWebhookAttempt(attempt: WebhookAttempt) {
+  return {
+    id: attempt.id,
+    attempted_at: attempt.attemptedAt.toISOString(),
+    status_code: attempt.statusCode,
+    error: attempt.error,
+    latency_ms: attempt.latencyMs,
+    response_body: attempt.responseBody,
+  };
+}
+
+const toInput = (body: EndpointBody) => ({
+  url: body.url,
+  eventTypes: body.event_types,
+  description: body.description,
+  enabled: body.enabled,
+});
+
+export function registerWebhookRoutes(app: FastifyInstance, services: Services): void {
+  app.post<{ Body: EndpointBody }>(
+    "/webhooks",
+    {
+      schema: {
+        tags,
+        summary: "Create a webhook endpoint; the response holds its signing secret, shown this once",
+        body: { type: "object", properties: endpointProperties, required: ["url"], additionalProperties: false },
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const { endpoint, secret } = await services.webhooks.createEndpoint(
+        callerOf(request).organizationId,
+        toInput(request.body),
+      );
+      return reply.code(201).send({ ...serializeWebhookEndpoint(endpoint), secret });
+    },
+  );
+
+  app.get<{ Querystring: { limit: number; cursor?: string } }>(
+    "/webhooks",
+    {
+      schema: {
+        tags,
+        summary: "List webhook endpoints, newest first",
+        querystring: { type: "object", properties: pageQuery },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const page = await services.webhooks.listEndpoints(callerOf(request).organizationId, request.query);
+      return { data: page.items.map(serializeWebhookEndpoint), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.get<{ Params: { webhookId: string } }>(
+    "/webhooks/:webhookId",
+    {
+      schema: { tags, summary: "Read a webhook endpoint (never its secret)", params: webhookIdParam, response: errors },
+    },
+    async (request) =>
+      serializeWebhookEndpoint(
+        await services.webhooks.getEndpoint(callerOf(request).organizationId, request.params.webhookId),
+      ),
+  );
+
+  app.patch<{ Params: { webhookId: string }; Body: EndpointBody }>(
+    "/webhooks/:webhookId",
+    {
+      schema: {
+        tags,
+        summary: "Change a webhook endpoint's url, event types, description or enabled flag",
+        params: webhookIdParam,
+        body: { type: "object", properties: endpointProperties, additionalProperties: false },
+        response: errors,
+      },
+    },
+    async (request) =>
+      serializeWebhookEndpoint(
+        await services.webhooks.updateEndpoint(
+          callerOf(request).organizationId,
+          request.params.webhookId,
+          toInput(request.body),
+        ),
+      ),
+  );
+
+  app.delete<{ Params: { webhookId: string } }>(
+    "/webhooks/:webhookId",
+    {
+      schema: {
+        tags,
+        summary: "Delete a webhook endpoint with its deliveries",
+        params: webhookIdParam,
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      await services.webhooks.deleteEndpoint(callerOf(request).organizationId, request.params.webhookId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post<{ Params: { webhookId: string } }>(
+    "/webhooks/:webhookId/rotate-secret",
+    {
+      schema: {
+        tags,
+        summary: "Issue a new signing secret (shown this once); the previous one keeps signing beside it for 24 hours",
+        params: webhookIdParam,
+        response: errors,
+      },
+    },
+    async (request) => {
+      const { endpoint, secret } = await services.webhooks.rotateSecret(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+      );
+      return { ...serializeWebhookEndpoint(endpoint), secret };
+    },
+  );
+
+  app.post<{ Params: { webhookId: string } }>(
+    "/webhooks/:webhookId/test",
+    {
+      schema: {
+        tags,
+        summary: "Queue a webhook_test event for the endpoint",
+        params: webhookIdParam,
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const delivery = await services.webhooks.sendTestEvent(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+      );
+      return reply.code(202).send(serializeWebhookDelivery(delivery));
+    },
+  );
+
+  app.get<{ Params: { webhookId: string }; Querystring: { limit: number; cursor?: string; status?: string } }>(
+    "/webhooks/:webhookId/deliveries",
+    {
+      schema: {
+        tags,
+        summary: "The endpoint's deliveries, newest first",
+        params: webhookIdParam,
+        querystring: {
+          type: "object",
+          properties: {
+            ...pageQuery,
+            status: { type: "string", enum: [...DELIVERY_STATUSES], description: "Only deliveries in this status" },
+          },
+        },
+        response: errors,
+      },
+    },
+    async (request) => {
+      const page = await services.webhooks.listDeliveries(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+        request.query,
+      );
+      return { data: page.items.map(serializeWebhookDelivery), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.get<{ Params: { webhookId: string; deliveryId: string } }>(
+    "/webhooks/:webhookId/deliveries/:deliveryId",
+    {
+      schema: {
+        tags,
+        summary: "One delivery with every attempt, oldest first",
+        params: deliveryParams,
+        response: errors,
+      },
+    },
+    async (request) => {
+      const { webhookId, deliveryId } = request.params;
+      const delivery = await services.webhooks.getDelivery(callerOf(request).organizationId, webhookId, deliveryId);
+      return { ...serializeWebhookDelivery(delivery), attempts: delivery.attempts.map(serializeWebhookAttempt) };
+    },
+  );
+
+  app.post<{ Params: { webhookId: string; deliveryId: string } }>(
+    "/webhooks/:webhookId/deliveries/:deliveryId/resend",
+    {
+      schema: {
+        tags,
+        summary: "Send a delivery again now, with the same webhook-id and body",
+        params: deliveryParams,
+        response: errors,
+      },
+    },
+    async (request, reply) => {
+      const { webhookId, deliveryId } = request.params;
+      const delivery = await services.webhooks.resendDelivery(callerOf(request).organizationId, webhookId, deliveryId);
+      return reply.code(202).send(serializeWebhookDelivery(delivery));
+    },
+  );
+}

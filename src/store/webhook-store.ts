@@ -1,0 +1,306 @@
+import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
+import type {
+  DeliveryStatus,
+  WebhookAttempt,
+  WebhookDelivery,
+  WebhookEndpoint,
+} from "../domain/webhooks/webhook-models.ts";
+import type {
+  ClaimRequest,
+  DeliveryListQuery,
+  DeliveryTransition,
+  SucceededAttempt,
+  WebhookStore,
+} from "../domain/webhooks/webhook-store.ts";
+import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
+
+/*
+ * The webhook tables through Prisma. Methods that change several rows expect to run inside the caller's
+ * transaction (`store.transaction(...)`, whose store hands out a PrismaWebhookStore on the transaction's client).
+ */
+
+type Client = PrismaClient | PrismaTransaction;
+
+type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqueOrThrow"]>>;
+type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
+
+function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return { ...row, eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null };
+}
+
+function toDelivery(row: DeliveryRow): WebhookDelivery {
+  return { ...row, status: row.status as DeliveryStatus };
+}
+
+export class PrismaWebhookStore implements WebhookStore {
+  constructor(
+    private readonly database: Database,
+    private readonly client: Client,
+  ) {}
+
+  async insertEndpoint(endpoint: WebhookEndpoint): Promise<void> {
+    await this.client.webhookEndpoint.create({ data: this.endpointData(endpoint) });
+  }
+
+  async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId } });
+    return row && toEndpoint(row);
+  }
+
+  async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
+    if (ids.length === 0) return [];
+    return (await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } } })).map(toEndpoint);
+  }
+
+  async findEnabledEndpoints(organizationId: string): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
+    const rows = await this.client.webhookEndpoint.findMany({
+      where: { organizationId, enabled: true },
+      select: { id: true, eventTypes: true },
+    });
+    return rows.map((row) => ({ id: row.id, eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null }));
+  }
+
+  countEndpoints(organizationId: string): Promise<number> {
+    return this.client.webhookEndpoint.count({ where: { organizationId } });
+  }
+
+  async listEndpoints(organizationId: string, beforeId: string | undefined, limit: number): Promise<WebhookEndpoint[]> {
+    const rows = await this.client.webhookEndpoint.findMany({
+      where: { organizationId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
+      orderBy: { id: "desc" },
+      take: limit,
+    });
+    return rows.map(toEndpoint);
+  }
+
+  async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
+    const { id, organizationId, createdAt, ...changes } = this.endpointData(endpoint);
+    await this.client.webhookEndpoint.updateMany({ where: { id, organizationId }, data: changes });
+  }
+
+  async deleteEndpoint(organizationId: string, id: string): Promise<boolean> {
+    const endpoint = await this.client.webhookEndpoint.findFirst({
+      where: { id, organizationId },
+      select: { id: true },
+    });
+    if (!endpoint) return false;
+    // Attempts go with their deliveries (ON DELETE CASCADE); deliveries have no foreign key to the endpoint.
+    await this.client.webhookDelivery.deleteMany({ where: { endpointId: id } });
+    await this.client.webhookEndpoint.delete({ where: { id } });
+    return true;
+  }
+
+  async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    if (deliveries.length === 1) await this.client.webhookDelivery.create({ data: deliveries[0]! });
+    else if (deliveries.length > 1) await this.client.webhookDelivery.createMany({ data: [...deliveries] });
+  }
+
+  async findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
+    const row = await this.client.webhookDelivery.findFirst({ where: { id, organizationId } });
+    return row && toDelivery(row);
+  }
+
+  async listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
+    const rows = await this.client.webhookDelivery.findMany({
+      where: {
+        endpointId: query.endpointId,
+        ...(query.status ? { status: query.status } : {}),
+        ...(query.beforeId ? { id: { lt: query.beforeId } } : {}),
+      },
+      orderBy: { id: "desc" },
+      take: query.limit,
+    });
+    return rows.map(toDelivery);
+  }
+
+  async findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
+    const byDelivery = new Map<string, WebhookAttempt[]>(deliveryIds.map((id) => [id, []]));
+    if (deliveryIds.length === 0) return byDelivery;
+    const rows = await this.client.webhookAttempt.findMany({
+      where: { deliveryId: { in: [...deliveryIds] } },
+      orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
+    });
+    for (const row of rows) byDelivery.get(row.deliveryId)?.push(row);
+    return byDelivery;
+  }
+
+  async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
+    // The lease is dropped too: a request still in flight then records its attempt without overriding the
+    // re-send, which goes out on its own.
+    const { count } = await this.client.webhookDelivery.updateMany({
+      where: { id },
+      data: {
+        status: "pending",
+        attemptCount: 0,
+        nextAttemptAt: at,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        updatedAt: at,
+      },
+    });
+    if (count === 0) return null;
+    const row = await this.client.webhookDelivery.findUnique({ where: { id } });
+    return row && toDelivery(row);
+  }
+
+  countPendingDeliveries(): Promise<number> {
+    return this.client.webhookDelivery.count({ where: { status: "pending" } });
+  }
+
+  /**
+   * One statement on both databases: pick the due, unleased deliveries in due order, rank them within their
+   * endpoint, and lease those within the endpoint's limit. On PostgreSQL `FOR UPDATE SKIP LOCKED` makes
+   * concurrent instances pass over each other's rows instead of waiting for them or taking them too; a row
+   * leased by another instance that committed first no longer matches (its lease is in the future). SQLite has
+   * one writer at a time, so the statement alone is atomic there.
+   */
+  async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
+    const { owner, now, leaseExpiresAt, limit } = request;
+    const limits = [...request.perEndpointLimit];
+    const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
+    const limited = limits.filter(([, max]) => max > 0);
+    const exclusion =
+      excluded.length > 0 ? Prisma.sql`AND "endpoint_id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
+    const defaultLimit = Prisma.sql`CAST(${request.defaultPerEndpointLimit} AS INTEGER)`;
+    const perEndpoint =
+      limited.length > 0
+        ? Prisma.sql`CASE ranked."endpoint_id" ${Prisma.join(
+            limited.map(([id, max]) => Prisma.sql`WHEN ${id} THEN CAST(${max} AS INTEGER)`),
+            " ",
+          )} ELSE ${defaultLimit} END`
+        : defaultLimit;
+    const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
+    const claimed = await this.client.$queryRaw<{ id: string }[]>`
+      WITH candidates AS (
+        SELECT "id", "endpoint_id", "next_attempt_at" FROM "webhook_deliveries"
+        WHERE "status" = 'pending' AND "next_attempt_at" <= ${now}
+          AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now}) ${exclusion}
+        ORDER BY "next_attempt_at", "id"
+        LIMIT ${limit}
+        ${lock}
+      ), ranked AS (
+        SELECT "id", "endpoint_id",
+               ROW_NUMBER() OVER (PARTITION BY "endpoint_id" ORDER BY "next_attempt_at", "id") AS "rank_in_endpoint"
+        FROM candidates
+      )
+      UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
+      WHERE "id" IN (SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint})
+      RETURNING "id"`;
+    if (claimed.length === 0) return [];
+    const rows = await this.client.webhookDelivery.findMany({
+      where: { id: { in: claimed.map((row) => row.id) }, leaseOwner: owner },
+      orderBy: [{ nextAttemptAt: "asc" }, { id: "asc" }],
+    });
+    return rows.map(toDelivery);
+  }
+
+  async finishAttempt(attempt: WebhookAttempt, owner: string, transition: DeliveryTransition): Promise<boolean> {
+    const { count } = await this.client.webhookDelivery.updateMany({
+      where: { id: attempt.deliveryId, leaseOwner: owner },
+      data: {
+        status: transition.status,
+        attemptCount: transition.attemptCount,
+        nextAttemptAt: transition.nextAttemptAt,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        updatedAt: transition.at,
+      },
+    });
+    if (count === 0 && (await this.client.webhookDelivery.count({ where: { id: attempt.deliveryId } })) === 0)
+      return false;
+    await this.client.webhookAttempt.create({ data: attempt });
+    return true;
+  }
+
+  async finishSucceededAttempts(items: readonly SucceededAttempt[], owner: string, at: Date): Promise<void> {
+    if (items.length === 0) return;
+    // One statement per attempt count (almost always a single one: first attempts).
+    const byCount = new Map<number, string[]>();
+    for (const item of items)
+      byCount.set(item.attemptCount, [...(byCount.get(item.attemptCount) ?? []), item.attempt.deliveryId]);
+    let updated = 0;
+    for (const [attemptCount, ids] of byCount) {
+      const { count } = await this.client.webhookDelivery.updateMany({
+        where: { id: { in: ids }, leaseOwner: owner },
+        data: {
+          status: "succeeded",
+          attemptCount,
+          nextAttemptAt: null,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          updatedAt: at,
+        },
+      });
+      updated += count;
+    }
+    let kept = items;
+    if (updated < items.length) {
+      // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
+      // cannot be stored (its foreign key would fail), the others still are.
+      const existing = new Set(
+        (
+          await this.client.webhookDelivery.findMany({
+            where: { id: { in: items.map((item) => item.attempt.deliveryId) } },
+            select: { id: true },
+          })
+        ).map((row) => row.id),
+      );
+      kept = items.filter((item) => existing.has(item.attempt.deliveryId));
+    }
+    if (kept.length > 0) await this.client.webhookAttempt.createMany({ data: kept.map((item) => item.attempt) });
+  }
+
+  async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
+    await this.client.webhookDelivery.updateMany({
+      where: { id, leaseOwner: owner },
+      data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
+    });
+  }
+
+  async failPendingDeliveries(endpointId: string, at: Date): Promise<number> {
+    const { count } = await this.client.webhookDelivery.updateMany({
+      where: { endpointId, status: "pending", OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }] },
+      data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
+    });
+    return count;
+  }
+
+  async releaseDeliveries(ids: readonly string[], owner: string): Promise<void> {
+    await this.client.webhookDelivery.updateMany({
+      where: { id: { in: [...ids] }, leaseOwner: owner },
+      data: { leaseOwner: null, leaseExpiresAt: null },
+    });
+  }
+
+  async markEndpointFailing(id: string, at: Date): Promise<void> {
+    await this.client.webhookEndpoint.updateMany({ where: { id, failingSince: null }, data: { failingSince: at } });
+  }
+
+  async markEndpointsHealthy(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.client.webhookEndpoint.updateMany({
+      where: { id: { in: [...ids] }, failingSince: { not: null } },
+      data: { failingSince: null },
+    });
+  }
+
+  async disableEndpoint(id: string, reason: string, at: Date, failingSinceAtOrBefore?: Date): Promise<boolean> {
+    const { count } = await this.client.webhookEndpoint.updateMany({
+      where: {
+        id,
+        enabled: true,
+        ...(failingSinceAtOrBefore ? { failingSince: { lte: failingSinceAtOrBefore } } : {}),
+      },
+      data: { enabled: false, disabledReason: reason, updatedAt: at },
+    });
+    return count > 0;
+  }
+
+  private endpointData(endpoint: WebhookEndpoint) {
+    return {
+      ...endpoint,
+      eventTypes: endpoint.eventTypes === null ? Prisma.DbNull : [...endpoint.eventTypes],
+    };
+  }
+}

@@ -1,0 +1,64 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Registry } from "prom-client";
+import type { Config } from "../config.ts";
+import type { Services } from "../domain/services.ts";
+import type { Clock } from "../domain/shared/clock.ts";
+import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
+import { AddressGuard, DnsTargetPolicy } from "./address-guard.ts";
+import { WebhookMetrics } from "./webhook-metrics.ts";
+import { WebhookSender } from "./webhook-sender.ts";
+import { WebhookWorker } from "./webhook-worker.ts";
+
+/** The save-time URL check, with the same allow-list as the worker's connections. */
+export function createWebhookTargetPolicy(config: Config): WebhookTargetPolicy {
+  return new DnsTargetPolicy(new AddressGuard(config.webhookAllowedCidrs));
+}
+
+export interface WebhookWorkerDependencies {
+  readonly services: Services;
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly registry: Registry;
+  readonly log: FastifyBaseLogger;
+}
+
+/**
+ * Starts this process's delivery worker (unless WEBHOOK_WORKER=off), woken whenever events commit or a
+ * delivery is queued by hand. Returns a function that stops it (see WebhookWorker.stop).
+ */
+export function startWebhookWorker({
+  services,
+  config,
+  clock,
+  registry,
+  log,
+}: WebhookWorkerDependencies): () => Promise<void> {
+  const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
+  if (!config.webhookWorkerEnabled) return async () => undefined;
+  const sender = new WebhookSender({
+    guard: new AddressGuard(config.webhookAllowedCidrs),
+    timeoutMs: config.webhookTimeoutMs,
+    // Endpoints may share a host: never let the agent queue one endpoint's request behind another's.
+    maxSocketsPerHost: config.webhookConcurrency,
+  });
+  const worker = new WebhookWorker(
+    services.webhookDeliveries,
+    sender,
+    clock,
+    metrics,
+    log.child({ component: "webhooks" }),
+    {
+      concurrency: config.webhookConcurrency,
+      concurrencyPerEndpoint: config.webhookConcurrencyPerEndpoint,
+      pollIntervalMs: config.webhookPollIntervalMs,
+    },
+  );
+  const unsubscribeEvents = services.recorder.onCommitted(() => worker.wake());
+  const unsubscribeQueued = services.webhooks.onQueued(() => worker.wake());
+  worker.start();
+  return async () => {
+    unsubscribeEvents();
+    unsubscribeQueued();
+    await worker.stop();
+  };
+}

@@ -1,0 +1,253 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../domain/shared/clock.ts";
+import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
+import type {
+  AttemptResult,
+  AttemptToRecord,
+  ClaimedDelivery,
+  WebhookDeliveryService,
+} from "../domain/webhooks/webhook-delivery-service.ts";
+import type { WebhookMetrics } from "./webhook-metrics.ts";
+import type { WebhookSender } from "./webhook-sender.ts";
+
+export interface WebhookWorkerOptions {
+  /** Requests in flight at once, all endpoints. */
+  readonly concurrency: number;
+  /** Requests in flight at once to one endpoint. */
+  readonly concurrencyPerEndpoint: number;
+  readonly pollIntervalMs: number;
+}
+
+/** Outcomes are recorded in batches of at most this many... */
+const RECORD_BATCH_SIZE = 64;
+/** ...gathered for at most this long (unless every request in flight has finished: then at once). */
+const RECORD_BATCH_DELAY_MS = 5;
+
+/** Slots freed within this long are filled by one claim. */
+const CLAIM_BATCH_DELAY_MS = 3;
+
+interface PendingRecord {
+  readonly item: AttemptToRecord;
+  resolve(result: AttemptResult): void;
+  reject(error: unknown): void;
+}
+
+interface InFlight {
+  readonly endpointId: string;
+  readonly abort: AbortController;
+  readonly done: Promise<void>;
+}
+
+/**
+ * The delivery worker that runs inside each server process (SPEC §9). It claims due deliveries from the outbox
+ * with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies the
+ * retry and disable rules.
+ *
+ * - Woken by `wake()` (after an event commits, after a test or re-send is queued, when a request finishes)
+ *   and by a poll timer, so a wake-up that is missed (an event written by another instance, a retry falling
+ *   due, a dead instance's lease expiring) costs at most one poll interval.
+ * - Records outcomes in small batches (a few milliseconds' worth): a success costs a share of one
+ *   transaction instead of one of its own, which is what lets one instance deliver hundreds per second.
+ * - Claims only what it can start at once: at most `concurrency` requests in flight, and at most
+ *   `concurrencyPerEndpoint` per endpoint, so a slow or dead endpoint holds a bounded number of slots and
+ *   the others keep flowing. Nothing claimed waits in memory, so a lease (longer than the timeout) always
+ *   covers the whole request.
+ */
+export class WebhookWorker {
+  /** This instance's name in `lease_owner`. */
+  readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  private readonly inFlight = new Map<string, InFlight>();
+  private readonly perEndpoint = new Map<string, number>();
+  private pumping: Promise<void> | null = null;
+  private wokenWhilePumping = false;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private readonly toRecord: PendingRecord[] = [];
+  private recording = 0;
+  private recordTimer: NodeJS.Timeout | null = null;
+  private wakeTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly deliveries: WebhookDeliveryService,
+    private readonly sender: WebhookSender,
+    private readonly clock: Clock,
+    private readonly metrics: WebhookMetrics,
+    private readonly log: FastifyBaseLogger,
+    private readonly options: WebhookWorkerOptions,
+  ) {}
+
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.timer = setInterval(() => this.wake(), this.options.pollIntervalMs);
+    this.timer.unref();
+    this.wake();
+  }
+
+  /** Looks for due deliveries now (or right after the current look). Cheap to call often. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.pumping) {
+      this.wokenWhilePumping = true;
+      return;
+    }
+    this.pumping = this.pump()
+      .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not claim deliveries"))
+      .finally(() => {
+        this.pumping = null;
+      });
+  }
+
+  /**
+   * Wakes in a moment: slots freed by answers arriving together are then filled by one claim, not one each.
+   */
+  private wakeSoon(): void {
+    if (this.stopped || this.wakeTimer) return;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.wake();
+    }, CLAIM_BATCH_DELAY_MS);
+  }
+
+  /**
+   * Stops claiming, lets requests in flight finish for up to `graceMs`, then aborts the rest and hands their
+   * leases back (they are sent again, by this or another instance).
+   */
+  async stop(graceMs = 2_000): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    await this.pumping;
+    const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
+    let graceTimer: NodeJS.Timeout | undefined;
+    await Promise.race([all(), new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(graceTimer);
+    for (const task of this.inFlight.values()) task.abort.abort();
+    await all();
+    this.sender.close();
+  }
+
+  private async pump(): Promise<void> {
+    for (;;) {
+      this.wokenWhilePumping = false;
+      const capacity = this.options.concurrency - this.inFlight.size;
+      if (capacity <= 0 || this.stopped) return;
+      const limits = new Map<string, number>();
+      for (const [endpointId, count] of this.perEndpoint)
+        limits.set(endpointId, this.options.concurrencyPerEndpoint - count);
+      const claimed = await this.deliveries.claim(this.owner, capacity, limits, this.options.concurrencyPerEndpoint);
+      for (const delivery of claimed) this.dispatch(delivery);
+      if (claimed.length === 0 && !this.wokenWhilePumping) return;
+    }
+  }
+
+  private dispatch(claimed: ClaimedDelivery): void {
+    const { id, endpointId } = claimed.delivery;
+    this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
+    let endpointSlotHeld = true;
+    // The endpoint's slot is given back as soon as its answer is in (the limit protects the endpoint), while
+    // the outcome is still being recorded: the next requests to it overlap with that write.
+    const releaseEndpointSlot = () => {
+      if (!endpointSlotHeld) return;
+      endpointSlotHeld = false;
+      const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
+      if (left > 0) this.perEndpoint.set(endpointId, left);
+      else this.perEndpoint.delete(endpointId);
+      this.wakeSoon();
+    };
+    const abort = new AbortController();
+    const done = this.deliver(claimed, abort.signal, releaseEndpointSlot)
+      .catch((error: unknown) =>
+        // The lease expires and the delivery is tried again: nothing is lost, at worst it is sent twice.
+        this.log.error({ err: error, deliveryId: id, endpointId }, "webhook delivery could not be recorded"),
+      )
+      .finally(() => {
+        this.inFlight.delete(id);
+        if (endpointSlotHeld) releaseEndpointSlot();
+        else this.wakeSoon();
+      });
+    this.inFlight.set(id, { endpointId, abort, done });
+  }
+
+  private async deliver(claimed: ClaimedDelivery, signal: AbortSignal, releaseEndpointSlot: () => void): Promise<void> {
+    const { delivery } = claimed;
+    if (!this.deliveries.isSendable(claimed)) {
+      await this.deliveries.abandon(claimed, this.owner);
+      this.metrics.failed.inc({ reason: claimed.endpoint ? "endpoint_disabled" : "endpoint_deleted" });
+      return;
+    }
+    const attemptedAt = this.clock.now();
+    const result = await this.sender.send(
+      {
+        url: claimed.endpoint.url,
+        webhookId: delivery.id,
+        body: delivery.body,
+        secrets: this.deliveries.signingSecrets(claimed.endpoint, attemptedAt),
+        timestamp: attemptedAt,
+      },
+      signal,
+    );
+    releaseEndpointSlot();
+    if (result.aborted) {
+      await this.deliveries.release([delivery.id], this.owner);
+      return;
+    }
+    this.metrics.attemptDuration.observe(result.latencyMs / 1000);
+    const { verdict, disabledReason } = await this.record({
+      claimed,
+      report: {
+        attemptedAt,
+        statusCode: result.statusCode,
+        error: result.error,
+        latencyMs: result.latencyMs,
+        responseBody: result.responseBody,
+        retryAfterMs: parseRetryAfter(result.retryAfter, this.clock.now()),
+      },
+    });
+    this.metrics.attempts.inc({
+      outcome: verdict.kind === "succeeded" ? "success" : result.statusCode === null ? "network_error" : "http_error",
+    });
+    if (verdict.kind === "succeeded") this.metrics.sent.inc({ event_type: delivery.eventType });
+    else if (verdict.kind === "retry") this.metrics.retried.inc();
+    else this.metrics.failed.inc({ reason: verdict.kind });
+    if (disabledReason) {
+      // The URL and ids only: secrets and bodies never reach the log.
+      this.log.warn(
+        { endpointId: delivery.endpointId, organizationId: delivery.organizationId, reason: disabledReason },
+        "webhook endpoint disabled",
+      );
+    }
+  }
+
+  /** Queues an outcome for the next batch; resolves once it is recorded. */
+  private record(item: AttemptToRecord): Promise<AttemptResult> {
+    return new Promise<AttemptResult>((resolve, reject) => {
+      this.toRecord.push({ item, resolve, reject });
+      const stillSending = this.inFlight.size - this.recording - this.toRecord.length;
+      if (this.toRecord.length >= RECORD_BATCH_SIZE || stillSending <= 0) this.flushRecords();
+      else this.recordTimer ??= setTimeout(() => this.flushRecords(), RECORD_BATCH_DELAY_MS);
+    });
+  }
+
+  private flushRecords(): void {
+    if (this.recordTimer) clearTimeout(this.recordTimer);
+    this.recordTimer = null;
+    const batch = this.toRecord.splice(0);
+    if (batch.length === 0) return;
+    this.recording += batch.length;
+    this.deliveries
+      .recordAttempts(
+        this.owner,
+        batch.map((pending) => pending.item),
+      )
+      .then(
+        (results) => batch.forEach((pending, index) => pending.resolve(results[index]!)),
+        (error: unknown) => batch.forEach((pending) => pending.reject(error)),
+      )
+      .finally(() => {
+        this.recording -= batch.length;
+      });
+  }
+}

@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { buildServices } from "../src/app.ts";
+import { loadConfig } from "../src/config.ts";
+import { LifecycleFeed, type CommitSignals } from "../src/domain/lifecycle/lifecycle-feed.ts";
+import { LifecycleStreamService, type StreamMessage } from "../src/domain/lifecycle/lifecycle-stream.ts";
+import type { Services } from "../src/domain/services.ts";
+import { systemClock } from "../src/domain/shared/clock.ts";
+import { CursorCodec } from "../src/domain/shared/cursor.ts";
+import { openDatabase, type Database } from "../src/store/database.ts";
+import { PrismaLifecycleFeedStore } from "../src/store/lifecycle-feed-store.ts";
+import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
+import { createTestDatabase, DATABASE_KINDS, startTestServer, type TestDatabase, type TestServer } from "./support/test-server.ts";
+
+/*
+ * Slow consumers are bounded (SPEC §10, §13): a subscription holds at most SUBSCRIPTION_MAX_QUEUED_EVENTS live
+ * events for its client. Past that it drops them and reads the log again from its position once the client
+ * reads on, so memory stays bounded and the client still gets every event, in order, once.
+ */
+
+const silentSignals: CommitSignals = { publish: () => undefined, onSignal: () => () => undefined, close: async () => undefined };
+const quietLog = { warn: () => undefined, error: () => undefined };
+
+describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+  let services: Services;
+  let feed: LifecycleFeed;
+  let streams: LifecycleStreamService;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase(kind);
+    database = await openDatabase(testDatabase.url);
+    services = buildServices(loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url }), database);
+    const store = new PrismaLifecycleFeedStore(database);
+    // No signals: the feed finds every event by polling, every 20 ms.
+    feed = new LifecycleFeed(store, silentSignals, systemClock, { settleDelayMs: 50, lateWindowMs: 10_000, pollIntervalMs: 20, batchSize: 7 }, quietLog);
+    streams = new LifecycleStreamService(feed, store, services.references, new CursorCodec("test"), systemClock, () => new Date(0), {
+      maxQueuedEvents: 10,
+      pageSize: 6,
+    });
+  });
+
+  afterAll(async () => {
+    await streams?.close();
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  it("holds at most its bound, then catches up from the log with every event once, in order", async () => {
+    const { organization } = await services.organizations.createOrganization("slow");
+    const reference = await services.references.createReference(organization.id, { bookingNumber: "BK-SLOW", carrierCode: "MAEU" });
+    const stream = await streams.open(organization.id, { referenceId: reference.id });
+
+    for (let i = 0; i < 45; i++) await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+    const last = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500, order: "desc" })).items[0]!;
+    await eventually(() => feed.frontier.occurredAt >= last.occurredAt);
+    expect(stream.buffered).toBeLessThanOrEqual(10);
+    expect(streams.stats().fellBehind).toBeGreaterThan(0);
+
+    // More events arrive while the consumer catches up.
+    const received: StreamMessage[] = [];
+    for (let i = 0; i < 45; i++) {
+      const next = await stream.next();
+      received.push(next.value!);
+      if (i % 10 === 0) await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      expect(stream.buffered).toBeLessThanOrEqual(10);
+    }
+    for (let i = 0; i < 5; i++) received.push((await stream.next()).value!);
+
+    const log = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500 })).items.slice(1);
+    expect(log).toHaveLength(50);
+    expect(received.map((message) => message.event.id)).toEqual(log.map((event) => event.id));
+    await stream.return();
+    expect(streams.stats().open).toBe(0);
+  });
+});
+
+describe("a graphql-ws client that stops reading its socket", () => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer("sqlite", {
+      env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "50ms", SUBSCRIPTION_MAX_QUEUED_EVENTS: "5" },
+    });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("costs the server a bounded queue, and still receives everything once it reads again", async () => {
+    const { organizationId } = server;
+    const { references } = server.app.services;
+    const reference = await references.createReference(organizationId, { bookingNumber: "BK-PAUSED", carrierCode: "MAEU" });
+
+    // The graphql-transport-ws protocol by hand, so the socket can be paused.
+    const socket = new WebSocket(graphqlWsUrl(server), "graphql-transport-ws");
+    const messages: { type: string; payload?: any }[] = [];
+    socket.on("message", (raw) => messages.push(JSON.parse(String(raw))));
+    await new Promise((resolve) => socket.once("open", resolve));
+    socket.send(JSON.stringify({ type: "connection_init", payload: { "x-api-key": server.apiKey } }));
+    await eventually(() => messages.some((message) => message.type === "connection_ack"));
+    socket.send(
+      JSON.stringify({
+        id: "1",
+        type: "subscribe",
+        payload: {
+          query: "subscription ($id: ID) { lifecycleEvents(referenceId: $id) { cursor node { id detail } } }",
+          variables: { id: reference.id },
+        },
+      }),
+    );
+    await eventually(async () => (await metricValue(server, "reftrail_subscriptions_open")) === 1);
+    socket.pause();
+
+    // ~25 MB of messages: more than the kernel's socket buffers hold, so the server's sends wait.
+    const document = { padding: "x".repeat(250_000) };
+    const total = 100;
+    for (let i = 0; i < total; i++) await references.recordUpdate(organizationId, reference.id, { ...document, n: i });
+    await eventually(async () => (await metricValue(server, "reftrail_subscription_fell_behind_total")) > 0, 15_000);
+    expect(await metricValue(server, "reftrail_subscription_buffered_events")).toBeLessThanOrEqual(5);
+
+    socket.resume();
+    const nexts = () => messages.filter((message) => message.type === "next");
+    await eventually(() => nexts().length >= total, 20_000, () => `${total} messages (got ${nexts().length})`);
+    const log = (await server.app.services.lifecycleLog.listEvents(organizationId, reference.id, { limit: 500 })).items.slice(1);
+    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.id)).toEqual(log.map((event) => event.id));
+    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.detail.update.n)).toEqual([...Array(total).keys()]);
+    socket.close();
+  }, 60_000);
+});
