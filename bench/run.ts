@@ -24,42 +24,28 @@
  * With the defaults the whole run took about 4 minutes on a 2-core machine that other jobs were also using
  * (seeding: ~30 s per database; part A: 8 load runs of 12 s; part B: a few seconds per page position).
  */
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
 import { buildApp, type App } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase, sqliteFilePath } from "../src/store/database.ts";
-import { migrateDatabase } from "../src/store/migrations.ts";
 import { HELLO_QUERY, startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
 import { runSubscriptionBench } from "./subscriptions.bench.ts";
 import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
+import { createTestDatabase } from "../test/support/test-server.ts";
+import { benchDatabases, intSetting } from "./settings.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings
 
-function intSetting(name: string, fallback: number, min = 0): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw.replace(/_/g, ""));
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name}: "${raw}" is not an integer >= ${min}`);
-  return value;
-}
 
 const settings = {
-  databases: (process.env.BENCH_DATABASES ?? "sqlite,postgres")
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((s) => {
-      if (s !== "sqlite" && s !== "postgres") throw new Error(`BENCH_DATABASES: unknown database "${s}"`);
-      return s as Kind;
-    }),
+  databases: benchDatabases(),
   tags: intSetting("BENCH_TAGS", 1_000, 1),
   references: intSetting("BENCH_REFERENCES", 100_000, 1),
   createdEvents: intSetting("BENCH_CREATED_EVENTS", 1) !== 0,
@@ -105,36 +91,6 @@ process.once("SIGINT", () => {
   void Promise.allSettled([...liveDatabases].map((database) => database.drop())).then(() => process.exit(130));
 });
 
-/** As test/support/test-server.ts's createTestDatabase, with a `reftrail_bench_` name on PostgreSQL. */
-async function createBenchDatabase(kind: Kind): Promise<BenchDatabase> {
-  if (kind === "sqlite") {
-    const folder = mkdtempSync(join(tmpdir(), "reftrail-bench-"));
-    const url = `file:${join(folder, "bench.db")}`;
-    await migrateDatabase(url);
-    return { url, drop: async () => rmSync(folder, { recursive: true, force: true }) };
-  }
-  const name = `reftrail_bench_${randomBytes(6).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: settings.adminUrl });
-  try {
-    await admin.connect();
-  } catch (error) {
-    throw new Error(`PostgreSQL unreachable at ${settings.adminUrl} (set BENCH_DATABASES=sqlite to skip it): ${(error as Error).message}`);
-  }
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const url = new URL(settings.adminUrl);
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString());
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: settings.adminUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
 
 async function startApp(url: string): Promise<App> {
   const config = loadConfig({ NODE_ENV: "production", LOG_LEVEL: "silent", RATE_LIMIT_PER_MINUTE: "off", DATABASE_URL: url });
@@ -251,7 +207,7 @@ interface DatabaseReport {
 
 async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
   log(`${kind}: creating a fresh database`);
-  const database = await createBenchDatabase(kind);
+  const database = await createTestDatabase(kind, "reftrail_bench");
   liveDatabases.add(database);
   try {
     // 1. The organization, its key and one probe reference, through the application's services. The app is then

@@ -18,36 +18,22 @@
  * Run alone: `node --import tsx bench/subscriptions.bench.ts`.
  */
 import { fork } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import pg from "pg";
 import { buildApp, type App } from "../src/app.ts";
 import { loadConfig, type Config } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { migrateDatabase } from "../src/store/migrations.ts";
+import { createTestDatabase } from "../test/support/test-server.ts";
+import { benchDatabases, intSetting } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
-function intSetting(name: string, fallback: number, min = 1): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw.replace(/_/g, ""));
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name}: "${raw}" is not an integer >= ${min}`);
-  return value;
-}
 
 const settings = {
-  databases: (process.env.BENCH_DATABASES ?? "sqlite,postgres")
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean) as Kind[],
-  subscriptions: intSetting("BENCH_SUBSCRIPTIONS", 1_000),
-  events: intSetting("BENCH_SUBSCRIPTION_EVENTS", 1_000),
-  writers: intSetting("BENCH_SUBSCRIPTION_WRITERS", 10),
+  databases: benchDatabases(),
+  subscriptions: intSetting("BENCH_SUBSCRIPTIONS", 1_000, 1),
+  events: intSetting("BENCH_SUBSCRIPTION_EVENTS", 1_000, 1),
+  writers: intSetting("BENCH_SUBSCRIPTION_WRITERS", 10, 1),
   adminUrl: process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres",
 };
 
@@ -73,31 +59,6 @@ function settledMemory(): { heap: number; rss: number } {
   return { heap: usage.heapUsed, rss: usage.rss };
 }
 
-async function createDatabase(kind: Kind): Promise<{ url: string; drop(): Promise<void> }> {
-  if (kind === "sqlite") {
-    const folder = mkdtempSync(join(tmpdir(), "reftrail-bench-subscriptions-"));
-    const url = `file:${join(folder, "bench.db")}`;
-    await migrateDatabase(url);
-    return { url, drop: async () => rmSync(folder, { recursive: true, force: true }) };
-  }
-  const name = `reftrail_bench_${randomBytes(6).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: settings.adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const url = new URL(settings.adminUrl);
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString());
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: settings.adminUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
 
 function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -143,7 +104,7 @@ interface Row {
 }
 
 async function benchDatabase(kind: Kind): Promise<Row> {
-  const database = await createDatabase(kind);
+  const database = await createTestDatabase(kind, "reftrail_bench");
   let app: App | undefined;
   const clients = fork(new URL("./subscription-clients.mjs", import.meta.url), { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   try {

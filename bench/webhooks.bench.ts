@@ -15,37 +15,23 @@
  * connection). The worker runs with its defaults (50 requests in flight, 10 per endpoint, 15 s timeout).
  * Everything it creates (temp SQLite files, `reftrail_bench_webhooks_*` databases) is removed at the end.
  */
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import pg from "pg";
 import { buildApp, type App } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { migrateDatabase } from "../src/store/migrations.ts";
+import { createTestDatabase } from "../test/support/test-server.ts";
+import { benchDatabases, intSetting } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
-function intSetting(name: string, fallback: number, min = 1): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw.replace(/_/g, ""));
-  if (!Number.isInteger(value) || value < min) throw new Error(`${name}: "${raw}" is not an integer >= ${min}`);
-  return value;
-}
 
 const settings = {
-  databases: (process.env.BENCH_DATABASES ?? "sqlite,postgres")
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s): s is Kind => s === "sqlite" || s === "postgres"),
-  backlog: intSetting("BENCH_WEBHOOK_BACKLOG", 2_000),
-  rate: intSetting("BENCH_WEBHOOK_RATE", 20),
-  seconds: intSetting("BENCH_WEBHOOK_SECONDS", 10),
-  slowMs: intSetting("BENCH_WEBHOOK_SLOW_MS", 5_000),
+  databases: benchDatabases(),
+  backlog: intSetting("BENCH_WEBHOOK_BACKLOG", 2_000, 1),
+  rate: intSetting("BENCH_WEBHOOK_RATE", 20, 1),
+  seconds: intSetting("BENCH_WEBHOOK_SECONDS", 10, 1),
+  slowMs: intSetting("BENCH_WEBHOOK_SLOW_MS", 5_000, 1),
   adminUrl: process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres",
 };
 
@@ -132,36 +118,7 @@ class ReceiverThread {
 // ---------------------------------------------------------------------------------------------------------------
 // Databases and instances
 
-interface BenchDatabase {
-  readonly url: string;
-  drop(): Promise<void>;
-}
 
-async function createBenchDatabase(kind: Kind): Promise<BenchDatabase> {
-  if (kind === "sqlite") {
-    const folder = mkdtempSync(join(tmpdir(), "reftrail-bench-webhooks-"));
-    const url = `file:${join(folder, "bench.db")}`;
-    await migrateDatabase(url);
-    return { url, drop: async () => rmSync(folder, { recursive: true, force: true }) };
-  }
-  const name = `reftrail_bench_webhooks_${randomBytes(6).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: settings.adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE "${name}"`);
-  await admin.end();
-  const url = new URL(settings.adminUrl);
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString());
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: settings.adminUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
 
 async function startInstance(url: string, workerOn: boolean): Promise<App> {
   const config = loadConfig({
@@ -244,7 +201,7 @@ function latencyRow(database: Kind, scenario: string, records: readonly Received
 
 async function benchDatabase(kind: Kind, receiver: ReceiverThread): Promise<Row[]> {
   const rows: Row[] = [];
-  const database = await createBenchDatabase(kind);
+  const database = await createTestDatabase(kind, "reftrail_bench");
   try {
     // 1. A backlog queued while no worker runs, then drained by one instance.
     log(`${kind}: queuing ${settings.backlog} deliveries with the worker off`);

@@ -1,6 +1,7 @@
-import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
+import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
 import type { EventKey, EventKeyRangeQuery, LifecycleFeedStore, LogRangeQuery } from "../domain/lifecycle/lifecycle-feed.ts";
 import type { Database } from "./database.ts";
+import { lifecycleEventFromRow } from "./prisma-store.ts";
 import type { Prisma } from "./__generated__/sqlite/client.ts";
 
 /**
@@ -21,7 +22,7 @@ export class PrismaLifecycleFeedStore implements LifecycleFeedStore {
       orderBy: [{ occurredAt: "asc" }, { id: "asc" }],
       take: query.limit,
     });
-    return rows.map(toLifecycleEvent);
+    return rows.map(lifecycleEventFromRow);
   }
 
   listEventKeysInRange(query: EventKeyRangeQuery): Promise<EventKey[]> {
@@ -36,7 +37,7 @@ export class PrismaLifecycleFeedStore implements LifecycleFeedStore {
   async findEventsByIds(ids: readonly string[]): Promise<LifecycleEvent[]> {
     if (ids.length === 0) return [];
     const rows = await this.database.prisma.lifecycleEvent.findMany({ where: { id: { in: [...ids] } } });
-    return rows.map(toLifecycleEvent);
+    return rows.map(lifecycleEventFromRow);
   }
 }
 
@@ -52,18 +53,4 @@ function rangeWhere(query: EventKeyRangeQuery): Prisma.LifecycleEventWhereInput 
     where.organizationId = query.organizationIds.length === 1 ? query.organizationIds[0]! : { in: [...query.organizationIds] };
   }
   return where;
-}
-
-type EventRow = Awaited<ReturnType<Database["prisma"]["lifecycleEvent"]["findFirstOrThrow"]>>;
-
-function toLifecycleEvent(row: EventRow): LifecycleEvent {
-  return {
-    id: row.id,
-    organizationId: row.organizationId,
-    referenceId: row.referenceId,
-    type: row.type,
-    occurredAt: row.occurredAt,
-    detail: row.detail,
-    referenceTags: row.referenceTags as unknown as TagSnapshot[],
-  } as unknown as LifecycleEvent;
 }

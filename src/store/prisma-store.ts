@@ -328,18 +328,7 @@ export class PrismaStore implements Store {
       orderBy: [{ referenceId: query.order }, { occurredAt: query.order }, { id: query.order }],
       take: query.limit,
     });
-    return rows.map(
-      (row) =>
-        ({
-          id: row.id,
-          organizationId: row.organizationId,
-          referenceId: row.referenceId,
-          type: row.type,
-          occurredAt: row.occurredAt,
-          detail: row.detail,
-          referenceTags: row.referenceTags as unknown as TagSnapshot[],
-        }) as unknown as LifecycleEvent,
-    );
+    return rows.map(lifecycleEventFromRow);
   }
 
   async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
@@ -352,4 +341,19 @@ export class PrismaStore implements Store {
     const { count } = await this.client.lifecycleEvent.deleteMany({ where: { id: { in: batch.map((e) => e.id) } } });
     return count;
   }
+}
+
+type LifecycleEventRow = Awaited<ReturnType<PrismaClient["lifecycleEvent"]["findFirstOrThrow"]>>;
+
+/** A lifecycle_events row as the domain's event union (the type column decides the detail's shape). */
+export function lifecycleEventFromRow(row: LifecycleEventRow): LifecycleEvent {
+  return {
+    id: row.id,
+    organizationId: row.organizationId,
+    referenceId: row.referenceId,
+    type: row.type,
+    occurredAt: row.occurredAt,
+    detail: row.detail,
+    referenceTags: row.referenceTags as unknown as TagSnapshot[],
+  } as unknown as LifecycleEvent;
 }

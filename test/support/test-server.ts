@@ -19,15 +19,18 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database: a SQLite file in a temp folder, or `reftrail_test_<random>` on PostgreSQL. */
-export async function createTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
+/**
+ * A fresh, migrated database: a SQLite file in a temp folder, or `<prefix>_<random>` on PostgreSQL (the
+ * benchmarks use the prefix `reftrail_bench`).
+ */
+export async function createTestDatabase(kind: DatabaseKind, prefix = "reftrail_test"): Promise<TestDatabase> {
   if (kind === "sqlite") {
-    const folder = mkdtempSync(join(tmpdir(), "reftrail-test-"));
+    const folder = mkdtempSync(join(tmpdir(), `${prefix.replaceAll("_", "-")}-`));
     const url = `file:${join(folder, "test.db")}`;
     await migrateDatabase(url);
     return { url, drop: async () => rmSync(folder, { recursive: true, force: true }) };
   }
-  const name = `reftrail_test_${randomBytes(6).toString("hex")}`;
+  const name = `${prefix}_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   try {
     await admin.connect();
