@@ -193,6 +193,9 @@ export class PrismaStore implements Store {
     // With a tag filter, walk the (tag_id, reference_id) index of the first group newest first and check the
     // other groups per candidate. Prisma's `tags: { some }` would walk *all* references newest first and probe
     // the tags of each: about 33,000 probes to find 50 carriers of a tag held by 0.15 % of 100,000 references.
+    // CROSS JOIN is SQLite's way to fix the join order (reference_tags outside): left to itself, its planner
+    // scanned the organization's references first (113 ms instead of 0.2 ms on 100,000 references).
+    // PostgreSQL plans a CROSS JOIN with a join condition like any inner join.
     const ids = await this.findReferenceIdsByTagGroups(organizationId, query);
     if (ids.length === 0) return [];
     const rows = await this.client.reference.findMany({ where: { id: { in: ids } } });
@@ -221,8 +224,8 @@ export class PrismaStore implements Store {
     }
     const rows = await this.client.$queryRaw<{ id: string }[]>`
       SELECT DISTINCT rt."reference_id" AS id
-      FROM "reference_tags" rt JOIN "shipping_references" r ON r."id" = rt."reference_id"
-      WHERE ${Prisma.join(conditions, " AND ")}
+      FROM "reference_tags" rt CROSS JOIN "shipping_references" r
+      WHERE r."id" = rt."reference_id" AND ${Prisma.join(conditions, " AND ")}
       ORDER BY rt."reference_id" DESC
       LIMIT ${query.limit}`;
     return rows.map((row) => row.id);
