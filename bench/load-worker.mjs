@@ -54,6 +54,7 @@ async function main(spec) {
 parentPort.on("message", ({ id, spec }) => {
   main(spec).then(
     (result) => parentPort.postMessage({ id, result }),
-    (error) => parentPort.postMessage({ id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+    (error) =>
+      parentPort.postMessage({ id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
   );
 });

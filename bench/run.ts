@@ -43,7 +43,6 @@ import { benchDatabases, intSetting } from "./settings.ts";
 // ---------------------------------------------------------------------------------------------------------------
 // Settings
 
-
 const settings = {
   databases: benchDatabases(),
   tags: intSetting("BENCH_TAGS", 1_000, 1),
@@ -73,7 +72,8 @@ const GRAPHQL_REFERENCES = `query BenchReferences($names: [String!]) {
 // ---------------------------------------------------------------------------------------------------------------
 // Small helpers
 
-const log = (message: string) => console.error(`[bench ${((performance.now() - runStarted) / 1000).toFixed(0).padStart(4)}s] ${message}`);
+const log = (message: string) =>
+  console.error(`[bench ${((performance.now() - runStarted) / 1000).toFixed(0).padStart(4)}s] ${message}`);
 const runStarted = performance.now();
 const loadAtStart = loadavg();
 const loadGenerator = new LoadGenerator();
@@ -91,9 +91,13 @@ process.once("SIGINT", () => {
   void Promise.allSettled([...liveDatabases].map((database) => database.drop())).then(() => process.exit(130));
 });
 
-
 async function startApp(url: string): Promise<App> {
-  const config = loadConfig({ NODE_ENV: "production", LOG_LEVEL: "silent", RATE_LIMIT_PER_MINUTE: "off", DATABASE_URL: url });
+  const config = loadConfig({
+    NODE_ENV: "production",
+    LOG_LEVEL: "silent",
+    RATE_LIMIT_PER_MINUTE: "off",
+    DATABASE_URL: url,
+  });
   const database = await openDatabase(url);
   return buildApp({ config, database });
 }
@@ -117,7 +121,8 @@ function check(condition: unknown, message: string): asserts condition {
 
 /** Warm-up, then the measured run. */
 async function measure(spec: Omit<LoadSpec, "durationSeconds" | "amount" | "connections">): Promise<LoadResult> {
-  if (settings.warmupSeconds > 0) await runLoad({ ...spec, connections: settings.connections, durationSeconds: settings.warmupSeconds });
+  if (settings.warmupSeconds > 0)
+    await runLoad({ ...spec, connections: settings.connections, durationSeconds: settings.warmupSeconds });
   return runLoad({ ...spec, connections: settings.connections, durationSeconds: settings.durationSeconds });
 }
 
@@ -140,7 +145,8 @@ type Shape = Record<string, string>;
 function sqliteShapes(db: Sqlite.Database, table: string, where: string, params: unknown[]): Shape {
   const columns = (db.prepare(`PRAGMA table_info("${table}")`).all() as { name: string }[]).map((c) => c.name);
   const select = columns.map((c) => `typeof("${c}") AS "${c}__type", "${c}"`).join(", ");
-  const row = db.prepare(`SELECT ${select} FROM "${table}" WHERE ${where} LIMIT 1`).get(...params) as Record<string, unknown> | undefined;
+  const row = db.prepare(`SELECT ${select} FROM "${table}" WHERE ${where} LIMIT 1`).get(...params) as
+    Record<string, unknown> | undefined;
   if (!row) throw new Error(`format check: no ${table} row where ${where}`);
   const shape: Shape = {};
   for (const column of columns) {
@@ -153,8 +159,14 @@ function sqliteShapes(db: Sqlite.Database, table: string, where: string, params:
       else if (/^[[{]/.test(value)) {
         const parsed = JSON.parse(value) as unknown;
         const keys = Array.isArray(parsed)
-          ? parsed.length > 0 ? Object.keys(parsed[0] as object).sort().join(",") : ""
-          : Object.keys(parsed as object).sort().join(",");
+          ? parsed.length > 0
+            ? Object.keys(parsed[0] as object)
+                .sort()
+                .join(",")
+            : ""
+          : Object.keys(parsed as object)
+              .sort()
+              .join(",");
         kind += `:json(${Array.isArray(parsed) ? "array" : "object"}${keys ? `:${keys}` : ""})`;
       }
     }
@@ -167,7 +179,10 @@ function compareShapes(table: string, written: Shape, seeded: Shape): void {
   for (const [column, kind] of Object.entries(written)) {
     if (seeded[column] === undefined) continue; // null in the seeded row
     if (column === "reference_tags" && (kind.endsWith("array)") || seeded[column]!.endsWith("array)"))) continue; // empty snapshot
-    check(seeded[column] === kind, `${table}.${column}: the application writes ${kind}, the seed wrote ${seeded[column]}`);
+    check(
+      seeded[column] === kind,
+      `${table}.${column}: the application writes ${kind}, the seed wrote ${seeded[column]}`,
+    );
   }
 }
 
@@ -254,7 +269,11 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
       const raw = new Sqlite(sqliteFilePath(database.url), { readonly: true });
       try {
         const firstContainer = containerNumber("BEN", 0);
-        compareShapes("tags", sqliteShapes(raw, "tags", "name = ?", ["bench-probe"]), sqliteShapes(raw, "tags", "name = ?", ["tag-0000"]));
+        compareShapes(
+          "tags",
+          sqliteShapes(raw, "tags", "name = ?", ["bench-probe"]),
+          sqliteShapes(raw, "tags", "name = ?", ["tag-0000"]),
+        );
         compareShapes(
           "shipping_references",
           sqliteShapes(raw, "shipping_references", "id = ?", [probe.id]),
@@ -267,11 +286,19 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
         );
         const written = sqliteShapes(raw, "lifecycle_events", "reference_id = ?", [probe.id]);
         if (settings.createdEvents) {
-          compareShapes("lifecycle_events", written, sqliteShapes(raw, "lifecycle_events", "reference_id <> ? AND reference_id <> ?", [probe.id, eventLog.referenceId]));
+          compareShapes(
+            "lifecycle_events",
+            written,
+            sqliteShapes(raw, "lifecycle_events", "reference_id <> ? AND reference_id <> ?", [
+              probe.id,
+              eventLog.referenceId,
+            ]),
+          );
         }
         const logged = sqliteShapes(raw, "lifecycle_events", "reference_id = ?", [eventLog.referenceId]);
         compareShapes("lifecycle_events", { ...written, detail: logged.detail! }, logged);
-        formatCheck = "seeded rows match rows written by the services (datetime TEXT +00:00, boolean INTEGER, JSON TEXT)";
+        formatCheck =
+          "seeded rows match rows written by the services (datetime TEXT +00:00, boolean INTEGER, JSON TEXT)";
       } finally {
         raw.close();
       }
@@ -306,11 +333,22 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
   }
 }
 
-async function readTags(kind: Kind, url: string, organizationId: string, names: string[]): Promise<{ id: string; name: string }[]> {
+async function readTags(
+  kind: Kind,
+  url: string,
+  organizationId: string,
+  names: string[],
+): Promise<{ id: string; name: string }[]> {
   if (kind === "sqlite") {
     const raw = new Sqlite(sqliteFilePath(url), { readonly: true });
     try {
-      return names.map((name) => raw.prepare(`SELECT id, name FROM tags WHERE organization_id = ? AND name = ?`).get(organizationId, name) as { id: string; name: string });
+      return names.map(
+        (name) =>
+          raw.prepare(`SELECT id, name FROM tags WHERE organization_id = ? AND name = ?`).get(organizationId, name) as {
+            id: string;
+            name: string;
+          },
+      );
     } finally {
       raw.close();
     }
@@ -331,26 +369,43 @@ async function readTags(kind: Kind, url: string, organizationId: string, names: 
 // ---------------------------------------------------------------------------------------------------------------
 // Part A: listing references filtered by one tag
 
-async function benchListing(kind: Kind, base: string, headers: Record<string, string>, tagCount: number): Promise<ListingRow[]> {
+async function benchListing(
+  kind: Kind,
+  base: string,
+  headers: Record<string, string>,
+  tagCount: number,
+): Promise<ListingRow[]> {
   const expected = Math.min(50, tagCount);
   const restUrl = `${base}/v1/references?tag_names=${encodeURIComponent(settings.tag)}`;
-  const rest = await getJson<{ data: { id: string; tags: { name: string }[] }[]; next_cursor: string | null }>(restUrl, { headers });
+  const rest = await getJson<{ data: { id: string; tags: { name: string }[] }[]; next_cursor: string | null }>(
+    restUrl,
+    { headers },
+  );
   check(rest.data.length === expected, `REST listing returned ${rest.data.length} references, expected ${expected}`);
-  check(rest.data.every((r) => r.tags.some((t) => t.name === settings.tag)), `REST listing returned a reference without ${settings.tag}`);
+  check(
+    rest.data.every((r) => r.tags.some((t) => t.name === settings.tag)),
+    `REST listing returned a reference without ${settings.tag}`,
+  );
 
   const rows: ListingRow[] = [];
   log(`${kind}: part A, REST GET /v1/references?tag_names=${settings.tag}`);
-  rows.push({ name: `REST GET /v1/references?tag_names=${settings.tag}`, result: await measure({ url: restUrl, headers }) });
+  rows.push({
+    name: `REST GET /v1/references?tag_names=${settings.tag}`,
+    result: await measure({ url: restUrl, headers }),
+  });
 
   const graphqlBody = JSON.stringify({ query: GRAPHQL_REFERENCES, variables: { names: [settings.tag] } });
   const graphqlHeaders = { ...headers, "Content-Type": "application/json" };
   const graphqlName = `GraphQL references(first: 50, filter: {tagNames})`;
   try {
-    const answer = await getJson<{ data?: { references: { edges: { node: { id: string } }[] } }; errors?: unknown[] }>(`${base}/graphql`, {
-      method: "POST",
-      headers: graphqlHeaders,
-      body: graphqlBody,
-    });
+    const answer = await getJson<{ data?: { references: { edges: { node: { id: string } }[] } }; errors?: unknown[] }>(
+      `${base}/graphql`,
+      {
+        method: "POST",
+        headers: graphqlHeaders,
+        body: graphqlBody,
+      },
+    );
     check(!answer.errors, `GraphQL answered errors: ${JSON.stringify(answer.errors ?? null).slice(0, 500)}`);
     const ids = answer.data!.references.edges.map((edge) => edge.node.id);
     check(
@@ -358,7 +413,10 @@ async function benchListing(kind: Kind, base: string, headers: Record<string, st
       "GraphQL and REST return different references for the same filter",
     );
     log(`${kind}: part A, ${graphqlName}`);
-    rows.push({ name: graphqlName, result: await measure({ url: `${base}/graphql`, method: "POST", headers: graphqlHeaders, body: graphqlBody }) });
+    rows.push({
+      name: graphqlName,
+      result: await measure({ url: `${base}/graphql`, method: "POST", headers: graphqlHeaders, body: graphqlBody }),
+    });
   } catch (error) {
     log(`${kind}: GraphQL listing skipped: ${(error as Error).message}`);
     rows.push({ name: graphqlName, result: null, error: (error as Error).message });
@@ -399,7 +457,10 @@ async function benchLog(
     const firstIndex = from ?? 0;
     const first = await getJson<EventPage>(pageUrl(query), { headers });
     check(first.data.length === 50, `${position}: first page has ${first.data.length} events`);
-    check(first.data[0]!.occurred_at === occurredAt(firstIndex), `${position}: page starts at ${first.data[0]!.occurred_at}, expected ${occurredAt(firstIndex)}`);
+    check(
+      first.data[0]!.occurred_at === occurredAt(firstIndex),
+      `${position}: page starts at ${first.data[0]!.occurred_at}, expected ${occurredAt(firstIndex)}`,
+    );
     check(first.next_cursor, `${position}: no next_cursor`);
     const label = from === undefined ? "(no filter)" : `from=<event #${from.toLocaleString("en-US")}>`;
     log(`${kind}: part B, ${position} ${label}`);
@@ -408,9 +469,16 @@ async function benchLog(
     const nextUrl = pageUrl({ ...query, cursor: first.next_cursor });
     const next = await getJson<EventPage>(nextUrl, { headers });
     check(next.data.length === 50, `${position}: next page has ${next.data.length} events`);
-    check(next.data[0]!.occurred_at === occurredAt(firstIndex + 50), `${position}: next page starts at ${next.data[0]!.occurred_at}`);
+    check(
+      next.data[0]!.occurred_at === occurredAt(firstIndex + 50),
+      `${position}: next page starts at ${next.data[0]!.occurred_at}`,
+    );
     if (position === "end") check(next.next_cursor === null, "end: the last page still has a next_cursor");
-    rows.push({ position: `${position} → next page`, query: `${label} + cursor`, result: await measureSequential(nextUrl, headers) });
+    rows.push({
+      position: `${position} → next page`,
+      query: `${label} + cursor`,
+      result: await measureSequential(nextUrl, headers),
+    });
   }
   const newestUrl = pageUrl({ order: "desc" });
   const newest = await getJson<EventPage>(newestUrl, { headers });
@@ -423,7 +491,8 @@ async function benchLog(
 // ---------------------------------------------------------------------------------------------------------------
 // Output
 
-const fmtMs = (ms: number) => (Number.isNaN(ms) ? "—" : ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
+const fmtMs = (ms: number) =>
+  Number.isNaN(ms) ? "—" : ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0);
 const fmtLoad = (load: number[]) => load.map((l) => l.toFixed(2)).join("/");
 const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US");
 const fmtRatio = (r: number) => (Number.isFinite(r) ? `${r < 0.1 ? r.toFixed(3) : r.toFixed(2)}×` : "—");
@@ -457,7 +526,12 @@ async function main(): Promise<void> {
   let fastifyHello: LoadResult;
   try {
     log("baseline: Apollo Server hello world (POST /graphql { hello })");
-    hello = await measure({ url: `${baseline.url}/graphql`, method: "POST", headers: { "Content-Type": "application/json" }, body: HELLO_QUERY });
+    hello = await measure({
+      url: `${baseline.url}/graphql`,
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: HELLO_QUERY,
+    });
     log("baseline: Fastify hello world (GET /hello)");
     fastifyHello = await measure({ url: `${baseline.url}/hello` });
   } finally {
@@ -478,7 +552,17 @@ async function main(): Promise<void> {
     "",
     "Seeding (raw SQL, batched, in transactions; secondary indexes rebuilt after the load)",
     table(
-      ["database", "tags", "references", "reference_tags", "created events", "seed refs (s)", "log events", "seed log (s)", "format check"],
+      [
+        "database",
+        "tags",
+        "references",
+        "reference_tags",
+        "created events",
+        "seed refs (s)",
+        "log events",
+        "seed log (s)",
+        "format check",
+      ],
       reports.map((r) => [
         r.kind,
         fmtInt(r.seed.tags),
@@ -496,15 +580,38 @@ async function main(): Promise<void> {
     `Part A — list references filtered by one tag (${reports[0]?.tag.name ?? settings.tag}, carried by ` +
       `${reports.map((r) => `${fmtInt(r.tag.references)} on ${r.kind}`).join(", ")} of ${fmtInt(settings.references)}); ratios are ours / Apollo hello world`,
   );
-  const helloRow = (name: string, r: LoadResult) => ["—", name, fmtInt(r.rps), fmtMs(r.p50), fmtMs(r.p99), "1.00×", "1.00×", "1.00×", notes(r)];
-  const listingRows: string[][] = [helloRow("Apollo hello world (POST /graphql { hello })", hello), helloRow("Fastify hello world (GET /hello)", fastifyHello)];
+  const helloRow = (name: string, r: LoadResult) => [
+    "—",
+    name,
+    fmtInt(r.rps),
+    fmtMs(r.p50),
+    fmtMs(r.p99),
+    "1.00×",
+    "1.00×",
+    "1.00×",
+    notes(r),
+  ];
+  const listingRows: string[][] = [
+    helloRow("Apollo hello world (POST /graphql { hello })", hello),
+    helloRow("Fastify hello world (GET /hello)", fastifyHello),
+  ];
   listingRows[1]![5] = fmtRatio(fastifyHello.rps / hello.rps);
   listingRows[1]![6] = fmtRatio(fastifyHello.p50 / hello.p50);
   listingRows[1]![7] = fmtRatio(fastifyHello.p99 / hello.p99);
   for (const report of reports) {
     for (const row of report.listing) {
       if (!row.result) {
-        listingRows.push([report.kind, row.name, "—", "—", "—", "—", "—", "—", `not measured: ${row.error?.slice(0, 80)}`]);
+        listingRows.push([
+          report.kind,
+          row.name,
+          "—",
+          "—",
+          "—",
+          "—",
+          "—",
+          "—",
+          `not measured: ${row.error?.slice(0, 80)}`,
+        ]);
         continue;
       }
       const r = row.result;
@@ -522,24 +629,50 @@ async function main(): Promise<void> {
     }
   }
   out.push(
-    table(["database", "endpoint", "req/s", "p50", "p99", "req/s ratio", "p50 ratio", "p99 ratio", "notes"], listingRows, [
-      false, false, true, true, true, true, true, true, false,
-    ]),
+    table(
+      ["database", "endpoint", "req/s", "p50", "p99", "req/s ratio", "p50 ratio", "p99 ratio", "notes"],
+      listingRows,
+      [false, false, true, true, true, true, true, true, false],
+    ),
     "",
     `Part B — one 50-event page of GET /v1/references/{id}/events, ${fmtInt(settings.events)} events on the reference, sequential requests`,
   );
   const logRows: string[][] = [];
   for (const report of reports) {
     for (const row of report.log) {
-      logRows.push([report.kind, row.position, row.query, fmtInt(row.result.requests), fmtMs(row.result.p50), fmtMs(row.result.p99), notes(row.result)]);
+      logRows.push([
+        report.kind,
+        row.position,
+        row.query,
+        fmtInt(row.result.requests),
+        fmtMs(row.result.p50),
+        fmtMs(row.result.p99),
+        notes(row.result),
+      ]);
     }
     const at = (position: string) => report.log.find((row) => row.position === position)!.result;
     const ratio = (a: string, b: string) => `${fmtRatio(at(a).p50 / at(b).p50)} / ${fmtRatio(at(a).p99 / at(b).p99)}`;
     logRows.push([report.kind, "ratio end / start", "p50 / p99", "", ratio("end", "start"), "", ""]);
-    logRows.push([report.kind, "ratio end / start, next page", "p50 / p99", "", ratio("end → next page", "start → next page"), "", ""]);
+    logRows.push([
+      report.kind,
+      "ratio end / start, next page",
+      "p50 / p99",
+      "",
+      ratio("end → next page", "start → next page"),
+      "",
+      "",
+    ]);
   }
   out.push(
-    table(["database", "position", "query", "requests", "p50", "p99", "notes"], logRows, [false, false, false, true, true, true, false]),
+    table(["database", "position", "query", "requests", "p50", "p99", "notes"], logRows, [
+      false,
+      false,
+      false,
+      true,
+      true,
+      true,
+      false,
+    ]),
     "",
     `total run time: ${totalSeconds.toFixed(0)} s; load average (1/5/15 min) at start ${fmtLoad(loadAtStart)}, at end ${fmtLoad(loadavg())} ` +
       `(figures are only comparable between quiet runs: other processes on the machine skew them)`,

@@ -77,7 +77,10 @@ class SqliteWriter implements BulkWriter {
   private readonly db: Sqlite.Database;
   private readonly statements = new Map<string, Sqlite.Statement>();
 
-  constructor(url: string, private readonly analyze: boolean) {
+  constructor(
+    url: string,
+    private readonly analyze: boolean,
+  ) {
     this.db = new Sqlite(sqliteFilePath(url), { timeout: 10_000 });
     // The seeding connection is the only one open (see run.ts): writing straight to the database file, with no
     // rollback journal, halves the load time. close() puts the database back in WAL mode as the application
@@ -234,11 +237,32 @@ export interface SeededReferences {
 }
 
 const REFERENCE_COLUMNS = [
-  "id", "organization_id", "container_id", "bill_of_lading", "booking_number", "carrier_code", "parent_reference_id",
-  "active", "deactivate_reason", "auto_unsubscribed", "last_update_status", "consecutive_failures",
-  "estimated_departure", "estimated_arrival", "created_at", "updated_at",
+  "id",
+  "organization_id",
+  "container_id",
+  "bill_of_lading",
+  "booking_number",
+  "carrier_code",
+  "parent_reference_id",
+  "active",
+  "deactivate_reason",
+  "auto_unsubscribed",
+  "last_update_status",
+  "consecutive_failures",
+  "estimated_departure",
+  "estimated_arrival",
+  "created_at",
+  "updated_at",
 ] as const;
-const EVENT_COLUMNS = ["id", "organization_id", "reference_id", "type", "occurred_at", "detail", "reference_tags"] as const;
+const EVENT_COLUMNS = [
+  "id",
+  "organization_id",
+  "reference_id",
+  "type",
+  "occurred_at",
+  "detail",
+  "reference_tags",
+] as const;
 
 interface ReferenceSeed {
   readonly id: string;
@@ -250,8 +274,22 @@ interface ReferenceSeed {
 function referenceRow(kind: Kind, organizationId: string, ref: ReferenceSeed): unknown[] {
   const at = dbTime(kind, ref.createdAtMs);
   return [
-    ref.id, organizationId, ref.containerId, null, null, ref.carrierCode, null,
-    dbBool(kind, true), null, dbBool(kind, false), null, 0, null, null, at, at,
+    ref.id,
+    organizationId,
+    ref.containerId,
+    null,
+    null,
+    ref.carrierCode,
+    null,
+    dbBool(kind, true),
+    null,
+    dbBool(kind, false),
+    null,
+    0,
+    null,
+    null,
+    at,
+    at,
   ];
 }
 
@@ -322,8 +360,13 @@ export async function seedReferences(options: SeedReferencesOptions): Promise<Se
         };
         snapshot.sort((a, b) => a.name.localeCompare(b.name));
         eventBatch.push([
-          v7({ msecs: createdAtMs }), organizationId, ref.id, "reference_created", dbTime(kind, createdAtMs),
-          JSON.stringify(detail), JSON.stringify(snapshot),
+          v7({ msecs: createdAtMs }),
+          organizationId,
+          ref.id,
+          "reference_created",
+          dbTime(kind, createdAtMs),
+          JSON.stringify(detail),
+          JSON.stringify(snapshot),
         ]);
       }
       if (refRows.length === batch) {
@@ -375,12 +418,27 @@ export interface SeededEventLog {
 function eventDetails(referenceId: string, organizationId: string, containerId: string): Map<string, string> {
   const base = { reference_id: referenceId, organization_id: organizationId };
   const details: Record<string, object> = {
-    reference_created: { ...base, identifier_type: "container", identifier_value: containerId, carrier_scac: "MAEU", parent_reference_id: null },
+    reference_created: {
+      ...base,
+      identifier_type: "container",
+      identifier_value: containerId,
+      carrier_scac: "MAEU",
+      parent_reference_id: null,
+    },
     reference_deactivated: { ...base, deactivate_reason: "carrier_not_found", auto_unsubscribed: false },
     reference_reactivated: base,
-    reference_update_created: { ...base, reference_update_id: v7(), update: { status: "in_transit", vessel: "BENCH STAR" } },
+    reference_update_created: {
+      ...base,
+      reference_update_id: v7(),
+      update: { status: "in_transit", vessel: "BENCH STAR" },
+    },
     extraction_succeeded: { ...base, status: "succeeded" },
-    extraction_failed: { ...base, status: "failed", error: { code: "TIMEOUT", message: "carrier site timed out" }, consecutive_failures: 1 },
+    extraction_failed: {
+      ...base,
+      status: "failed",
+      error: { code: "TIMEOUT", message: "carrier site timed out" },
+      consecutive_failures: 1,
+    },
     estimated_departure_changed: { ...base, previous: null, current: "2026-12-01T08:00:00.000Z" },
     estimated_arrival_changed: { ...base, previous: "2026-12-20T08:00:00.000Z", current: "2026-12-21T08:00:00.000Z" },
   };
@@ -426,7 +484,16 @@ export async function seedEventLog(options: SeedEventLogOptions): Promise<Seeded
           `INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail", "reference_tags")
            SELECT u.id, $3, $4, ($5::text[])[u.t], $6::timestamp(3) + (u.n - 1) * interval '1 millisecond', ($7::jsonb[])[u.t], $8::jsonb
              FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS u(id, t, n)`,
-          [ids, typeIndexes, organizationId, referenceId, [...types], dbTime(kind, firstAt + start), detailArray, snapshot],
+          [
+            ids,
+            typeIndexes,
+            organizationId,
+            referenceId,
+            [...types],
+            dbTime(kind, firstAt + start),
+            detailArray,
+            snapshot,
+          ],
         );
       }
     } else {
@@ -434,7 +501,15 @@ export async function seedEventLog(options: SeedEventLogOptions): Promise<Seeded
       let rows: unknown[][] = [];
       for (let i = 0; i < options.events; i++) {
         const type = types[i % types.length]!;
-        rows.push([v7({ msecs: firstAt + i }), organizationId, referenceId, type, dbTime(kind, firstAt + i), details.get(type)!, snapshot]);
+        rows.push([
+          v7({ msecs: firstAt + i }),
+          organizationId,
+          referenceId,
+          type,
+          dbTime(kind, firstAt + i),
+          details.get(type)!,
+          snapshot,
+        ]);
         if (rows.length === batch) {
           await writer.insert("lifecycle_events", EVENT_COLUMNS, rows);
           rows = [];

@@ -28,7 +28,6 @@ import { benchDatabases, intSetting } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
-
 const settings = {
   databases: benchDatabases(),
   subscriptions: intSetting("BENCH_SUBSCRIPTIONS", 1_000, 1),
@@ -42,7 +41,8 @@ const SUBSCRIPTION = `subscription Bench($referenceId: ID) {
 }`;
 
 const started = performance.now();
-const log = (message: string) => console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] subscriptions: ${message}`);
+const log = (message: string) =>
+  console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)}s] subscriptions: ${message}`);
 const epochNow = () => performance.timeOrigin + performance.now();
 
 /** A full garbage collection: `global.gc` when node runs with --expose-gc, else one obtained through V8 flags. */
@@ -58,7 +58,6 @@ function settledMemory(): { heap: number; rss: number } {
   const usage = process.memoryUsage();
   return { heap: usage.heapUsed, rss: usage.rss };
 }
-
 
 function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -80,7 +79,11 @@ async function until(condition: () => Promise<boolean> | boolean, timeoutMs: num
 }
 
 /** Runs `work` over `items`, `concurrency` at a time. */
-async function inParallel<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
+async function inParallel<T>(
+  items: readonly T[],
+  concurrency: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, items.length) }, async () => {
@@ -106,9 +109,16 @@ interface Row {
 async function benchDatabase(kind: Kind): Promise<Row> {
   const database = await createTestDatabase(kind, "reftrail_bench");
   let app: App | undefined;
-  const clients = fork(new URL("./subscription-clients.mjs", import.meta.url), { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const clients = fork(new URL("./subscription-clients.mjs", import.meta.url), {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   try {
-    const config: Config = loadConfig({ NODE_ENV: "production", LOG_LEVEL: "silent", RATE_LIMIT_PER_MINUTE: "off", DATABASE_URL: database.url });
+    const config: Config = loadConfig({
+      NODE_ENV: "production",
+      LOG_LEVEL: "silent",
+      RATE_LIMIT_PER_MINUTE: "off",
+      DATABASE_URL: database.url,
+    });
     app = await buildApp({ config, database: await openDatabase(database.url) });
     await app.http.listen({ host: "127.0.0.1", port: 0 });
     const address = app.http.server.address();
@@ -138,9 +148,19 @@ async function benchDatabase(kind: Kind): Promise<Row> {
         clients.on("message", listener);
       });
     const opened = nextMessage("opened");
-    clients.send({ type: "open", url: `${base.replace(/^http/, "ws")}/graphql`, apiKey: apiKey.key, referenceIds, query: SUBSCRIPTION });
+    clients.send({
+      type: "open",
+      url: `${base.replace(/^http/, "ws")}/graphql`,
+      apiKey: apiKey.key,
+      referenceIds,
+      query: SUBSCRIPTION,
+    });
     await opened;
-    await until(async () => (await metric(base, "reftrail_subscriptions_open")) >= settings.subscriptions, 120_000, "the subscriptions to open");
+    await until(
+      async () => (await metric(base, "reftrail_subscriptions_open")) >= settings.subscriptions,
+      120_000,
+      "the subscriptions to open",
+    );
     const after = settledMemory();
     log(`${kind}: ${settings.subscriptions} subscriptions open`);
 
@@ -154,7 +174,9 @@ async function benchDatabase(kind: Kind): Promise<Row> {
     clients.send({ type: "collect", expected: settings.events });
     const burstStart = performance.now();
     await inParallel([...Array(settings.events).keys()], settings.writers, async (n) => {
-      await services.references.recordExtraction(organization.id, referenceIds[n % referenceIds.length]!, { status: "succeeded" });
+      await services.references.recordExtraction(organization.id, referenceIds[n % referenceIds.length]!, {
+        status: "succeeded",
+      });
       // Requests arrive over the network, between turns of the event loop. Without this, on SQLite (whose driver
       // is synchronous) the writers' promise chains would never yield, and no timer could fire during the burst.
       await new Promise((resolve) => setImmediate(resolve));
@@ -196,8 +218,13 @@ async function benchDatabase(kind: Kind): Promise<Row> {
 
 function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]) => `| ${cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join(" | ")} |`;
-  return [line(headers), `|${widths.map((w, i) => (i === 0 ? ":" : "-").padEnd(w + 1, "-") + (i === 0 ? "-" : ":")).join("|")}|`, ...rows.map(line)].join("\n");
+  const line = (cells: string[]) =>
+    `| ${cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join(" | ")} |`;
+  return [
+    line(headers),
+    `|${widths.map((w, i) => (i === 0 ? ":" : "-").padEnd(w + 1, "-") + (i === 0 ? "-" : ":")).join("|")}|`,
+    ...rows.map(line),
+  ].join("\n");
 }
 
 const ms = (value: number) => (Number.isFinite(value) ? `${value.toFixed(1)} ms` : "n/a");
@@ -213,7 +240,19 @@ export async function runSubscriptionBench(): Promise<void> {
       `a burst of ${settings.events} events, one per reference, written ${settings.writers} at a time`,
     "",
     table(
-      ["database", "burst written in", "delivered", "commit→receipt p50", "p99", "max", "settle delay", "heap / subscription", "RSS / subscription", "late events", "fell behind"],
+      [
+        "database",
+        "burst written in",
+        "delivered",
+        "commit→receipt p50",
+        "p99",
+        "max",
+        "settle delay",
+        "heap / subscription",
+        "RSS / subscription",
+        "late events",
+        "fell behind",
+      ],
       rows.map((row) => [
         row.kind,
         ms(row.burstMs),

@@ -25,7 +25,6 @@ import { benchDatabases, intSetting } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
-
 const settings = {
   databases: benchDatabases(),
   backlog: intSetting("BENCH_WEBHOOK_BACKLOG", 2_000, 1),
@@ -117,8 +116,6 @@ class ReceiverThread {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Databases and instances
-
-
 
 async function startInstance(url: string, workerOn: boolean): Promise<App> {
   const config = loadConfig({

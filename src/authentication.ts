@@ -16,7 +16,10 @@ export function presentedApiKey(headers: Record<string, unknown>): string | null
   return null;
 }
 
-export async function authenticateHeaders(services: Services, headers: Record<string, unknown>): Promise<Caller | null> {
+export async function authenticateHeaders(
+  services: Services,
+  headers: Record<string, unknown>,
+): Promise<Caller | null> {
   const key = presentedApiKey(headers);
   return key ? services.organizations.authenticate(key) : null;
 }

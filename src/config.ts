@@ -92,7 +92,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // A lease shorter than a request could expire while the request is still running, and a second instance
   // would send the same delivery again: require room for the request and for recording its outcome.
   if (webhookLeaseMs < webhookTimeoutMs + 1_000) {
-    throw new ConfigError(`WEBHOOK_LEASE (${webhookLeaseMs} ms) must exceed WEBHOOK_TIMEOUT (${webhookTimeoutMs} ms) by at least 1s`);
+    throw new ConfigError(
+      `WEBHOOK_LEASE (${webhookLeaseMs} ms) must exceed WEBHOOK_TIMEOUT (${webhookTimeoutMs} ms) by at least 1s`,
+    );
   }
   // Cursors only ever address the caller's own data, so the default key leaks nothing; it only lets a
   // client forge a cursor it could have paged to anyway. Deployments may still set their own.
@@ -114,7 +116,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cursorSecret,
     retentionMonths: parseInteger(env, "RETENTION_MONTHS", 18, 1),
     retentionPruneIntervalMs:
-      env.RETENTION_PRUNE_INTERVAL === "0" ? 0 : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
+      env.RETENTION_PRUNE_INTERVAL === "0"
+        ? 0
+        : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
     webhookAllowedCidrs: cidrs
       .split(",")
       .map((s) => s.trim())
@@ -129,7 +133,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
     subscriptionSettleDelayMs: parseDuration(env.SUBSCRIPTION_SETTLE_DELAY ?? "250ms", "SUBSCRIPTION_SETTLE_DELAY"),
     subscriptionLateWindowMs: parseDuration(env.SUBSCRIPTION_LATE_WINDOW ?? "10s", "SUBSCRIPTION_LATE_WINDOW"),
-    subscriptionPollIntervalMs: Math.max(10, parseDuration(env.SUBSCRIPTION_POLL_INTERVAL ?? "1s", "SUBSCRIPTION_POLL_INTERVAL")),
+    subscriptionPollIntervalMs: Math.max(
+      10,
+      parseDuration(env.SUBSCRIPTION_POLL_INTERVAL ?? "1s", "SUBSCRIPTION_POLL_INTERVAL"),
+    ),
     subscriptionMaxQueuedEvents: parseInteger(env, "SUBSCRIPTION_MAX_QUEUED_EVENTS", 1_000, 1),
     subscriptionAuthRecheckIntervalMs: Math.max(
       10,

@@ -13,7 +13,10 @@ export interface OperationsDependencies {
  * SPEC §1 operations endpoints, without authentication: `/healthz` (the process answers), `/readyz` (the
  * database answers and every migration is applied), `/metrics` (Prometheus text).
  */
-export async function registerOperations(app: FastifyInstance, { database }: OperationsDependencies): Promise<Registry> {
+export async function registerOperations(
+  app: FastifyInstance,
+  { database }: OperationsDependencies,
+): Promise<Registry> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requestDuration = new Histogram({

@@ -59,7 +59,9 @@ describe("GraphQL explorer", () => {
   let browser: Browser;
 
   beforeAll(async () => {
-    server = await startTestServer("sqlite", { env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "200ms" } });
+    server = await startTestServer("sqlite", {
+      env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "200ms" },
+    });
     host = { origin: server.url };
     await server.app.services.tags.createTag(server.organizationId, TAG_NAME);
     browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
@@ -125,7 +127,9 @@ describe("GraphQL explorer", () => {
 
   it("serves the page only to browser navigations", async () => {
     const page = (accept: string, search = "") =>
-      fetch(`${host.origin}${ENDPOINT}${search}`, { headers: { accept } }).then((r) => r.headers.get("content-type") ?? "");
+      fetch(`${host.origin}${ENDPOINT}${search}`, { headers: { accept } }).then(
+        (r) => r.headers.get("content-type") ?? "",
+      );
     expect(await page(BROWSER_ACCEPT)).toMatch(/^text\/html/);
     expect(await page("text/html")).toMatch(/^text\/html/);
     expect(await page("application/graphql-response+json, application/json")).not.toMatch(/^text\/html/);
@@ -143,11 +147,15 @@ describe("GraphQL explorer", () => {
       page.on("worker", (worker) => workers.push(worker.url()));
 
       const { queryEditor } = await openExplorer(page, host.origin);
-      await expect.poll(async () => editorText(await queryEditor.locator(".view-lines").innerText())).toContain("tags(first: 10)");
+      await expect
+        .poll(async () => editorText(await queryEditor.locator(".view-lines").innerText()))
+        .toContain("tags(first: 10)");
 
       // The headers tab is open and shows how to authenticate; the user pastes a key and reloads the schema.
       const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
-      await expect.poll(async () => editorText(await headersEditor.innerText())).toContain('"X-API-Key": "<paste your API key>"');
+      await expect
+        .poll(async () => editorText(await headersEditor.innerText()))
+        .toContain('"X-API-Key": "<paste your API key>"');
       await enterApiKey(page, server.apiKey);
 
       // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
@@ -173,7 +181,9 @@ describe("GraphQL explorer", () => {
       expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(EXPECTED_RESPONSE);
+      await expect
+        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
+        .toMatch(EXPECTED_RESPONSE);
 
       await page.screenshot({ path: SCREENSHOT_PATH });
 
@@ -190,7 +200,10 @@ describe("GraphQL explorer", () => {
 
   it("runs a subscription over graphql-ws on the same host and path, authenticated by the headers editor", async () => {
     const { references, lifecycleLog } = server.app.services;
-    const reference = await references.createReference(server.organizationId, { bookingNumber: "BK-EXPLORER", carrierCode: "MAEU" });
+    const reference = await references.createReference(server.organizationId, {
+      bookingNumber: "BK-EXPLORER",
+      carrierCode: "MAEU",
+    });
     const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
     // Written before the subscription starts: the subscription replays it from the cursor.
     await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
@@ -207,15 +220,26 @@ describe("GraphQL explorer", () => {
       page.on("pageerror", (error) => pageErrors.push(error.message));
       const { queryEditor } = await openExplorer(page, host.origin);
       await enterApiKey(page, server.apiKey);
-      await replaceQuery(page, queryEditor, `subscription { lifecycleEvents(after: "${created.cursors[0]}") { node { type referenceId } } }`);
+      await replaceQuery(
+        page,
+        queryEditor,
+        `subscription { lifecycleEvents(after: "${created.cursors[0]}") { node { type referenceId } } }`,
+      );
       await page.locator(".graphiql-execute-button").click();
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/);
+      await expect
+        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
+        .toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/);
       expect(editorText(await resultPane.innerText())).toContain(reference.id);
       // Then live: GraphiQL shows the latest message.
-      await references.recordExtraction(server.organizationId, reference.id, { status: "failed", error: { code: "E", message: "down" } });
-      await expect.poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 }).toMatch(/"type":\s*"EXTRACTION_FAILED"/);
+      await references.recordExtraction(server.organizationId, reference.id, {
+        status: "failed",
+        error: { code: "E", message: "down" },
+      });
+      await expect
+        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
+        .toMatch(/"type":\s*"EXTRACTION_FAILED"/);
 
       expect(sockets).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
       expect(pageErrors).toEqual([]);

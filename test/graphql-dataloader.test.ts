@@ -44,7 +44,10 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
   let parentTagIds: string[];
 
   /** Runs one operation and returns its data and the number of SQL statements it caused. */
-  async function measure<Data>(query: string, variables: Record<string, unknown>): Promise<{ data: Data; statements: number }> {
+  async function measure<Data>(
+    query: string,
+    variables: Record<string, unknown>,
+  ): Promise<{ data: Data; statements: number }> {
     statements = 0;
     const data = await gqlData<Data>(server, query, variables);
     return { data, statements };
@@ -58,13 +61,25 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
       await gqlData(
         server,
         `mutation ($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`,
-        { input: { containerId: containerNumber(900 + index), carrierCode: "MAEU", tags: [{ name: `lane-${index}` }, { name: "priority" }] } },
+        {
+          input: {
+            containerId: containerNumber(900 + index),
+            carrierCode: "MAEU",
+            tags: [{ name: `lane-${index}` }, { name: "priority" }],
+          },
+        },
       );
     }
     const created = await gqlData(
       server,
       `mutation ($input: CreateReferenceInput!) { createReference(input: $input) { reference { id tags { id } } } }`,
-      { input: { billOfLading: "MEDU-BL-1", carrierCode: "MSCU", tags: [{ name: "priority" }, { name: "customer:acme" }] } },
+      {
+        input: {
+          billOfLading: "MEDU-BL-1",
+          carrierCode: "MSCU",
+          tags: [{ name: "priority" }, { name: "customer:acme" }],
+        },
+      },
     );
     parentId = created.createReference.reference.id;
     parentTagIds = created.createReference.reference.tags.map((tag: { id: string }) => tag.id).sort();
@@ -84,8 +99,12 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
   });
 
   it("reads references with tags, parent and children in as many statements for 100 rows as for 10", async () => {
-    const ten = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, { first: 10 });
-    const hundred = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, { first: 100 });
+    const ten = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, {
+      first: 10,
+    });
+    const hundred = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, {
+      first: 100,
+    });
     console.info(`[${kind}] SQL statements: first 10 -> ${ten.statements}, first 100 -> ${hundred.statements}`);
 
     expect(ten.data.references.edges).toHaveLength(10);
@@ -96,7 +115,9 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
   });
 
   it("returns every child with its parent, and the parent's tags copied once onto each child", async () => {
-    const { data } = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, { first: 100 });
+    const { data } = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, {
+      first: 100,
+    });
     const nodes = data.references.edges.map((edge) => edge.node);
     expect(nodes).toHaveLength(CHILD_COUNT);
     for (const child of nodes) {
@@ -106,18 +127,26 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
       expect(child.children).toEqual([]);
     }
 
-    const parent = await gqlData(server, `query ($id: ID!) { reference(id: $id) { children { id parent { id } } } }`, { id: parentId });
+    const parent = await gqlData(server, `query ($id: ID!) { reference(id: $id) { children { id parent { id } } } }`, {
+      id: parentId,
+    });
     expect(parent.reference.children).toHaveLength(CHILD_COUNT);
     expect(new Set(parent.reference.children.map((child: { id: string }) => child.id)).size).toBe(CHILD_COUNT);
   });
 
   it("reads the references of many tags in as many statements as of two", async () => {
     type TagsData = {
-      tags: { edges: { node: { name: string; references: { edges: { node: { id: string } }[]; pageInfo: { hasNextPage: boolean } } } }[] };
+      tags: {
+        edges: {
+          node: { name: string; references: { edges: { node: { id: string } }[]; pageInfo: { hasNextPage: boolean } } };
+        }[];
+      };
     };
     const two = await measure<TagsData>(TAGS_WITH_REFERENCES, { first: 2 });
     const all = await measure<TagsData>(TAGS_WITH_REFERENCES, { first: 14 });
-    console.info(`[${kind}] SQL statements for Tag.references: 2 tags -> ${two.statements}, 14 tags -> ${all.statements}`);
+    console.info(
+      `[${kind}] SQL statements for Tag.references: 2 tags -> ${two.statements}, 14 tags -> ${all.statements}`,
+    );
 
     expect(all.data.tags.edges).toHaveLength(14);
     expect(all.statements).toBe(two.statements);

@@ -35,7 +35,11 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
   }
 
   async function tagNamed(prefix: string): Promise<string[]> {
-    const data = await gqlData(server, `query ($p: String) { tags(filter: { namePrefix: $p }) { edges { node { name } } } }`, { p: prefix });
+    const data = await gqlData(
+      server,
+      `query ($p: String) { tags(filter: { namePrefix: $p }) { edges { node { name } } } }`,
+      { p: prefix },
+    );
     return data.tags.edges.map((edge: { node: { name: string } }) => edge.node.name);
   }
 
@@ -58,7 +62,12 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("accepts the key as Authorization: Bearer", async () => {
-      const { status, body } = await gql(server, `{ __typename }`, {}, { apiKey: null, headers: { authorization: `Bearer ${server.apiKey}` } });
+      const { status, body } = await gql(
+        server,
+        `{ __typename }`,
+        {},
+        { apiKey: null, headers: { authorization: `Bearer ${server.apiKey}` } },
+      );
       expect(status).toBe(200);
       expect(body).toEqual({ data: { __typename: "Query" } });
     });
@@ -80,16 +89,18 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
 
     it("treats another organization's reference as missing", async () => {
       const other = await server.newOrganization("other");
-      const created = await gqlData(
-        { url: server.url, apiKey: other.apiKey },
-        CREATE_REFERENCE,
-        { input: { containerId: containerNumber(1), carrierCode: "MAEU" } },
-      );
+      const created = await gqlData({ url: server.url, apiKey: other.apiKey }, CREATE_REFERENCE, {
+        input: { containerId: containerNumber(1), carrierCode: "MAEU" },
+      });
       const id = created.createReference.reference.id;
       const { body } = await gql(server, `query ($id: ID!) { reference(id: $id) { id } }`, { id });
       expect(body.data?.reference).toBeNull();
       expect(body.errors?.[0]?.extensions?.code).toBe("NOT_FOUND");
-      const mutation = await gql(server, `mutation ($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`, { id });
+      const mutation = await gql(
+        server,
+        `mutation ($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`,
+        { id },
+      );
       expect(mutation.body.errors?.[0]?.extensions?.code).toBe("NOT_FOUND");
     });
   });
@@ -98,21 +109,29 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     it("rejects an invalid tag name with VALIDATION_FAILED at input.tags.1.name, and saves nothing", async () => {
       const before = await referenceCount();
       const { status, body } = await gql(server, CREATE_REFERENCE, {
-        input: { containerId: containerNumber(2), carrierCode: "MAEU", tags: [{ name: "would-be-created" }, { name: "x".repeat(101) }] },
+        input: {
+          containerId: containerNumber(2),
+          carrierCode: "MAEU",
+          tags: [{ name: "would-be-created" }, { name: "x".repeat(101) }],
+        },
       });
       expect(status).toBe(200);
       expect(body.data ?? null).toBeNull();
       const error = body.errors?.[0];
       expect(error?.extensions?.code).toBe("VALIDATION_FAILED");
       expect(error?.extensions?.field).toBe("input.tags.1.name");
-      expect(error?.extensions?.issues).toEqual([{ field: "input.tags.1.name", code: "TOO_LONG", message: expect.any(String) }]);
+      expect(error?.extensions?.issues).toEqual([
+        { field: "input.tags.1.name", code: "TOO_LONG", message: expect.any(String) },
+      ]);
       expect(error?.path).toEqual(["createReference"]);
       expect(await referenceCount()).toBe(before);
       expect(await tagNamed("would-be-created")).toEqual([]);
     });
 
     it("reports every invalid field of createReference at once", async () => {
-      const { body } = await gql(server, CREATE_REFERENCE, { input: { containerId: "ABCU1234567", carrierCode: "12345" } });
+      const { body } = await gql(server, CREATE_REFERENCE, {
+        input: { containerId: "ABCU1234567", carrierCode: "12345" },
+      });
       const fields = (body.errors?.[0]?.extensions?.issues as { field: string }[]).map((issue) => issue.field);
       expect(fields).toEqual(["input.containerId", "input.carrierCode"]);
     });
@@ -146,7 +165,9 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("requires an error for a failed extraction", async () => {
-      const created = await gqlData(server, CREATE_REFERENCE, { input: { containerId: containerNumber(5), carrierCode: "MAEU" } });
+      const created = await gqlData(server, CREATE_REFERENCE, {
+        input: { containerId: containerNumber(5), carrierCode: "MAEU" },
+      });
       const { body } = await gql(
         server,
         `mutation ($id: ID!) { recordExtraction(input: { referenceId: $id, status: FAILED }) { reference { id } } }`,
@@ -156,13 +177,23 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("locates an invalid date in an update document under input.update", async () => {
-      const created = await gqlData(server, CREATE_REFERENCE, { input: { containerId: containerNumber(6), carrierCode: "MAEU" } });
+      const created = await gqlData(server, CREATE_REFERENCE, {
+        input: { containerId: containerNumber(6), carrierCode: "MAEU" },
+      });
       const { body } = await gql(
         server,
         `mutation ($input: RecordReferenceUpdateInput!) { recordReferenceUpdate(input: $input) { update { id } } }`,
-        { input: { referenceId: created.createReference.reference.id, update: { estimated_arrival: "2026-12-01T10:00:00" } } },
+        {
+          input: {
+            referenceId: created.createReference.reference.id,
+            update: { estimated_arrival: "2026-12-01T10:00:00" },
+          },
+        },
       );
-      expect(body.errors?.[0]?.extensions).toMatchObject({ code: "VALIDATION_FAILED", field: "input.update.estimated_arrival" });
+      expect(body.errors?.[0]?.extensions).toMatchObject({
+        code: "VALIDATION_FAILED",
+        field: "input.update.estimated_arrival",
+      });
     });
 
     it("rejects page sizes outside 1..500 with BAD_USER_INPUT naming the argument", async () => {
@@ -171,7 +202,9 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
         [`{ tags(first: 0) { edges { cursor } } }`, "first"],
         [`query ($id: ID!) { reference(id: $id) { events(last: 1000) { edges { cursor } } } }`, "last"],
       ] as const) {
-        const created = await gqlData(server, CREATE_REFERENCE, { input: { billOfLading: "BL-PAGES", carrierCode: "MAEU" } });
+        const created = await gqlData(server, CREATE_REFERENCE, {
+          input: { billOfLading: "BL-PAGES", carrierCode: "MAEU" },
+        });
         const { body } = await gql(server, query, { id: created.createReference.reference.id });
         expect(body.errors?.[0]?.extensions).toMatchObject({ code: "BAD_USER_INPUT", field });
         expect(body.errors?.[0]?.message).toMatch(/1 to 500/);
@@ -189,14 +222,19 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("rejects a date-time without an offset, and from after to", async () => {
-      const created = await gqlData(server, CREATE_REFERENCE, { input: { containerId: containerNumber(7), carrierCode: "MAEU" } });
+      const created = await gqlData(server, CREATE_REFERENCE, {
+        input: { containerId: containerNumber(7), carrierCode: "MAEU" },
+      });
       const id = created.createReference.reference.id;
       const query = `query ($id: ID!, $filter: LifecycleEventFilter) { reference(id: $id) { events(filter: $filter) { edges { cursor } } } }`;
       const noOffset = await gql(server, query, { id, filter: { from: "2026-11-22T00:00:00" } });
       expect(noOffset.status).toBe(400);
       expect(noOffset.body.errors?.[0]?.extensions?.code).toBe("BAD_USER_INPUT");
       expect(noOffset.body.errors?.[0]?.message).toMatch(/offset/);
-      const reversed = await gql(server, query, { id, filter: { from: "2026-11-23T00:00:00Z", to: "2026-11-22T00:00:00+01:00" } });
+      const reversed = await gql(server, query, {
+        id,
+        filter: { from: "2026-11-23T00:00:00Z", to: "2026-11-22T00:00:00+01:00" },
+      });
       expect(reversed.body.errors?.[0]?.extensions).toMatchObject({ code: "INVALID_RANGE", field: "filter.from" });
     });
   });
@@ -214,10 +252,16 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("reports CONFLICT when reactivating an active reference", async () => {
-      const created = await gqlData(server, CREATE_REFERENCE, { input: { containerId: containerNumber(8), carrierCode: "MAEU" } });
-      const { body } = await gql(server, `mutation ($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`, {
-        id: created.createReference.reference.id,
+      const created = await gqlData(server, CREATE_REFERENCE, {
+        input: { containerId: containerNumber(8), carrierCode: "MAEU" },
       });
+      const { body } = await gql(
+        server,
+        `mutation ($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`,
+        {
+          id: created.createReference.reference.id,
+        },
+      );
       expect(body.errors?.[0]?.extensions?.code).toBe("CONFLICT");
     });
   });
@@ -225,17 +269,26 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
   describe("operation limits", () => {
     it("rejects an operation nested deeper than the maximum depth with a clear message", async () => {
       const nested = `${"parent { ".repeat(12)}id${" }".repeat(12)}`;
-      const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { ${nested} } }`, { id: MISSING_ID });
+      const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { ${nested} } }`, {
+        id: MISSING_ID,
+      });
       expect(status).toBe(400);
       expect(body.data ?? null).toBeNull();
       const error = body.errors?.[0];
-      expect(error?.extensions).toMatchObject({ code: "GRAPHQL_VALIDATION_FAILED", limit: { kind: "depth", maximum: 12, actual: 14 } });
-      expect(error?.message).toBe("The operation is nested 14 fields deep; the maximum is 12. Split it into several operations.");
+      expect(error?.extensions).toMatchObject({
+        code: "GRAPHQL_VALIDATION_FAILED",
+        limit: { kind: "depth", maximum: 12, actual: 14 },
+      });
+      expect(error?.message).toBe(
+        "The operation is nested 14 fields deep; the maximum is 12. Split it into several operations.",
+      );
     });
 
     it("accepts an operation at the maximum depth", async () => {
       const nested = `${"parent { ".repeat(10)}id${" }".repeat(10)}`;
-      const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { ${nested} } }`, { id: MISSING_ID });
+      const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { ${nested} } }`, {
+        id: MISSING_ID,
+      });
       expect(status).toBe(200);
       expect(body.errors?.[0]?.extensions?.code).toBe("NOT_FOUND");
     });
@@ -246,8 +299,13 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
         `{ references(first: 500) { edges { node { tags { references(first: 500) { edges { node { id } } } } } } } }`,
       );
       expect(literal.status).toBe(400);
-      expect(literal.body.errors?.[0]?.extensions).toMatchObject({ code: "GRAPHQL_VALIDATION_FAILED", limit: { kind: "cost", maximum: 50_000 } });
-      expect(literal.body.errors?.[0]?.message).toMatch(/^The operation's estimated cost is \d+; the maximum is 50000\./);
+      expect(literal.body.errors?.[0]?.extensions).toMatchObject({
+        code: "GRAPHQL_VALIDATION_FAILED",
+        limit: { kind: "cost", maximum: 50_000 },
+      });
+      expect(literal.body.errors?.[0]?.message).toMatch(
+        /^The operation's estimated cost is \d+; the maximum is 50000\./,
+      );
 
       const query = `query ($n: Int) { references(first: $n) { edges { node { tags { references(first: $n) { edges { node { id } } } } } } } }`;
       const small = await gql(server, query, { n: 5 });
@@ -259,7 +317,10 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("answers the standard introspection query", async () => {
-      const { status, body } = await gql(server, getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, inputValueDeprecation: true }));
+      const { status, body } = await gql(
+        server,
+        getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, inputValueDeprecation: true }),
+      );
       expect(status).toBe(200);
       expect(body.errors).toBeUndefined();
       const types = (body.data.__schema.types as { name: string }[]).map((type) => type.name);
@@ -267,7 +328,10 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("rejects introspection that nests type lists too deeply", async () => {
-      const { status, body } = await gql(server, `{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }`);
+      const { status, body } = await gql(
+        server,
+        `{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }`,
+      );
       expect(status).toBe(400);
       expect(body.errors?.[0]?.extensions?.limit).toMatchObject({ kind: "introspection-depth" });
     });
@@ -286,7 +350,9 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("serves the explorer page to a browser without a key, and GraphQL over GET to clients", async () => {
-      const page = await fetch(`${server.url}/graphql`, { headers: { accept: "text/html,application/xhtml+xml,*/*;q=0.8" } });
+      const page = await fetch(`${server.url}/graphql`, {
+        headers: { accept: "text/html,application/xhtml+xml,*/*;q=0.8" },
+      });
       expect(page.status).toBe(200);
       expect(page.headers.get("content-type")).toMatch(/^text\/html/);
       expect(await page.text()).toContain("reftrail GraphQL explorer");
@@ -299,9 +365,12 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
     });
 
     it("refuses mutations over GET", async () => {
-      const response = await fetch(`${server.url}/graphql?query=${encodeURIComponent('mutation { createTag(input: { name: "via-get" }) { tag { id } } }')}`, {
-        headers: { accept: "application/json", "x-api-key": server.apiKey },
-      });
+      const response = await fetch(
+        `${server.url}/graphql?query=${encodeURIComponent('mutation { createTag(input: { name: "via-get" }) { tag { id } } }')}`,
+        {
+          headers: { accept: "application/json", "x-api-key": server.apiKey },
+        },
+      );
       expect(response.status).toBe(405);
       expect(await tagNamed("via-get")).toEqual([]);
     });
@@ -320,16 +389,27 @@ describe.each(DATABASE_KINDS)("unexpected GraphQL errors on %s", (kind) => {
   });
 
   it("masks a failure it did not anticipate as INTERNAL_SERVER_ERROR and still answers the rest", async () => {
-    const created = await gqlData(server, CREATE_REFERENCE, { input: { containerId: containerNumber(9), carrierCode: "MAEU" } });
+    const created = await gqlData(server, CREATE_REFERENCE, {
+      input: { containerId: containerNumber(9), carrierCode: "MAEU" },
+    });
     const id = created.createReference.reference.id;
     // A real failure, not a mock: the table behind Reference.updates disappears under the running server.
     await server.database.prisma.$executeRawUnsafe(`DROP TABLE "reference_updates"`);
 
-    const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { id updates { edges { cursor } } } }`, { id });
+    const { status, body } = await gql(
+      server,
+      `query ($id: ID!) { reference(id: $id) { id updates { edges { cursor } } } }`,
+      { id },
+    );
     expect(status).toBe(200);
     expect(body.data).toEqual({ reference: null });
     expect(body.errors).toEqual([
-      { message: "Internal server error", locations: expect.any(Array), path: ["reference", "updates"], extensions: { code: "INTERNAL_SERVER_ERROR" } },
+      {
+        message: "Internal server error",
+        locations: expect.any(Array),
+        path: ["reference", "updates"],
+        extensions: { code: "INTERNAL_SERVER_ERROR" },
+      },
     ]);
     expect(JSON.stringify(body)).not.toMatch(/reference_updates|prisma|exist/i);
   });

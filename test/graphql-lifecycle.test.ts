@@ -38,7 +38,12 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       server,
       `mutation { createReference(input: { bookingNumber: "bk-42", carrierCode: "cmdu", tags: [{ name: "Reefer" }] }) { reference { id bookingNumber carrierCode active createdAt } } }`,
     );
-    expect(created.createReference.reference).toMatchObject({ bookingNumber: "BK-42", carrierCode: "CMDU", active: true, createdAt: "2026-11-22T02:49:01.665Z" });
+    expect(created.createReference.reference).toMatchObject({
+      bookingNumber: "BK-42",
+      carrierCode: "CMDU",
+      active: true,
+      createdAt: "2026-11-22T02:49:01.665Z",
+    });
     referenceId = created.createReference.reference.id;
   }, 60_000);
 
@@ -53,7 +58,11 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       `mutation ($id: ID!) { recordExtraction(input: { referenceId: $id, status: FAILED, error: { code: "TIMEOUT", message: "carrier slow" } }) { reference { lastUpdateStatus consecutiveFailures active } } }`,
       { id: referenceId },
     );
-    expect(failed.recordExtraction.reference).toEqual({ lastUpdateStatus: "FAILED", consecutiveFailures: 1, active: true });
+    expect(failed.recordExtraction.reference).toEqual({
+      lastUpdateStatus: "FAILED",
+      consecutiveFailures: 1,
+      active: true,
+    });
 
     clock.advance(1_000);
     const updated = await gqlData(
@@ -66,7 +75,10 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       document: { estimated_arrival: "2026-12-01T10:00:00+02:00", vessel: "EVER GIVEN" },
       createdAt: "2026-11-22T02:49:03.665Z",
     });
-    expect(updated.recordReferenceUpdate.reference).toEqual({ estimatedArrival: "2026-12-01T08:00:00.000Z", estimatedDeparture: null });
+    expect(updated.recordReferenceUpdate.reference).toEqual({
+      estimatedArrival: "2026-12-01T08:00:00.000Z",
+      estimatedDeparture: null,
+    });
 
     clock.advance(1_000);
     const deactivated = await gqlData(
@@ -74,7 +86,11 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       `mutation ($id: ID!) { deactivateReference(input: { referenceId: $id, reason: DATA_NOT_FOUND }) { reference { active deactivateReason autoUnsubscribed } } }`,
       { id: referenceId },
     );
-    expect(deactivated.deactivateReference.reference).toEqual({ active: false, deactivateReason: "DATA_NOT_FOUND", autoUnsubscribed: false });
+    expect(deactivated.deactivateReference.reference).toEqual({
+      active: false,
+      deactivateReason: "DATA_NOT_FOUND",
+      autoUnsubscribed: false,
+    });
 
     clock.advance(1_000);
     const reactivated = await gqlData(
@@ -82,9 +98,17 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       `mutation ($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { active deactivateReason consecutiveFailures } } }`,
       { id: referenceId },
     );
-    expect(reactivated.reactivateReference.reference).toEqual({ active: true, deactivateReason: null, consecutiveFailures: 0 });
+    expect(reactivated.reactivateReference.reference).toEqual({
+      active: true,
+      deactivateReason: null,
+      consecutiveFailures: 0,
+    });
 
-    const updates = await gqlData(server, `query ($id: ID!) { reference(id: $id) { updates { edges { node { id } } pageInfo { hasNextPage } } } }`, { id: referenceId });
+    const updates = await gqlData(
+      server,
+      `query ($id: ID!) { reference(id: $id) { updates { edges { node { id } } pageInfo { hasNextPage } } } }`,
+      { id: referenceId },
+    );
     expect(updates.reference.updates.edges).toHaveLength(1);
   });
 
@@ -99,12 +123,21 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       "REFERENCE_REACTIVATED",
     ]);
     expect(all.pageInfo).toMatchObject({ hasNextPage: false, hasPreviousPage: false });
-    expect(all.edges[0]!.node.detail).toMatchObject({ identifier_type: "booking_number", identifier_value: "BK-42", carrier_scac: "CMDU" });
+    expect(all.edges[0]!.node.detail).toMatchObject({
+      identifier_type: "booking_number",
+      identifier_value: "BK-42",
+      carrier_scac: "CMDU",
+    });
     expect(all.edges[0]!.node.occurredAt).toBe("2026-11-22T02:49:01.665Z");
 
     const first = await events({ first: 4 });
     expect(first.edges.map((edge) => edge.node.id)).toEqual(all.edges.slice(0, 4).map((edge) => edge.node.id));
-    expect(first.pageInfo).toMatchObject({ hasNextPage: true, hasPreviousPage: false, startCursor: first.edges[0]!.cursor, endCursor: first.edges[3]!.cursor });
+    expect(first.pageInfo).toMatchObject({
+      hasNextPage: true,
+      hasPreviousPage: false,
+      startCursor: first.edges[0]!.cursor,
+      endCursor: first.edges[3]!.cursor,
+    });
     const second = await events({ first: 4, after: first.pageInfo.endCursor });
     expect(second.edges.map((edge) => edge.node.id)).toEqual(all.edges.slice(4).map((edge) => edge.node.id));
     expect(second.pageInfo).toMatchObject({ hasNextPage: false, hasPreviousPage: true });
@@ -123,13 +156,26 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
   it("filters by type and time range, and binds cursors to their filter", async () => {
     const failures = await events({ filter: { types: ["EXTRACTION_FAILED", "REFERENCE_CREATED"] } });
     expect(failures.edges.map((edge) => edge.node.type)).toEqual(["REFERENCE_CREATED", "EXTRACTION_FAILED"]);
-    expect(failures.edges[1]!.node.detail).toMatchObject({ status: "failed", error: { code: "TIMEOUT", message: "carrier slow" }, consecutive_failures: 1 });
+    expect(failures.edges[1]!.node.detail).toMatchObject({
+      status: "failed",
+      error: { code: "TIMEOUT", message: "carrier slow" },
+      consecutive_failures: 1,
+    });
 
     const window = await events({ filter: { from: "2026-11-22T03:49:02.665+01:00", to: "2026-11-22T02:49:03.665Z" } });
-    expect(window.edges.map((edge) => edge.node.type)).toEqual(["EXTRACTION_FAILED", "REFERENCE_UPDATE_CREATED", "ESTIMATED_ARRIVAL_CHANGED"]);
+    expect(window.edges.map((edge) => edge.node.type)).toEqual([
+      "EXTRACTION_FAILED",
+      "REFERENCE_UPDATE_CREATED",
+      "ESTIMATED_ARRIVAL_CHANGED",
+    ]);
 
     const page = await events({ first: 1 });
-    const { body } = await gql(server, EVENTS, { id: referenceId, first: 1, after: page.pageInfo.endCursor, filter: { types: ["REFERENCE_CREATED"] } });
+    const { body } = await gql(server, EVENTS, {
+      id: referenceId,
+      first: 1,
+      after: page.pageInfo.endCursor,
+      filter: { types: ["REFERENCE_CREATED"] },
+    });
     expect(body.errors?.[0]?.extensions).toMatchObject({ code: "CURSOR_FILTER_MISMATCH", field: "after" });
   });
 
@@ -139,9 +185,14 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
   });
 
   it("deactivates a reference itself after too many failed extractions", async () => {
-    const created = await gqlData(server, `mutation { createReference(input: { billOfLading: "BL-FAIL", carrierCode: "MAEU" }) { reference { id } } }`);
+    const created = await gqlData(
+      server,
+      `mutation { createReference(input: { billOfLading: "BL-FAIL", carrierCode: "MAEU" }) { reference { id } } }`,
+    );
     const id = created.createReference.reference.id;
-    let last: { active: boolean; deactivateReason: string | null; autoUnsubscribed: boolean; consecutiveFailures: number } | undefined;
+    let last:
+      | { active: boolean; deactivateReason: string | null; autoUnsubscribed: boolean; consecutiveFailures: number }
+      | undefined;
     for (let attempt = 0; attempt < server.config.extractionFailureThreshold; attempt++) {
       const data = await gqlData(
         server,
@@ -159,7 +210,10 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
   });
 
   it("shows each mutation's own result when one operation changes the same reference twice", async () => {
-    const created = await gqlData(server, `mutation { createReference(input: { billOfLading: "BL-TWICE", carrierCode: "MAEU" }) { reference { id tags { name } } } }`);
+    const created = await gqlData(
+      server,
+      `mutation { createReference(input: { billOfLading: "BL-TWICE", carrierCode: "MAEU" }) { reference { id tags { name } } } }`,
+    );
     const id = created.createReference.reference.id;
     const data = await gqlData(
       server,
@@ -184,6 +238,10 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
     expect(removed.before.children[0].tags.map((tag: { name: string }) => tag.name)).toEqual(["a", "b", "c"]);
     // Removing the tag from the parent leaves the child's copy alone (SPEC §6).
     expect(removed.removeTagFromReference.reference.tags.map((tag: { name: string }) => tag.name)).toEqual(["b", "c"]);
-    expect(removed.removeTagFromReference.reference.children[0].tags.map((tag: { name: string }) => tag.name)).toEqual(["a", "b", "c"]);
+    expect(removed.removeTagFromReference.reference.children[0].tags.map((tag: { name: string }) => tag.name)).toEqual([
+      "a",
+      "b",
+      "c",
+    ]);
   });
 });

@@ -46,24 +46,43 @@ describe.each(DATABASE_KINDS)("lifecycle log over GraphQL on %s", (kind) => {
       { input: { billOfLading: "GQL-BOL-1", carrierCode: "MAEU", tags: [{ name: "gql-log" }] } },
     );
     const id = created.createReference.reference.id;
-    await step(`mutation($id: ID!) { recordExtraction(input: { referenceId: $id, status: SUCCEEDED }) { reference { id } } }`, { id });
+    await step(
+      `mutation($id: ID!) { recordExtraction(input: { referenceId: $id, status: SUCCEEDED }) { reference { id } } }`,
+      { id },
+    );
     await step(
       `mutation($input: RecordReferenceUpdateInput!) { recordReferenceUpdate(input: $input) { update { id } reference { estimatedArrival } } }`,
-      { input: { referenceId: id, update: { estimated_departure: "2026-12-01T00:00:00Z", estimated_arrival: "2026-12-24T00:00:00Z" } } },
+      {
+        input: {
+          referenceId: id,
+          update: { estimated_departure: "2026-12-01T00:00:00Z", estimated_arrival: "2026-12-24T00:00:00Z" },
+        },
+      },
     );
     const children = await step(
       `mutation($id: ID!) { reportChildContainers(input: { referenceId: $id, containerIds: ["CSQU3054383"] }) { children { id parent { id } tags { name } } } }`,
       { id },
     );
     expect(children.reportChildContainers.children[0]).toMatchObject({ parent: { id }, tags: [{ name: "gql-log" }] });
-    await step(`mutation($id: ID!) { deactivateReference(input: { referenceId: $id, reason: CARRIER_NOT_FOUND }) { reference { active } } }`, { id });
-    await step(`mutation($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { active } } }`, { id });
+    await step(
+      `mutation($id: ID!) { deactivateReference(input: { referenceId: $id, reason: CARRIER_NOT_FOUND }) { reference { active } } }`,
+      { id },
+    );
+    await step(`mutation($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { active } } }`, {
+      id,
+    });
     const failures = `mutation($id: ID!) { recordExtraction(input: { referenceId: $id, status: FAILED, error: { code: "E", message: "m" } }) { reference { active deactivateReason autoUnsubscribed } } }`;
     await step(failures, { id });
     const second = await step(failures, { id });
-    expect(second.recordExtraction.reference).toEqual({ active: false, deactivateReason: "EXCEEDED_EXTRACTION_ATTEMPT_THRESHOLD", autoUnsubscribed: true });
+    expect(second.recordExtraction.reference).toEqual({
+      active: false,
+      deactivateReason: "EXCEEDED_EXTRACTION_ATTEMPT_THRESHOLD",
+      autoUnsubscribed: true,
+    });
 
-    const log = (await ok(server, EVENTS_QUERY, { id, first: 50 })).reference.events.edges.map((edge: any) => edge.node);
+    const log = (await ok(server, EVENTS_QUERY, { id, first: 50 })).reference.events.edges.map(
+      (edge: any) => edge.node,
+    );
     expect(log.map((event: any) => event.type)).toEqual([
       "REFERENCE_CREATED",
       "EXTRACTION_SUCCEEDED",
@@ -82,12 +101,23 @@ describe.each(DATABASE_KINDS)("lifecycle log over GraphQL on %s", (kind) => {
       expect(event.referenceTags).toEqual([{ id: expect.any(String), name: "gql-log" }]);
     }
     expect(log[3].detail).toMatchObject({ previous: null, current: "2026-12-01T00:00:00.000Z" });
-    expect(log[8].detail).toMatchObject({ status: "failed", consecutive_failures: 2, error: { code: "E", message: "m" } });
-    expect(log[9].detail).toMatchObject({ deactivate_reason: "exceeded_extraction_attempt_threshold", auto_unsubscribed: true });
-
-    const reactivateActive = await gql(server, `mutation($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`, {
-      id: children.reportChildContainers.children[0].id,
+    expect(log[8].detail).toMatchObject({
+      status: "failed",
+      consecutive_failures: 2,
+      error: { code: "E", message: "m" },
     });
+    expect(log[9].detail).toMatchObject({
+      deactivate_reason: "exceeded_extraction_attempt_threshold",
+      auto_unsubscribed: true,
+    });
+
+    const reactivateActive = await gql(
+      server,
+      `mutation($id: ID!) { reactivateReference(input: { referenceId: $id }) { reference { id } } }`,
+      {
+        id: children.reportChildContainers.children[0].id,
+      },
+    );
     expect(reactivateActive.errors?.[0]?.extensions?.code).toBe("CONFLICT");
   });
 });

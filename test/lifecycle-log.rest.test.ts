@@ -30,11 +30,18 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
   }
 
   it("writes every event type with the detail of SPEC §7", async () => {
-    const reference = await createReference({ container_id: CONTAINERS[0], carrier_code: "MAEU", tags: [{ name: "log" }] });
+    const reference = await createReference({
+      container_id: CONTAINERS[0],
+      carrier_code: "MAEU",
+      tags: [{ name: "log" }],
+    });
     const base = { reference_id: reference.id, organization_id: server.organizationId };
 
     tick();
-    expect((await http(server, "POST", `/v1/references/${reference.id}/extractions`, { body: { status: "succeeded" } })).status).toBe(201);
+    expect(
+      (await http(server, "POST", `/v1/references/${reference.id}/extractions`, { body: { status: "succeeded" } }))
+        .status,
+    ).toBe(201);
     tick();
     const failed = await http(server, "POST", `/v1/references/${reference.id}/extractions`, {
       body: { status: "failed", error: { code: "TIMEOUT", message: "carrier did not answer" } },
@@ -54,8 +61,14 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
     });
 
     tick();
-    const deactivated = await http(server, "POST", `/v1/references/${reference.id}/deactivate`, { body: { reason: "data_not_found" } });
-    expect(deactivated.body).toMatchObject({ active: false, deactivate_reason: "data_not_found", auto_unsubscribed: false });
+    const deactivated = await http(server, "POST", `/v1/references/${reference.id}/deactivate`, {
+      body: { reason: "data_not_found" },
+    });
+    expect(deactivated.body).toMatchObject({
+      active: false,
+      deactivate_reason: "data_not_found",
+      auto_unsubscribed: false,
+    });
     tick();
     expect((await http(server, "POST", `/v1/references/${reference.id}/reactivate`)).body.active).toBe(true);
     expect((await http(server, "POST", `/v1/references/${reference.id}/reactivate`)).status).toBe(409);
@@ -133,7 +146,10 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
     });
     const deactivations = (await events(reference.id, "?type=reference_deactivated")).data;
     expect(deactivations).toHaveLength(1);
-    expect(deactivations[0].detail).toMatchObject({ deactivate_reason: "exceeded_extraction_attempt_threshold", auto_unsubscribed: true });
+    expect(deactivations[0].detail).toMatchObject({
+      deactivate_reason: "exceeded_extraction_attempt_threshold",
+      auto_unsubscribed: true,
+    });
   });
 
   it("DELETE deactivates with customer_unsubscribed, once", async () => {
@@ -146,9 +162,15 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
   });
 
   it("creates child containers once, each with a one-time copy of the parent's tags", async () => {
-    const parent = await createReference({ bill_of_lading: "BOL-KIDS", carrier_code: "CMDU", tags: [{ name: "kids-a" }, { name: "kids-b" }] });
+    const parent = await createReference({
+      bill_of_lading: "BOL-KIDS",
+      carrier_code: "CMDU",
+      tags: [{ name: "kids-a" }, { name: "kids-b" }],
+    });
     tick();
-    const first = await http(server, "POST", `/v1/references/${parent.id}/children`, { body: { container_ids: [CONTAINERS[1], CONTAINERS[2]] } });
+    const first = await http(server, "POST", `/v1/references/${parent.id}/children`, {
+      body: { container_ids: [CONTAINERS[1], CONTAINERS[2]] },
+    });
     expect(first.status).toBe(200);
     expect(first.body.data).toHaveLength(2);
     for (const child of first.body.data) {
@@ -168,14 +190,20 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
       "kids-b",
       "kids-later",
     ]);
-    expect((await http(server, "GET", `/v1/references/${childA.id}`)).body.tags.map((t: any) => t.name)).toEqual(["kids-a"]);
+    expect((await http(server, "GET", `/v1/references/${childA.id}`)).body.tags.map((t: any) => t.name)).toEqual([
+      "kids-a",
+    ]);
 
-    const again = await http(server, "POST", `/v1/references/${parent.id}/children`, { body: { container_ids: [CONTAINERS[2]] } });
+    const again = await http(server, "POST", `/v1/references/${parent.id}/children`, {
+      body: { container_ids: [CONTAINERS[2]] },
+    });
     expect(again.body.data.map((c: any) => c.id)).toEqual([first.body.data[1].id]);
     const children = await http(server, "GET", `/v1/references?parent_reference_id=${parent.id}`);
     expect(children.body.data).toHaveLength(2);
 
-    const notParent = await http(server, "POST", `/v1/references/${childA.id}/children`, { body: { container_ids: [CONTAINERS[0]] } });
+    const notParent = await http(server, "POST", `/v1/references/${childA.id}/children`, {
+      body: { container_ids: [CONTAINERS[0]] },
+    });
     expect(notParent.status).toBe(422);
   });
 

@@ -18,7 +18,10 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
       expect(result.headers.get("content-type")).toContain("application/problem+json");
       expect(result.body).toMatchObject({ status: 401, code: "UNAUTHENTICATED", title: "Unauthorized" });
     }
-    const bearer = await http(server, "GET", "/v1/tags", { apiKey: null, headers: { authorization: `Bearer ${server.apiKey}` } });
+    const bearer = await http(server, "GET", "/v1/tags", {
+      apiKey: null,
+      headers: { authorization: `Bearer ${server.apiKey}` },
+    });
     expect(bearer.status).toBe(200);
 
     const issued = await server.app.services.organizations.createApiKey(server.organizationId);
@@ -32,15 +35,25 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     expect(tooLarge.status).toBe(413);
     expect(tooLarge.body.code).toBe("PAYLOAD_TOO_LARGE");
 
-    const wrongType = await http(server, "POST", "/v1/tags", { rawBody: "name=x", headers: { "content-type": "text/plain" } });
+    const wrongType = await http(server, "POST", "/v1/tags", {
+      rawBody: "name=x",
+      headers: { "content-type": "text/plain" },
+    });
     expect(wrongType.status).toBe(415);
 
-    const malformed = await http(server, "POST", "/v1/tags", { rawBody: '{"name":', headers: { "content-type": "application/json" } });
+    const malformed = await http(server, "POST", "/v1/tags", {
+      rawBody: '{"name":',
+      headers: { "content-type": "application/json" },
+    });
     expect(malformed.status).toBe(400);
     expect(malformed.body.code).toBe("MALFORMED_JSON");
 
     const unknown = await http(server, "POST", "/v1/references", {
-      body: { container_id: "CSQU3054383", carrier_code: "MAEU", tags: [{ name: "ok" }, { id: "x", name: "y" }, { colour: "red" }] },
+      body: {
+        container_id: "CSQU3054383",
+        carrier_code: "MAEU",
+        tags: [{ name: "ok" }, { id: "x", name: "y" }, { colour: "red" }],
+      },
     });
     expect(unknown.status).toBe(422);
     expect(unknown.body.code).toBe("VALIDATION_FAILED");
@@ -52,14 +65,20 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
       body: { container_id: "CSQU3054383", carrier_code: "MAEU", tags: [{ name: "ok" }, { name: "   " }] },
     });
     expect(badName.status).toBe(422);
-    expect(badName.body.errors).toEqual([{ pointer: "/tags/1/name", code: "TOO_SHORT", message: "name must not be empty" }]);
+    expect(badName.body.errors).toEqual([
+      { pointer: "/tags/1/name", code: "TOO_SHORT", message: "name must not be empty" },
+    ]);
     expect((await http(server, "GET", "/v1/references")).body.data).toEqual([]);
   });
 
   it("names the existing tag in a 409", async () => {
     const created = await http(server, "POST", "/v1/tags", { body: { name: "Priority:High" } });
     expect(created.status).toBe(201);
-    expect(created.body).toEqual({ id: expect.any(String), name: "Priority:High", created_at: expect.stringMatching(/Z$/) });
+    expect(created.body).toEqual({
+      id: expect.any(String),
+      name: "Priority:High",
+      created_at: expect.stringMatching(/Z$/),
+    });
     const conflict = await http(server, "POST", "/v1/tags", { body: { name: "priority:high" } });
     expect(conflict.status).toBe(409);
     expect(conflict.body.existing_tag).toMatchObject({ id: created.body.id, name: "Priority:High" });
@@ -82,7 +101,12 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     expect(reused.body.code).toBe("IDEMPOTENCY_KEY_REUSED");
 
     const parallel = await Promise.all(
-      Array.from({ length: 5 }, () => http(server, "POST", "/v1/references", { body: { booking_number: "BK-PAR", carrier_code: "MAEU" }, headers: { "idempotency-key": "parallel-1" } })),
+      Array.from({ length: 5 }, () =>
+        http(server, "POST", "/v1/references", {
+          body: { booking_number: "BK-PAR", carrier_code: "MAEU" },
+          headers: { "idempotency-key": "parallel-1" },
+        }),
+      ),
     );
     for (const result of parallel) expect([201, 409]).toContain(result.status);
     expect((await http(server, "GET", "/v1/references?booking_number=BK-PAR")).body.data).toHaveLength(1);
@@ -108,13 +132,18 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     ]) {
       expect(paths).toContain(path);
     }
-    const limit = result.body.paths["/v1/references/{referenceId}/events"].get.parameters.find((p: any) => p.name === "limit");
+    const limit = result.body.paths["/v1/references/{referenceId}/events"].get.parameters.find(
+      (p: any) => p.name === "limit",
+    );
     expect(limit.schema).toMatchObject({ minimum: 1, maximum: 500, default: 50 });
   });
 
   it("serves health, readiness and Prometheus metrics without a key", async () => {
     expect((await http(server, "GET", "/healthz", { apiKey: null })).body).toEqual({ status: "ok" });
-    expect((await http(server, "GET", "/readyz", { apiKey: null })).body).toMatchObject({ status: "ready", database: kind });
+    expect((await http(server, "GET", "/readyz", { apiKey: null })).body).toMatchObject({
+      status: "ready",
+      database: kind,
+    });
     const metrics = await http(server, "GET", "/metrics", { apiKey: null });
     expect(metrics.status).toBe(200);
     expect(String(metrics.body)).toContain("reftrail_http_request_duration_seconds");

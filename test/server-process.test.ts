@@ -23,7 +23,14 @@ interface RunningServer {
 async function startServerProcess(databaseUrl: string): Promise<RunningServer> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: "0", HOST: "127.0.0.1", NODE_ENV: "development", LOG_LEVEL: "info" },
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      NODE_ENV: "development",
+      LOG_LEVEL: "info",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -90,11 +97,16 @@ describe.each(["sqlite", "postgres"] as const)("the reftrail command on %s", (ki
 
     const extra = await cli(database.url, "key", "create", String(created.organization_id));
     expect(extra.api_key).not.toBe(created.api_key);
-    expect(await cli(database.url, "key", "revoke", String(extra.api_key_id))).toEqual({ api_key_id: extra.api_key_id, revoked: true });
+    expect(await cli(database.url, "key", "revoke", String(extra.api_key_id))).toEqual({
+      api_key_id: extra.api_key_id,
+      revoked: true,
+    });
 
     expect(await cli(database.url, "migrate")).toEqual({ applied: [], already_applied: expect.any(Number) });
     expect(await cli(database.url, "prune")).toMatchObject({ deleted: 0 });
 
-    await expect(cli(database.url, "key", "create", "0190a0c0-0000-7000-8000-000000000000")).rejects.toThrow(/organization not found/);
+    await expect(cli(database.url, "key", "create", "0190a0c0-0000-7000-8000-000000000000")).rejects.toThrow(
+      /organization not found/,
+    );
   });
 });

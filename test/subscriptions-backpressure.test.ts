@@ -10,7 +10,13 @@ import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
 import { PrismaLifecycleFeedStore } from "../src/store/lifecycle-feed-store.ts";
 import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
-import { createTestDatabase, DATABASE_KINDS, startTestServer, type TestDatabase, type TestServer } from "./support/test-server.ts";
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  startTestServer,
+  type TestDatabase,
+  type TestServer,
+} from "./support/test-server.ts";
 
 /*
  * Slow consumers are bounded (SPEC §10, §13): a subscription holds at most SUBSCRIPTION_MAX_QUEUED_EVENTS live
@@ -18,7 +24,11 @@ import { createTestDatabase, DATABASE_KINDS, startTestServer, type TestDatabase,
  * reads on, so memory stays bounded and the client still gets every event, in order, once.
  */
 
-const silentSignals: CommitSignals = { publish: () => undefined, onSignal: () => () => undefined, close: async () => undefined };
+const silentSignals: CommitSignals = {
+  publish: () => undefined,
+  onSignal: () => () => undefined,
+  close: async () => undefined,
+};
 const quietLog = { warn: () => undefined, error: () => undefined };
 
 describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
@@ -34,11 +44,25 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
     services = buildServices(loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url }), database);
     const store = new PrismaLifecycleFeedStore(database);
     // No signals: the feed finds every event by polling, every 20 ms.
-    feed = new LifecycleFeed(store, silentSignals, systemClock, { settleDelayMs: 50, lateWindowMs: 10_000, pollIntervalMs: 20, batchSize: 7 }, quietLog);
-    streams = new LifecycleStreamService(feed, store, services.references, new CursorCodec("test"), systemClock, () => new Date(0), {
-      maxQueuedEvents: 10,
-      pageSize: 6,
-    });
+    feed = new LifecycleFeed(
+      store,
+      silentSignals,
+      systemClock,
+      { settleDelayMs: 50, lateWindowMs: 10_000, pollIntervalMs: 20, batchSize: 7 },
+      quietLog,
+    );
+    streams = new LifecycleStreamService(
+      feed,
+      store,
+      services.references,
+      new CursorCodec("test"),
+      systemClock,
+      () => new Date(0),
+      {
+        maxQueuedEvents: 10,
+        pageSize: 6,
+      },
+    );
   });
 
   afterAll(async () => {
@@ -49,11 +73,16 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
 
   it("holds at most its bound, then catches up from the log with every event once, in order", async () => {
     const { organization } = await services.organizations.createOrganization("slow");
-    const reference = await services.references.createReference(organization.id, { bookingNumber: "BK-SLOW", carrierCode: "MAEU" });
+    const reference = await services.references.createReference(organization.id, {
+      bookingNumber: "BK-SLOW",
+      carrierCode: "MAEU",
+    });
     const stream = await streams.open(organization.id, { referenceId: reference.id });
 
-    for (let i = 0; i < 45; i++) await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
-    const last = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500, order: "desc" })).items[0]!;
+    for (let i = 0; i < 45; i++)
+      await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+    const last = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500, order: "desc" }))
+      .items[0]!;
     await eventually(() => feed.frontier.occurredAt >= last.occurredAt);
     expect(stream.buffered).toBeLessThanOrEqual(10);
     expect(streams.stats().fellBehind).toBeGreaterThan(0);
@@ -63,7 +92,8 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
     for (let i = 0; i < 45; i++) {
       const next = await stream.next();
       received.push(next.value!);
-      if (i % 10 === 0) await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      if (i % 10 === 0)
+        await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
       expect(stream.buffered).toBeLessThanOrEqual(10);
     }
     for (let i = 0; i < 5; i++) received.push((await stream.next()).value!);
@@ -81,7 +111,11 @@ describe("a graphql-ws client that stops reading its socket", () => {
 
   beforeAll(async () => {
     server = await startTestServer("sqlite", {
-      env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "50ms", SUBSCRIPTION_MAX_QUEUED_EVENTS: "5" },
+      env: {
+        SUBSCRIPTION_SETTLE_DELAY: "50ms",
+        SUBSCRIPTION_POLL_INTERVAL: "50ms",
+        SUBSCRIPTION_MAX_QUEUED_EVENTS: "5",
+      },
     });
   });
 
@@ -92,7 +126,10 @@ describe("a graphql-ws client that stops reading its socket", () => {
   it("costs the server a bounded queue, and still receives everything once it reads again", async () => {
     const { organizationId } = server;
     const { references } = server.app.services;
-    const reference = await references.createReference(organizationId, { bookingNumber: "BK-PAUSED", carrierCode: "MAEU" });
+    const reference = await references.createReference(organizationId, {
+      bookingNumber: "BK-PAUSED",
+      carrierCode: "MAEU",
+    });
 
     // The graphql-transport-ws protocol by hand, so the socket can be paused.
     const socket = new WebSocket(graphqlWsUrl(server), "graphql-transport-ws");
@@ -123,10 +160,20 @@ describe("a graphql-ws client that stops reading its socket", () => {
 
     socket.resume();
     const nexts = () => messages.filter((message) => message.type === "next");
-    await eventually(() => nexts().length >= total, 20_000, () => `${total} messages (got ${nexts().length})`);
-    const log = (await server.app.services.lifecycleLog.listEvents(organizationId, reference.id, { limit: 500 })).items.slice(1);
-    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.id)).toEqual(log.map((event) => event.id));
-    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.detail.update.n)).toEqual([...Array(total).keys()]);
+    await eventually(
+      () => nexts().length >= total,
+      20_000,
+      () => `${total} messages (got ${nexts().length})`,
+    );
+    const log = (
+      await server.app.services.lifecycleLog.listEvents(organizationId, reference.id, { limit: 500 })
+    ).items.slice(1);
+    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.id)).toEqual(
+      log.map((event) => event.id),
+    );
+    expect(nexts().map((message) => message.payload.data.lifecycleEvents.node.detail.update.n)).toEqual([
+      ...Array(total).keys(),
+    ]);
     socket.close();
   }, 60_000);
 });

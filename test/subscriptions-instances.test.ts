@@ -2,7 +2,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { LifecycleEvent } from "../src/domain/lifecycle/lifecycle-event.ts";
 import { newId } from "../src/domain/shared/ids.ts";
 import { gqlData } from "./support/graphql-client.ts";
-import { eventually, metricValue, subscribe, waitForOpenSubscriptions, type TestSubscription } from "./support/subscription-client.ts";
+import {
+  eventually,
+  metricValue,
+  subscribe,
+  waitForOpenSubscriptions,
+  type TestSubscription,
+} from "./support/subscription-client.ts";
 import { startInstanceOn, startTestServer, type DatabaseKind, type TestServer } from "./support/test-server.ts";
 
 /*
@@ -23,25 +29,38 @@ interface EventMessage {
   lifecycleEvents: { cursor: string; node: { id: string; type: string; referenceId: string } };
 }
 
-const idsOf = (subscription: TestSubscription<EventMessage>) => subscription.data.map((message) => message.lifecycleEvents.node.id);
+const idsOf = (subscription: TestSubscription<EventMessage>) =>
+  subscription.data.map((message) => message.lifecycleEvents.node.id);
 
 async function createReference(server: TestServer, number: string): Promise<string> {
-  const data = await gqlData(server, `mutation ($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`, {
-    input: { bookingNumber: number, carrierCode: "CMDU" },
-  });
+  const data = await gqlData(
+    server,
+    `mutation ($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`,
+    {
+      input: { bookingNumber: number, carrierCode: "CMDU" },
+    },
+  );
   return data.createReference.reference.id;
 }
 
 async function recordExtraction(server: TestServer, referenceId: string): Promise<void> {
-  await gqlData(server, `mutation ($id: ID!) { recordExtraction(input: { referenceId: $id, status: SUCCEEDED }) { reference { id } } }`, {
-    id: referenceId,
-  });
+  await gqlData(
+    server,
+    `mutation ($id: ID!) { recordExtraction(input: { referenceId: $id, status: SUCCEEDED }) { reference { id } } }`,
+    {
+      id: referenceId,
+    },
+  );
 }
 
 async function logIds(server: TestServer, referenceId: string): Promise<string[]> {
-  const data = await gqlData(server, `query ($id: ID!) { reference(id: $id) { events(first: 500) { edges { node { id } } } } }`, {
-    id: referenceId,
-  });
+  const data = await gqlData(
+    server,
+    `query ($id: ID!) { reference(id: $id) { events(first: 500) { edges { node { id } } } } }`,
+    {
+      id: referenceId,
+    },
+  );
   return data.reference.events.edges.map((edge: { node: { id: string } }) => edge.node.id);
 }
 
@@ -49,7 +68,11 @@ async function logIds(server: TestServer, referenceId: string): Promise<string[]
  * Appends an event straight to the log, as another process would: no commit signal reaches this one. With
  * `occurredAt` in the past, it is an event whose transaction committed late.
  */
-async function insertEventWithoutSignal(server: TestServer, referenceId: string, occurredAt = new Date()): Promise<LifecycleEvent> {
+async function insertEventWithoutSignal(
+  server: TestServer,
+  referenceId: string,
+  occurredAt = new Date(),
+): Promise<LifecycleEvent> {
   const event = {
     id: newId(),
     organizationId: server.organizationId,
@@ -155,8 +178,11 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
 
   it("that committed after live subscriptions passed them still arrive, once, and cursors stay exact", async () => {
     const reference = await createReference(writer, `BK-LATE-${kind}`);
-    const created = (await gqlData(writer, `query ($id: ID!) { reference(id: $id) { events { edges { cursor } } } }`, { id: reference }))
-      .reference.events.edges[0].cursor;
+    const created = (
+      await gqlData(writer, `query ($id: ID!) { reference(id: $id) { events { edges { cursor } } } }`, {
+        id: reference,
+      })
+    ).reference.events.edges[0].cursor;
     const live = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference, after: created });
     const later: TestSubscription<EventMessage>[] = [];
     try {
@@ -178,9 +204,15 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
 
       // Resuming from any message's cursor repeats nothing that message's subscription had sent before it.
       for (const [index, message] of live.data.entries()) {
-        const resumed = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference, after: message.lifecycleEvents.cursor });
+        const resumed = subscribe<EventMessage>(reader, EVENTS, {
+          referenceId: reference,
+          after: message.lifecycleEvents.cursor,
+        });
         later.push(resumed);
-        await resumed.waitFor(() => resumed.data.length > 0 || resumed.errors.length > 0 || index === live.data.length - 1, 3_000);
+        await resumed.waitFor(
+          () => resumed.data.length > 0 || resumed.errors.length > 0 || index === live.data.length - 1,
+          3_000,
+        );
         await new Promise((resolve) => setTimeout(resolve, 100));
         const before = new Set(idsOf(live).slice(0, index + 1));
         expect(idsOf(resumed).filter((id) => before.has(id))).toEqual([]);

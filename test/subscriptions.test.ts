@@ -1,6 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { gql, gqlData } from "./support/graphql-client.ts";
-import { eventually, metricValue, subscribe, waitForOpenSubscriptions, type TestSubscription } from "./support/subscription-client.ts";
+import {
+  eventually,
+  metricValue,
+  subscribe,
+  waitForOpenSubscriptions,
+  type TestSubscription,
+} from "./support/subscription-client.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
@@ -28,33 +34,53 @@ interface EventMessage {
   lifecycleEvents: { cursor: string; node: { id: string; type: string; occurredAt: string; referenceId: string } };
 }
 
-const idsOf = (subscription: TestSubscription<EventMessage>) => subscription.data.map((message) => message.lifecycleEvents.node.id);
+const idsOf = (subscription: TestSubscription<EventMessage>) =>
+  subscription.data.map((message) => message.lifecycleEvents.node.id);
 
 describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
   let server: TestServer;
   const open: TestSubscription[] = [];
   let bookings = 0;
 
-  const watch = (variables: Record<string, unknown> = {}, options: Parameters<typeof subscribe>[3] = {}, on: TestServer = server) => {
+  const watch = (
+    variables: Record<string, unknown> = {},
+    options: Parameters<typeof subscribe>[3] = {},
+    on: TestServer = server,
+  ) => {
     const subscription = subscribe<EventMessage>(on, EVENTS, variables, options);
     open.push(subscription);
     return subscription;
   };
 
-  async function createReference(tags: string[] = [], on: Pick<TestServer, "url" | "apiKey"> = server): Promise<string> {
+  async function createReference(
+    tags: string[] = [],
+    on: Pick<TestServer, "url" | "apiKey"> = server,
+  ): Promise<string> {
     const data = await gqlData(
       on,
       `mutation ($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`,
-      { input: { bookingNumber: `BK-${kind}-${++bookings}`, carrierCode: "MAEU", tags: tags.map((name) => ({ name })) } },
+      {
+        input: { bookingNumber: `BK-${kind}-${++bookings}`, carrierCode: "MAEU", tags: tags.map((name) => ({ name })) },
+      },
     );
     return data.createReference.reference.id;
   }
 
-  async function recordExtraction(referenceId: string, failed = false, on: Pick<TestServer, "url" | "apiKey"> = server): Promise<void> {
+  async function recordExtraction(
+    referenceId: string,
+    failed = false,
+    on: Pick<TestServer, "url" | "apiKey"> = server,
+  ): Promise<void> {
     await gqlData(
       on,
       `mutation ($input: RecordExtractionInput!) { recordExtraction(input: $input) { reference { id } } }`,
-      { input: { referenceId, status: failed ? "FAILED" : "SUCCEEDED", ...(failed && { error: { code: "TIMEOUT", message: "slow" } }) } },
+      {
+        input: {
+          referenceId,
+          status: failed ? "FAILED" : "SUCCEEDED",
+          ...(failed && { error: { code: "TIMEOUT", message: "slow" } }),
+        },
+      },
     );
   }
 
@@ -98,7 +124,10 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
     await recordExtraction(b, true);
     await recordExtraction(a, true);
     // A write that fails commits nothing, so it produces no event.
-    const failed = await gql(server, `mutation { recordExtraction(input: { referenceId: "${a}", status: FAILED }) { reference { id } } }`);
+    const failed = await gql(
+      server,
+      `mutation { recordExtraction(input: { referenceId: "${a}", status: FAILED }) { reference { id } } }`,
+    );
     expect(failed.body.errors?.length).toBeGreaterThan(0);
 
     await everything.waitFor(3);
@@ -119,18 +148,27 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
   it("filters by tag with the tags the reference carried when each event was written", async () => {
     const tagged = await createReference(["Reefer"]);
     const untagged = await createReference();
-    const reefer = (await gqlData(server, `{ tags(filter: { namePrefix: "reefer" }) { edges { node { id } } } }`)).tags.edges[0].node.id;
+    const reefer = (await gqlData(server, `{ tags(filter: { namePrefix: "reefer" }) { edges { node { id } } } }`)).tags
+      .edges[0].node.id;
     const byTag = watch({ tagIds: [reefer, "01900000-0000-7000-8000-000000000000"] });
     await waitForOpenSubscriptions(server, 1);
 
     await recordExtraction(tagged);
     await recordExtraction(untagged);
-    await gqlData(server, `mutation ($input: AddTagsToReferenceInput!) { addTagsToReference(input: $input) { reference { id } } }`, {
-      input: { referenceId: untagged, tags: [{ id: reefer }] },
-    });
-    await gqlData(server, `mutation ($input: RemoveTagFromReferenceInput!) { removeTagFromReference(input: $input) { reference { id } } }`, {
-      input: { referenceId: tagged, tagId: reefer },
-    });
+    await gqlData(
+      server,
+      `mutation ($input: AddTagsToReferenceInput!) { addTagsToReference(input: $input) { reference { id } } }`,
+      {
+        input: { referenceId: untagged, tags: [{ id: reefer }] },
+      },
+    );
+    await gqlData(
+      server,
+      `mutation ($input: RemoveTagFromReferenceInput!) { removeTagFromReference(input: $input) { reference { id } } }`,
+      {
+        input: { referenceId: tagged, tagId: reefer },
+      },
+    );
     await recordExtraction(untagged, true);
     await recordExtraction(tagged, true);
     const marker = await createReference(["Reefer"]);
@@ -212,14 +250,25 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
     // A cursor from a message resumes whatever the filters of the new subscription.
     const anyFilter = watch({ after: first.data[0]!.lifecycleEvents.cursor, types: ["EXTRACTION_SUCCEEDED"] });
     await anyFilter.waitFor(4);
-    expect(idsOf(anyFilter).slice(0, 4)).toEqual(log.filter((e) => e.type === "EXTRACTION_SUCCEEDED").slice(1).map((e) => e.id));
+    expect(idsOf(anyFilter).slice(0, 4)).toEqual(
+      log
+        .filter((e) => e.type === "EXTRACTION_SUCCEEDED")
+        .slice(1)
+        .map((e) => e.id),
+    );
   });
 
   it("authenticates with x-api-key or a Bearer token in connectionParams, or with GraphiQL's per-operation headers", async () => {
     const reference = await createReference();
     const log = await logOf(reference);
-    const bearer = watch({ referenceId: reference, after: log[0]!.cursor }, { connectionParams: { Authorization: `Bearer ${server.apiKey}` } });
-    const graphiql = watch({ referenceId: reference, after: log[0]!.cursor }, { connectionParams: {}, extensions: { headers: { "X-API-Key": server.apiKey } } });
+    const bearer = watch(
+      { referenceId: reference, after: log[0]!.cursor },
+      { connectionParams: { Authorization: `Bearer ${server.apiKey}` } },
+    );
+    const graphiql = watch(
+      { referenceId: reference, after: log[0]!.cursor },
+      { connectionParams: {}, extensions: { headers: { "X-API-Key": server.apiKey } } },
+    );
     await recordExtraction(reference);
     await bearer.waitFor(1);
     await graphiql.waitFor(1);
@@ -230,7 +279,10 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
     const missing = watch({}, { connectionParams: {} });
     expect((await missing.waitForClose()).code).toBe(4401);
     const unknown = watch({}, { connectionParams: { "x-api-key": "rt_not-a-key" } });
-    expect(await unknown.waitForClose()).toMatchObject({ code: 4401, reason: expect.stringMatching(/invalid or revoked/) });
+    expect(await unknown.waitForClose()).toMatchObject({
+      code: 4401,
+      reason: expect.stringMatching(/invalid or revoked/),
+    });
     const badBearer = watch({}, { connectionParams: { authorization: "Bearer rt_nope" } });
     expect((await badBearer.waitForClose()).code).toBe(4401);
 
@@ -256,15 +308,31 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
       return subscription.errors;
     };
     expect((await errorsOf("subscription { lifecycleEvents { "))[0]?.extensions?.code).toBe("GRAPHQL_PARSE_FAILED");
-    expect((await errorsOf("subscription { lifecycleEvents { nope } }"))[0]?.extensions?.code).toBe("GRAPHQL_VALIDATION_FAILED");
+    expect((await errorsOf("subscription { lifecycleEvents { nope } }"))[0]?.extensions?.code).toBe(
+      "GRAPHQL_VALIDATION_FAILED",
+    );
     const deep = `subscription { lifecycleEvents { node { reference { ${"parent { ".repeat(12)}id${" }".repeat(12)} } } } }`;
-    expect((await errorsOf(deep))[0]?.extensions).toMatchObject({ code: "GRAPHQL_VALIDATION_FAILED", limit: { kind: "depth" } });
+    expect((await errorsOf(deep))[0]?.extensions).toMatchObject({
+      code: "GRAPHQL_VALIDATION_FAILED",
+      limit: { kind: "depth" },
+    });
     const costly = `subscription { lifecycleEvents { node { reference { events(first: 500) { edges { node { reference { events(first: 500) { edges { node { id } } } } } } } } } } }`;
-    expect((await errorsOf(costly))[0]?.extensions).toMatchObject({ code: "GRAPHQL_VALIDATION_FAILED", limit: { kind: "cost" } });
+    expect((await errorsOf(costly))[0]?.extensions).toMatchObject({
+      code: "GRAPHQL_VALIDATION_FAILED",
+      limit: { kind: "cost" },
+    });
     expect((await errorsOf(EVENTS, { types: ["NOT_A_TYPE"] }))[0]?.extensions?.code).toBe("BAD_USER_INPUT");
-    expect((await errorsOf(EVENTS, { after: "not-a-cursor" }))[0]?.extensions).toMatchObject({ code: "INVALID_CURSOR", field: "after" });
-    expect((await errorsOf(EVENTS, { tagIds: ["nope"] }))[0]?.extensions).toMatchObject({ code: "BAD_USER_INPUT", field: "tagIds.0" });
-    expect((await errorsOf(EVENTS, { referenceId: "01900000-0000-7000-8000-000000000000" }))[0]?.extensions?.code).toBe("NOT_FOUND");
+    expect((await errorsOf(EVENTS, { after: "not-a-cursor" }))[0]?.extensions).toMatchObject({
+      code: "INVALID_CURSOR",
+      field: "after",
+    });
+    expect((await errorsOf(EVENTS, { tagIds: ["nope"] }))[0]?.extensions).toMatchObject({
+      code: "BAD_USER_INPUT",
+      field: "tagIds.0",
+    });
+    expect((await errorsOf(EVENTS, { referenceId: "01900000-0000-7000-8000-000000000000" }))[0]?.extensions?.code).toBe(
+      "NOT_FOUND",
+    );
 
     // Over HTTP, a subscription is refused with a clear error rather than a masked one.
     const overHttp = await gql(server, "subscription { lifecycleEvents { cursor } }");

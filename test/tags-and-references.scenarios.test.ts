@@ -104,7 +104,12 @@ describe.each(DATABASE_KINDS)("tags and references on %s", (kind) => {
         await api.createReference({
           containerId: ` ${container.slice(0, 4).toLowerCase()} ${container.slice(4)} `,
           carrierCode: "maeu",
-          tags: [{ name: unique("reefer") }, { id: existing.id }, { name: unique("hazmat") }, { name: unique("HAZMAT") }],
+          tags: [
+            { name: unique("reefer") },
+            { id: existing.id },
+            { name: unique("hazmat") },
+            { name: unique("HAZMAT") },
+          ],
         }),
       );
       expect(reference.containerId).toBe(container);
@@ -176,16 +181,30 @@ describe.each(DATABASE_KINDS)("tags and references on %s", (kind) => {
     it("filters references by tags (all / any, ids and names), state and identifiers, newest first", async () => {
       const red = value(await api.createTag(unique("red")));
       const blue = value(await api.createTag(unique("blue")));
-      const both = value(await api.createReference({ containerId: containerNumber(), carrierCode: "CMDU", tags: [{ id: red.id }, { id: blue.id }] }));
-      const onlyRed = value(await api.createReference({ containerId: containerNumber(), carrierCode: "CMDU", tags: [{ id: red.id }] }));
-      const onlyBlue = value(await api.createReference({ bookingNumber: "BK-FILTER", carrierCode: "ONEY", tags: [{ id: blue.id }] }));
+      const both = value(
+        await api.createReference({
+          containerId: containerNumber(),
+          carrierCode: "CMDU",
+          tags: [{ id: red.id }, { id: blue.id }],
+        }),
+      );
+      const onlyRed = value(
+        await api.createReference({ containerId: containerNumber(), carrierCode: "CMDU", tags: [{ id: red.id }] }),
+      );
+      const onlyBlue = value(
+        await api.createReference({ bookingNumber: "BK-FILTER", carrierCode: "ONEY", tags: [{ id: blue.id }] }),
+      );
 
       const ids = async (filter: Parameters<Driver["listReferences"]>[0]) =>
         value(await api.listReferences(filter)).items.map((r) => r.id);
 
       expect(await ids({ tagIds: [red.id, blue.id] })).toEqual([both.id]);
       expect(await ids({ tagIds: [red.id], tagNames: [unique("BLUE")] })).toEqual([both.id]);
-      expect(await ids({ tagNames: [unique("red"), unique("blue")], tagMatch: "any" })).toEqual([onlyBlue.id, onlyRed.id, both.id]);
+      expect(await ids({ tagNames: [unique("red"), unique("blue")], tagMatch: "any" })).toEqual([
+        onlyBlue.id,
+        onlyRed.id,
+        both.id,
+      ]);
       expect(await ids({ tagNames: [unique("red"), "no-such-tag"] })).toEqual([]);
       expect(await ids({ tagNames: [unique("red"), "no-such-tag"], tagMatch: "any" })).toEqual([onlyRed.id, both.id]);
       expect(await ids({ tagIds: [red.id], carrierCode: "cmdu" })).toEqual([onlyRed.id, both.id]);
@@ -202,7 +221,11 @@ describe.each(DATABASE_KINDS)("tags and references on %s", (kind) => {
       const tag = value(await api.createTag(unique("paging")));
       const created: string[] = [];
       for (let i = 0; i < 5; i++) {
-        created.push(value(await api.createReference({ containerId: containerNumber(), carrierCode: "MAEU", tags: [{ id: tag.id }] })).id);
+        created.push(
+          value(
+            await api.createReference({ containerId: containerNumber(), carrierCode: "MAEU", tags: [{ id: tag.id }] }),
+          ).id,
+        );
       }
       const seen: string[] = [];
       let cursor: string | undefined;
@@ -215,7 +238,13 @@ describe.each(DATABASE_KINDS)("tags and references on %s", (kind) => {
     });
 
     it("keeps organizations apart: another organization's objects are not found", async () => {
-      const mine = value(await api.createReference({ billOfLading: "BOL-PRIVATE", carrierCode: "MAEU", tags: [{ name: unique("private") }] }));
+      const mine = value(
+        await api.createReference({
+          billOfLading: "BOL-PRIVATE",
+          carrierCode: "MAEU",
+          tags: [{ name: unique("private") }],
+        }),
+      );
       const other = await server.newOrganization("other");
       const theirs = makeDriver({ url: server.url, apiKey: other.apiKey });
       expect(failure(await theirs.getReference(mine.id)).code).toBe("NOT_FOUND");

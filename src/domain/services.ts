@@ -19,5 +19,8 @@ export interface Services {
   /** The delivery rules the webhook worker applies. */
   readonly webhookDeliveries: WebhookDeliveryService;
   /** Read-only batch lookups for DataLoaders; each takes many keys and issues one query. */
-  readonly batch: Pick<Store, "findTagsByIds" | "findTagsByReferenceIds" | "findReferencesByIds" | "findChildrenByParentIds">;
+  readonly batch: Pick<
+    Store,
+    "findTagsByIds" | "findTagsByReferenceIds" | "findReferencesByIds" | "findChildrenByParentIds"
+  >;
 }

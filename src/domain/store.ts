@@ -81,7 +81,11 @@ export interface Store {
    * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
    * whatever the number of tags. Every given tag id is a key of the result.
    */
-  listReferenceIdsByTagIds(organizationId: string, tagIds: readonly string[], limitPerTag: number): Promise<Map<string, string[]>>;
+  listReferenceIdsByTagIds(
+    organizationId: string,
+    tagIds: readonly string[],
+    limitPerTag: number,
+  ): Promise<Map<string, string[]>>;
   findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, Reference[]>>;
   linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
   unlinkTag(referenceId: string, tagId: string): Promise<void>;

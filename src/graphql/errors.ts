@@ -85,14 +85,22 @@ export function unauthenticated(message: string): GraphQLError {
  * the operation's arguments, and the code-specific facts (`existingTag` on a name conflict, `limit`).
  * Anything else is returned unchanged, for {@link formatGraphqlError} to judge.
  */
-export function toGraphqlError(error: unknown, locate: InputLocator = AT_ARGUMENTS, args: Readonly<Record<string, unknown>> = {}): unknown {
+export function toGraphqlError(
+  error: unknown,
+  locate: InputLocator = AT_ARGUMENTS,
+  args: Readonly<Record<string, unknown>> = {},
+): unknown {
   if (!(error instanceof DomainError)) return error;
   const field = (issue: FieldIssue) => dotted(locate(issue.path, args));
   const extensions: Record<string, unknown> = { code: GRAPHQL_CODE_BY_DOMAIN_CODE[error.code] };
   const [first] = error.issues;
   if (first) {
     extensions.field = field(first);
-    extensions.issues = error.issues.map((issue) => ({ field: field(issue), code: issue.code, message: issue.message }));
+    extensions.issues = error.issues.map((issue) => ({
+      field: field(issue),
+      code: issue.code,
+      message: issue.message,
+    }));
   }
   const existingTag = error.meta.existingTag as Tag | undefined;
   if (existingTag) extensions.existingTag = { id: existingTag.id, name: existingTag.name };

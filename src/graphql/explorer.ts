@@ -234,7 +234,9 @@ export function wantsExplorerPage(request: FastifyRequest): boolean {
 /** Rejects values that would produce odd routes ("//explorer/*") or break out of the URL paths we build. */
 function checkEndpoint(endpoint: string): string {
   if (!/^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(endpoint) || endpoint.includes("//")) {
-    throw new TypeError(`GraphQL explorer: endpoint must be a path such as "/graphql", got ${JSON.stringify(endpoint)}`);
+    throw new TypeError(
+      `GraphQL explorer: endpoint must be a path such as "/graphql", got ${JSON.stringify(endpoint)}`,
+    );
   }
   return endpoint;
 }
@@ -286,7 +288,10 @@ function acceptsGzip(header: string | undefined): boolean {
 
 /** JSON that is safe inside an inline <script>: "<" can never start "</script>" or "<!--". */
 function scriptJson(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  return JSON.stringify(value)
+    .replace(/</g, "\\u003c")
+    .replace(/\u2028/g, "\\u2028")
+    .replace(/\u2029/g, "\\u2029");
 }
 
 function escapeHtml(text: string): string {

@@ -32,7 +32,10 @@ function unexpectedErrorLoggingPlugin(serverLog: FastifyBaseLogger): ApolloServe
             if (!isUnexpectedError(error)) continue;
             // contextValue is typed as present, but is a bare object when the context itself failed.
             const log = (contextValue as Partial<GraphqlContext>).log ?? serverLog;
-            log.error({ err: unwrapResolverError(error), path: error.path, operationName }, "GraphQL operation failed unexpectedly");
+            log.error(
+              { err: unwrapResolverError(error), path: error.path, operationName },
+              "GraphQL operation failed unexpectedly",
+            );
           }
         },
       };
@@ -89,9 +92,13 @@ export async function registerGraphql(app: FastifyInstance, { services, config }
       const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
       if (status >= 500) {
         request.log.error({ err: error }, "GraphQL request failed before execution");
-        return reply.code(500).send({ errors: [{ message: "Internal server error", extensions: { code: INTERNAL_SERVER_ERROR } }] });
+        return reply
+          .code(500)
+          .send({ errors: [{ message: "Internal server error", extensions: { code: INTERNAL_SERVER_ERROR } }] });
       }
-      return reply.code(status).send({ errors: [{ message: error.message, extensions: { code: transportErrorCode(error, status) } }] });
+      return reply
+        .code(status)
+        .send({ errors: [{ message: error.message, extensions: { code: transportErrorCode(error, status) } }] });
     });
 
     await registerExplorer(scope, { endpoint: GRAPHQL_ENDPOINT });

@@ -11,7 +11,15 @@ import type {
 import { createComplexityRule, type ComplexityEstimator } from "graphql-query-complexity";
 import type { Config } from "../config.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
-import { GraphQLError, Kind, getNamedType, getNullableType, isCompositeType, isListType, validate } from "./graphql-js.ts";
+import {
+  GraphQLError,
+  Kind,
+  getNamedType,
+  getNullableType,
+  isCompositeType,
+  isListType,
+  validate,
+} from "./graphql-js.ts";
 
 /*
  * SPEC §13: depth and cost limits with a clear error. Glossary:
@@ -37,7 +45,13 @@ const INTROSPECTION_LIST_FIELDS = new Set(["fields", "inputFields", "interfaces"
 
 type LimitKind = "depth" | "cost" | "introspection-depth";
 
-function limitError(kind: LimitKind, message: string, maximum: number, actual: number | null, nodes?: ASTNode): GraphQLError {
+function limitError(
+  kind: LimitKind,
+  message: string,
+  maximum: number,
+  actual: number | null,
+  nodes?: ASTNode,
+): GraphQLError {
   return new GraphQLError(message, {
     ...(nodes && { nodes }),
     extensions: { code: "GRAPHQL_VALIDATION_FAILED", http: { status: 400 }, limit: { kind, maximum, actual } },
@@ -75,7 +89,12 @@ class SelectionMeasure {
   }
 
   /** The deepest nesting of introspection list fields below the introspection roots. */
-  introspectionNesting(selectionSet: SelectionSetNode, inIntrospection = false, nesting = 0, seen = new Set<string>()): number {
+  introspectionNesting(
+    selectionSet: SelectionSetNode,
+    inIntrospection = false,
+    nesting = 0,
+    seen = new Set<string>(),
+  ): number {
     let deepest = nesting;
     for (const selection of selectionSet.selections) {
       if (selection.kind === Kind.FIELD) {
@@ -153,7 +172,10 @@ const costEstimator: ComplexityEstimator = ({ type, field, args, childComplexity
   if (named.name.endsWith("Connection")) {
     const requested = (args.first ?? args.last ?? DEFAULT_PAGE_SIZE) as unknown;
     // Out-of-range sizes are rejected when the field resolves; here they only must not lower the estimate.
-    const size = typeof requested === "number" && Number.isFinite(requested) ? Math.min(Math.max(requested, 1), MAX_PAGE_SIZE) : DEFAULT_PAGE_SIZE;
+    const size =
+      typeof requested === "number" && Number.isFinite(requested)
+        ? Math.min(Math.max(requested, 1), MAX_PAGE_SIZE)
+        : DEFAULT_PAGE_SIZE;
     return 1 + size * childComplexity;
   }
   if (isListType(getNullableType(field.type)) && isCompositeType(named)) return 1 + ASSUMED_LIST_SIZE * childComplexity;
@@ -205,14 +227,21 @@ export function checkOperationCost(
   } catch (error) {
     // graphql-query-complexity throws (rather than reports) past its node-count guard.
     if (error instanceof GraphQLError) {
-      return limitError("cost", `The operation is too large to estimate: ${error.message}`, config.graphqlMaxCost, null);
+      return limitError(
+        "cost",
+        `The operation is too large to estimate: ${error.message}`,
+        config.graphqlMaxCost,
+        null,
+      );
     }
     throw error;
   }
 }
 
 /** Runs {@link checkOperationCost} before Apollo executes an operation. */
-export function operationCostPlugin<Context extends object>(config: Pick<Config, "graphqlMaxCost">): ApolloServerPlugin<Context> {
+export function operationCostPlugin<Context extends object>(
+  config: Pick<Config, "graphqlMaxCost">,
+): ApolloServerPlugin<Context> {
   return {
     async requestDidStart() {
       return {

@@ -40,7 +40,9 @@ export function createLoaders(services: Services, organizationId: string): Loade
   });
 
   const referenceById = new DataLoader<string, Reference | null>(async (ids) => {
-    const found = new Map((await batch.findReferencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]));
+    const found = new Map(
+      (await batch.findReferencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
+    );
     return ids.map((id) => found.get(id) ?? null);
   });
 
@@ -57,14 +59,20 @@ export function createLoaders(services: Services, organizationId: string): Loade
       const firstPages = new Map<number, Promise<Map<string, Page<Reference>>>>();
       for (const key of keys) {
         if (key.cursor !== undefined || firstPages.has(key.limit)) continue;
-        const tagIds = keys.filter((other) => other.cursor === undefined && other.limit === key.limit).map((other) => other.tagId);
+        const tagIds = keys
+          .filter((other) => other.cursor === undefined && other.limit === key.limit)
+          .map((other) => other.tagId);
         firstPages.set(key.limit, references.listFirstReferencesByTagIds(organizationId, tagIds, key.limit));
       }
       return Promise.all(
         keys.map(async (key) => {
           try {
             if (key.cursor !== undefined) {
-              return await references.listReferences(organizationId, { tagIds: [key.tagId], limit: key.limit, cursor: key.cursor });
+              return await references.listReferences(organizationId, {
+                tagIds: [key.tagId],
+                limit: key.limit,
+                cursor: key.cursor,
+              });
             }
             const page = (await firstPages.get(key.limit)!).get(key.tagId);
             if (!page) throw new Error(`no page of references for tag ${key.tagId}`);

@@ -23,7 +23,8 @@ export const DateTimeScalar = new GraphQLScalarType<Date, string>({
   },
   parseValue: parseInput,
   parseLiteral(ast) {
-    if (ast.kind !== Kind.STRING) throw new GraphQLError(`DateTime must be a string: ${DATE_TIME_RULE}`, { nodes: ast });
+    if (ast.kind !== Kind.STRING)
+      throw new GraphQLError(`DateTime must be a string: ${DATE_TIME_RULE}`, { nodes: ast });
     return parseInput(ast.value);
   },
 });

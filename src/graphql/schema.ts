@@ -68,7 +68,8 @@ function withSharedBehaviour(resolvers: Resolvers): Resolvers {
     Object.fromEntries(
       Object.entries(fields).map(([fieldName, resolve]) => {
         if (typeof resolve !== "function") return [fieldName, resolve];
-        const locate = INPUT_LOCATORS[`${typeName}.${fieldName}`] ?? (typeName === "Mutation" ? MUTATION_INPUT : AT_ARGUMENTS);
+        const locate =
+          INPUT_LOCATORS[`${typeName}.${fieldName}`] ?? (typeName === "Mutation" ? MUTATION_INPUT : AT_ARGUMENTS);
         const isMutation = typeName === "Mutation";
         const resolver: AnyResolver = async (parent, args, context, info) => {
           if (isMutation) context.loaders.clearAll();
@@ -82,7 +83,10 @@ function withSharedBehaviour(resolvers: Resolvers): Resolvers {
       }),
     );
   return Object.fromEntries(
-    Object.entries(resolvers).map(([typeName, fields]) => [typeName, wrapType(typeName, fields as Record<string, unknown>)]),
+    Object.entries(resolvers).map(([typeName, fields]) => [
+      typeName,
+      wrapType(typeName, fields as Record<string, unknown>),
+    ]),
   ) as Resolvers;
 }
 
@@ -91,7 +95,8 @@ function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
   for (const part of parts) {
     for (const [typeName, fields] of Object.entries(part)) {
       const existing = merged[typeName];
-      if (existing && (typeof fields !== "object" || fields === null)) throw new Error(`resolvers for ${typeName} defined twice`);
+      if (existing && (typeof fields !== "object" || fields === null))
+        throw new Error(`resolvers for ${typeName} defined twice`);
       for (const fieldName of Object.keys(fields as object)) {
         if (existing && fieldName in existing) throw new Error(`resolver ${typeName}.${fieldName} defined twice`);
       }
@@ -106,7 +111,9 @@ function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
  * (later) graphql-ws, so that both run the same resolvers, errors and limits.
  */
 export function buildGraphqlSchema(): GraphQLSchema {
-  const resolvers = withSharedBehaviour(mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers, subscriptionResolvers, webhookResolvers]));
+  const resolvers = withSharedBehaviour(
+    mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers, subscriptionResolvers, webhookResolvers]),
+  );
   return makeExecutableSchema({
     typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
     resolvers: [scalarResolvers, enumResolvers, resolvers],

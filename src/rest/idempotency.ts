@@ -62,7 +62,10 @@ export function registerIdempotency(app: FastifyInstance, store: IdempotencyStor
           throw new DomainError("IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request");
         }
         if (existing.statusCode === null || existing.responseBody === null) {
-          throw new DomainError("IDEMPOTENCY_KEY_IN_USE", "A request with this Idempotency-Key is still being processed");
+          throw new DomainError(
+            "IDEMPOTENCY_KEY_IN_USE",
+            "A request with this Idempotency-Key is still being processed",
+          );
         }
         return reply
           .code(existing.statusCode)

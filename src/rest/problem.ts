@@ -73,7 +73,12 @@ const snakeCase = (segment: string) => segment.replace(/[A-Z]/g, (letter) => `_$
 /** `["tags", 2, "name"]` -> `/tags/2/name` (body) or `tag_ids` (query parameter). */
 export function pointerFor(issue: FieldIssue, location: "body" | "query"): string {
   if (location === "query") return snakeCase(String(issue.path[0] ?? ""));
-  return issue.path.map((segment) => `/${typeof segment === "number" ? segment : snakeCase(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
+  return issue.path
+    .map(
+      (segment) =>
+        `/${typeof segment === "number" ? segment : snakeCase(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`,
+    )
+    .join("");
 }
 
 function fromDomainError(error: DomainError): Problem {
@@ -81,7 +86,11 @@ function fromDomainError(error: DomainError): Problem {
   const location = status === 400 ? "query" : "body";
   const extra: Record<string, unknown> = {};
   if (error.issues.length > 0) {
-    extra.errors = error.issues.map((issue) => ({ pointer: pointerFor(issue, location), code: issue.code, message: issue.message }));
+    extra.errors = error.issues.map((issue) => ({
+      pointer: pointerFor(issue, location),
+      code: issue.code,
+      message: issue.message,
+    }));
   }
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
@@ -122,7 +131,10 @@ function fromValidationError(errors: readonly AjvError[], context: string | unde
   if (context === "querystring") {
     const parameter = issues[0]?.pointer.replace(/^\//, "").split("/")[0] ?? "";
     const code = QUERY_PARAMETER_CODES[parameter] ?? "INVALID_QUERY_PARAMETER";
-    const detail = parameter === "limit" ? "limit must be an integer from 1 to 500" : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}`;
+    const detail =
+      parameter === "limit"
+        ? "limit must be an integer from 1 to 500"
+        : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}`;
     return problem(400, code, detail, {
       errors: issues.map((issue) => ({ ...issue, pointer: issue.pointer.replace(/^\//, "").split("/")[0] ?? "" })),
     });

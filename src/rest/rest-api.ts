@@ -40,10 +40,17 @@ function isPublicPath(url: string): boolean {
  * The REST compatibility shim under /v1 (SPEC §14): thin routes over the domain services, problem+json
  * errors, API-key authentication, rate limiting, Idempotency-Key, and the OpenAPI document.
  */
-export async function registerRest(app: FastifyInstance, { services, config, idempotency, clock }: RestDependencies): Promise<void> {
+export async function registerRest(
+  app: FastifyInstance,
+  { services, config, idempotency, clock }: RestDependencies,
+): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
-  const bodyAjv = addFormatsPlugin(new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false }));
-  const queryAjv = addFormatsPlugin(new Ajv({ allErrors: false, coerceTypes: "array", removeAdditional: false, useDefaults: true, strict: false }));
+  const bodyAjv = addFormatsPlugin(
+    new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false }),
+  );
+  const queryAjv = addFormatsPlugin(
+    new Ajv({ allErrors: false, coerceTypes: "array", removeAdditional: false, useDefaults: true, strict: false }),
+  );
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === "body" ? bodyAjv : queryAjv).compile(schema));
 
   // Bodies are JSON only: without this, Fastify's built-in text/plain parser would hand a string to the
@@ -82,7 +89,9 @@ export async function registerRest(app: FastifyInstance, { services, config, ide
     if (!caller) {
       throw new DomainError(
         "UNAUTHENTICATED",
-        presentedApiKey(request.headers) ? "The API key is invalid or revoked" : "Send an API key in X-API-Key or Authorization: Bearer",
+        presentedApiKey(request.headers)
+          ? "The API key is invalid or revoked"
+          : "Send an API key in X-API-Key or Authorization: Bearer",
       );
     }
     request.caller = caller;
@@ -99,7 +108,9 @@ export async function registerRest(app: FastifyInstance, { services, config, ide
         return key ? createHash("sha256").update(key).digest("hex") : request.ip;
       },
       errorResponseBuilder: (_request, context) => {
-        const error = new Error(`Rate limit of ${context.max} requests per minute exceeded; retry after ${context.after}`) as Error & {
+        const error = new Error(
+          `Rate limit of ${context.max} requests per minute exceeded; retry after ${context.after}`,
+        ) as Error & {
           statusCode: number;
         };
         error.statusCode = 429;
@@ -111,16 +122,20 @@ export async function registerRest(app: FastifyInstance, { services, config, ide
   registerIdempotency(app, idempotency, clock);
 
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
-  await app.register(async (v1) => {
-    registerTagRoutes(v1, services);
-    registerReferenceRoutes(v1, services);
-    registerLifecycleRoutes(v1, services);
-    registerWebhookRoutes(v1, services);
-  }, { prefix: "/v1" });
+  await app.register(
+    async (v1) => {
+      registerTagRoutes(v1, services);
+      registerReferenceRoutes(v1, services);
+      registerLifecycleRoutes(v1, services);
+      registerWebhookRoutes(v1, services);
+    },
+    { prefix: "/v1" },
+  );
 }
 
 /** The authenticated caller of a /v1 route (the onRequest hook guarantees one). */
 export function callerOf(request: { caller?: Caller }): Caller {
-  if (!request.caller) throw new DomainError("UNAUTHENTICATED", "Send an API key in X-API-Key or Authorization: Bearer");
+  if (!request.caller)
+    throw new DomainError("UNAUTHENTICATED", "Send an API key in X-API-Key or Authorization: Bearer");
   return request.caller;
 }

@@ -12,7 +12,8 @@ export const uuidParam = (name: string, description: string) => ({
 
 export const tagEntrySchema = {
   type: "object",
-  description: 'Exactly one of `{ "id": ... }` (an existing tag) or `{ "name": ... }` (found case-insensitively or created).',
+  description:
+    'Exactly one of `{ "id": ... }` (an existing tag) or `{ "name": ... }` (found case-insensitively or created).',
   properties: {
     id: { type: "string", format: "uuid", description: "An existing tag's id" },
     name: { type: "string", minLength: 1, maxLength: 100, description: "A tag name; created if no tag has it" },

@@ -153,11 +153,17 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     // Disconnected: the other instances find these events at their next poll.
     if (!client || !this.connected || this.closed) return;
     const payloads = signals.map((signal) =>
-      JSON.stringify({ o: signal.organizationId, e: signal.earliest.getTime(), l: signal.latest.getTime() } satisfies NotifyPayload),
+      JSON.stringify({
+        o: signal.organizationId,
+        e: signal.earliest.getTime(),
+        l: signal.latest.getTime(),
+      } satisfies NotifyPayload),
     );
     // One statement per flush, one flush at a time on this connection (pg queues queries, but deprecates it).
     this.sending = this.sending
-      .then(() => client.query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", [LIFECYCLE_CHANNEL, payloads]))
+      .then(() =>
+        client.query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", [LIFECYCLE_CHANNEL, payloads]),
+      )
       .then(
         () => undefined,
         (error: unknown) => this.log.warn({ err: error }, "sending lifecycle commit notifications failed"),
@@ -170,7 +176,8 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     this.client = client;
     client.on("notification", (message) => {
       // Our own NOTIFY comes back to us too; local subscribers were already woken by publish().
-      if (message.processId === backendProcessId(client) || message.channel !== LIFECYCLE_CHANNEL || !message.payload) return;
+      if (message.processId === backendProcessId(client) || message.channel !== LIFECYCLE_CHANNEL || !message.payload)
+        return;
       const signal = parseNotifyPayload(message.payload);
       if (signal) this.emit(signal);
     });
@@ -195,7 +202,10 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     this.client = undefined;
     client.removeAllListeners("notification");
     client.end().catch(() => undefined);
-    this.log.warn({ err: error, retryInMs: this.reconnectDelayMs }, "lifecycle commit signals disconnected; polling until reconnected");
+    this.log.warn(
+      { err: error, retryInMs: this.reconnectDelayMs },
+      "lifecycle commit signals disconnected; polling until reconnected",
+    );
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelayMs);
     this.reconnectTimer.unref();

@@ -10,7 +10,9 @@ export class PrismaIdempotencyStore implements IdempotencyStore {
   ) {}
 
   find(organizationId: string, key: string): Promise<IdempotencyRecord | null> {
-    return this.database.prisma.idempotencyRecord.findUnique({ where: { organizationId_key: { organizationId, key } } });
+    return this.database.prisma.idempotencyRecord.findUnique({
+      where: { organizationId_key: { organizationId, key } },
+    });
   }
 
   async claim(organizationId: string, key: string, requestHash: string): Promise<boolean> {

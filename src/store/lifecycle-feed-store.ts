@@ -1,5 +1,10 @@
 import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
-import type { EventKey, EventKeyRangeQuery, LifecycleFeedStore, LogRangeQuery } from "../domain/lifecycle/lifecycle-feed.ts";
+import type {
+  EventKey,
+  EventKeyRangeQuery,
+  LifecycleFeedStore,
+  LogRangeQuery,
+} from "../domain/lifecycle/lifecycle-feed.ts";
 import type { Database } from "./database.ts";
 import { lifecycleEventFromRow } from "./prisma-store.ts";
 import type { Prisma } from "./__generated__/sqlite/client.ts";
@@ -14,7 +19,8 @@ export class PrismaLifecycleFeedStore implements LifecycleFeedStore {
 
   async listEventsInRange(query: LogRangeQuery): Promise<LifecycleEvent[]> {
     const where = rangeWhere(query);
-    if (query.notBefore) (where.AND as Prisma.LifecycleEventWhereInput[]).push({ occurredAt: { gte: query.notBefore } });
+    if (query.notBefore)
+      (where.AND as Prisma.LifecycleEventWhereInput[]).push({ occurredAt: { gte: query.notBefore } });
     if (query.referenceId !== undefined) where.referenceId = query.referenceId;
     if (query.types && query.types.length > 0) where.type = { in: [...query.types] };
     const rows = await this.database.prisma.lifecycleEvent.findMany({
@@ -50,7 +56,8 @@ function rangeWhere(query: EventKeyRangeQuery): Prisma.LifecycleEventWhereInput 
     ],
   };
   if (query.organizationIds) {
-    where.organizationId = query.organizationIds.length === 1 ? query.organizationIds[0]! : { in: [...query.organizationIds] };
+    where.organizationId =
+      query.organizationIds.length === 1 ? query.organizationIds[0]! : { in: [...query.organizationIds] };
   }
   return where;
 }

@@ -64,8 +64,7 @@ function migrateSqlite(url: string, migrations: Migration[]): MigrationResult {
       // IMMEDIATE takes the write lock before reading the ledger, so two processes cannot both apply a file.
       const apply = db.transaction(() => {
         const row = db.prepare(`SELECT checksum FROM "_reftrail_migrations" WHERE name = ?`).get(migration.name) as
-          | { checksum: string }
-          | undefined;
+          { checksum: string } | undefined;
         if (row) return false;
         db.exec(migration.sql);
         db.prepare(`INSERT INTO "_reftrail_migrations" (name, checksum, applied_at) VALUES (?, ?, ?)`).run(

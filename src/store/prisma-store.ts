@@ -1,12 +1,6 @@
 import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
 import type { Organization, Reference, ReferenceUpdate, Tag } from "../domain/models.ts";
-import type {
-  ApiKeyRecord,
-  EventListQuery,
-  ReferenceListQuery,
-  Store,
-  TagListQuery,
-} from "../domain/store.ts";
+import type { ApiKeyRecord, EventListQuery, ReferenceListQuery, Store, TagListQuery } from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
@@ -284,10 +278,16 @@ export class PrismaStore implements Store {
   }
 
   async insertReferenceUpdate(update: ReferenceUpdate): Promise<void> {
-    await this.client.referenceUpdate.create({ data: { ...update, document: update.document as Prisma.InputJsonObject } });
+    await this.client.referenceUpdate.create({
+      data: { ...update, document: update.document as Prisma.InputJsonObject },
+    });
   }
 
-  async listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]> {
+  async listReferenceUpdates(
+    referenceId: string,
+    beforeId: string | undefined,
+    limit: number,
+  ): Promise<ReferenceUpdate[]> {
     const rows = await this.client.referenceUpdate.findMany({
       where: { referenceId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
       orderBy: { id: "desc" },

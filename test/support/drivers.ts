@@ -22,7 +22,8 @@ export interface ReferenceView {
   readonly tags: readonly TagView[];
 }
 
-export type Outcome<T> = { ok: true; value: T } | { ok: false; code: string; fields: string[]; status?: number; body: unknown };
+export type Outcome<T> =
+  { ok: true; value: T } | { ok: false; code: string; fields: string[]; status?: number; body: unknown };
 
 export interface Page<T> {
   readonly items: readonly T[];
@@ -57,8 +58,14 @@ export interface Driver {
   deleteTag(id: string): Promise<Outcome<true>>;
   createReference(input: CreateReference): Promise<Outcome<ReferenceView>>;
   getReference(id: string): Promise<Outcome<ReferenceView>>;
-  listReferences(filter: ReferenceFilter, options?: { limit?: number; cursor?: string }): Promise<Outcome<Page<ReferenceView>>>;
-  listTagReferences(tagId: string, options?: { limit?: number; cursor?: string }): Promise<Outcome<Page<ReferenceView>>>;
+  listReferences(
+    filter: ReferenceFilter,
+    options?: { limit?: number; cursor?: string },
+  ): Promise<Outcome<Page<ReferenceView>>>;
+  listTagReferences(
+    tagId: string,
+    options?: { limit?: number; cursor?: string },
+  ): Promise<Outcome<Page<ReferenceView>>>;
   addTags(referenceId: string, tags: readonly unknown[]): Promise<Outcome<readonly TagView[]>>;
   removeTag(referenceId: string, tagId: string): Promise<Outcome<true>>;
 }
@@ -101,11 +108,20 @@ function query(params: Record<string, string | number | boolean | readonly strin
 }
 
 export function restDriver(server: Pick<TestServer, "url" | "apiKey">): Driver {
-  const call = async <T>(method: string, path: string, ok: number, map: (body: any) => T, body?: unknown): Promise<Outcome<T>> => {
+  const call = async <T>(
+    method: string,
+    path: string,
+    ok: number,
+    map: (body: any) => T,
+    body?: unknown,
+  ): Promise<Outcome<T>> => {
     const result = await http(server, method, path, { body });
     return result.status === ok ? { ok: true, value: map(result.body) } : restFailure(result.status, result.body);
   };
-  const page = (body: any): Page<ReferenceView> => ({ items: body.data.map(restReference), nextCursor: body.next_cursor });
+  const page = (body: any): Page<ReferenceView> => ({
+    items: body.data.map(restReference),
+    nextCursor: body.next_cursor,
+  });
   return {
     surface: "rest",
     createTag: (name) => call("POST", "/v1/tags", 201, restTag, { name }),
@@ -148,6 +164,7 @@ export function restDriver(server: Pick<TestServer, "url" | "apiKey">): Driver {
       call("GET", `/v1/tags/${tagId}/references${query({ limit: options.limit, cursor: options.cursor })}`, 200, page),
     addTags: (referenceId, tags) =>
       call("POST", `/v1/references/${referenceId}/tags`, 200, (body) => body.tags.map(restTag), { tags }),
-    removeTag: (referenceId, tagId) => call("DELETE", `/v1/references/${referenceId}/tags/${tagId}`, 204, () => true as const),
+    removeTag: (referenceId, tagId) =>
+      call("DELETE", `/v1/references/${referenceId}/tags/${tagId}`, 204, () => true as const),
   };
 }

@@ -41,7 +41,11 @@ function reference(node: any): ReferenceView {
 const tag = (node: any): TagView => ({ id: node.id, name: node.name });
 
 export function graphqlDriver(server: Pick<TestServer, "url" | "apiKey">): Driver {
-  const run = async <T>(query: string, variables: Record<string, unknown>, pick: (data: any) => T | null): Promise<Outcome<T>> => {
+  const run = async <T>(
+    query: string,
+    variables: Record<string, unknown>,
+    pick: (data: any) => T | null,
+  ): Promise<Outcome<T>> => {
     const { body } = await execute(server, query, variables);
     if (body.errors?.length) return failure(body);
     const value = pick(body.data);
@@ -55,7 +59,9 @@ export function graphqlDriver(server: Pick<TestServer, "url" | "apiKey">): Drive
   return {
     surface: "graphql",
     createTag: (name) =>
-      run(`mutation($name: String!) { createTag(input: { name: $name }) { tag { id name } } }`, { name }, (d) => tag(d.createTag.tag)),
+      run(`mutation($name: String!) { createTag(input: { name: $name }) { tag { id name } } }`, { name }, (d) =>
+        tag(d.createTag.tag),
+      ),
     getTag: (id) => run(`query($id: ID!) { tag(id: $id) { id name } }`, { id }, (d) => (d.tag ? tag(d.tag) : null)),
     listTags: ({ namePrefix, limit, cursor }) =>
       run(
@@ -69,8 +75,10 @@ export function graphqlDriver(server: Pick<TestServer, "url" | "apiKey">): Drive
         }),
       ),
     renameTag: (id, name) =>
-      run(`mutation($id: ID!, $name: String!) { renameTag(input: { id: $id, name: $name }) { tag { id name } } }`, { id, name }, (d) =>
-        tag(d.renameTag.tag),
+      run(
+        `mutation($id: ID!, $name: String!) { renameTag(input: { id: $id, name: $name }) { tag { id name } } }`,
+        { id, name },
+        (d) => tag(d.renameTag.tag),
       ),
     deleteTag: (id) =>
       run(`mutation($id: ID!) { deleteTag(input: { id: $id }) { deletedTagId } }`, { id }, () => true as const),
@@ -81,7 +89,9 @@ export function graphqlDriver(server: Pick<TestServer, "url" | "apiKey">): Drive
         (d) => reference(d.createReference.reference),
       ),
     getReference: (id) =>
-      run(`query($id: ID!) { reference(id: $id) { ${REFERENCE_FIELDS} } }`, { id }, (d) => (d.reference ? reference(d.reference) : null)),
+      run(`query($id: ID!) { reference(id: $id) { ${REFERENCE_FIELDS} } }`, { id }, (d) =>
+        d.reference ? reference(d.reference) : null,
+      ),
     listReferences: (filter, options = {}) =>
       run(
         `query($first: Int, $after: String, $filter: ReferenceFilter) {

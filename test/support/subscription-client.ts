@@ -42,7 +42,11 @@ export function graphqlWsUrl(server: Pick<TestServer, "url">): string {
 }
 
 /** Polls `condition` every 20 ms until it holds; throws `describe()` after `timeoutMs`. */
-export async function eventually(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000, describe = () => "condition"): Promise<void> {
+export async function eventually(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  describe = () => "condition",
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${describe()}`);
@@ -103,7 +107,11 @@ export function subscribe<Data = any>(
       );
     },
     async waitForClose(timeoutMs = 10_000) {
-      await eventually(() => closed !== undefined, timeoutMs, () => "the connection to close");
+      await eventually(
+        () => closed !== undefined,
+        timeoutMs,
+        () => "the connection to close",
+      );
       return closed!;
     },
     async dispose() {
@@ -122,6 +130,14 @@ export async function metricValue(server: Pick<TestServer, "url">, name: string)
 }
 
 /** Waits until the server has at least `count` open lifecycleEvents subscriptions. */
-export async function waitForOpenSubscriptions(server: Pick<TestServer, "url">, count: number, timeoutMs = 10_000): Promise<void> {
-  await eventually(async () => (await metricValue(server, "reftrail_subscriptions_open")) >= count, timeoutMs, () => `${count} open subscriptions`);
+export async function waitForOpenSubscriptions(
+  server: Pick<TestServer, "url">,
+  count: number,
+  timeoutMs = 10_000,
+): Promise<void> {
+  await eventually(
+    async () => (await metricValue(server, "reftrail_subscriptions_open")) >= count,
+    timeoutMs,
+    () => `${count} open subscriptions`,
+  );
 }

@@ -36,7 +36,9 @@ export async function createTestDatabase(kind: DatabaseKind, prefix = "reftrail_
     await admin.connect();
   } catch (error) {
     // Never skip: a suite that needs PostgreSQL fails when it cannot reach it (CI must cover both databases).
-    throw new Error(`PostgreSQL is required for these tests and unreachable at ${ADMIN_URL}: ${(error as Error).message}`);
+    throw new Error(
+      `PostgreSQL is required for these tests and unreachable at ${ADMIN_URL}: ${(error as Error).message}`,
+    );
   }
   await admin.query(`CREATE DATABASE "${name}"`);
   await admin.end();

@@ -29,7 +29,10 @@ class ListLog implements LifecycleFeedStore {
     const organizations = query.organizationIds && new Set(query.organizationIds);
     const rows = this.events
       .filter((event) => !organizations || organizations.has(event.organizationId))
-      .filter((event) => comparePositions(positionOf(event), query.after) > 0 && comparePositions(positionOf(event), query.until) <= 0)
+      .filter(
+        (event) =>
+          comparePositions(positionOf(event), query.after) > 0 && comparePositions(positionOf(event), query.until) <= 0,
+      )
       .sort((a, b) => comparePositions(positionOf(a), positionOf(b)))
       .slice(0, query.limit);
     await this.gate;
@@ -97,10 +100,16 @@ describe("LifecycleFeed", () => {
   const clock: Clock = { now: () => at(now) };
   const feeds: LifecycleFeed[] = [];
   const start = (log: ListLog, settleDelayMs = 100) => {
-    const feed = new LifecycleFeed(log, new Signals(), clock, { settleDelayMs, lateWindowMs: 10_000, pollIntervalMs: 60_000, batchSize: 2 }, {
-      warn: () => undefined,
-      error: () => undefined,
-    });
+    const feed = new LifecycleFeed(
+      log,
+      new Signals(),
+      clock,
+      { settleDelayMs, lateWindowMs: 10_000, pollIntervalMs: 60_000, batchSize: 2 },
+      {
+        warn: () => undefined,
+        error: () => undefined,
+      },
+    );
     feeds.push(feed);
     return feed;
   };
@@ -186,10 +195,16 @@ describe("LifecycleStream with late events", () => {
     now = 1_000;
     const log = new ListLog();
     const signals = new Signals();
-    const feed = new LifecycleFeed(log, signals, clock, { settleDelayMs: 0, lateWindowMs: 10_000, pollIntervalMs: 60_000 }, {
-      warn: () => undefined,
-      error: () => undefined,
-    });
+    const feed = new LifecycleFeed(
+      log,
+      signals,
+      clock,
+      { settleDelayMs: 0, lateWindowMs: 10_000, pollIntervalMs: 60_000 },
+      {
+        warn: () => undefined,
+        error: () => undefined,
+      },
+    );
     const cursors = new CursorCodec("test");
     const streams = new LifecycleStreamService(
       feed,

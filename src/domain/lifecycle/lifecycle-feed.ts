@@ -440,7 +440,10 @@ export class LifecycleFeed {
   }
 
   /** Hands each event to the listeners of its organization (and reference), one batch per listener. */
-  private dispatch(events: readonly LifecycleEvent[], hand: (listener: FeedListener, batch: LifecycleEvent[]) => void): void {
+  private dispatch(
+    events: readonly LifecycleEvent[],
+    hand: (listener: FeedListener, batch: LifecycleEvent[]) => void,
+  ): void {
     const batches = new Map<FeedListener, LifecycleEvent[]>();
     const add = (listener: FeedListener, event: LifecycleEvent) => {
       const batch = batches.get(listener);

@@ -5,7 +5,12 @@ import { DomainError, notFound } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
 import type { Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
-import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEvent, type LifecycleEventType } from "./lifecycle-event.ts";
+import {
+  isLifecycleEventType,
+  LIFECYCLE_EVENT_TYPES,
+  type LifecycleEvent,
+  type LifecycleEventType,
+} from "./lifecycle-event.ts";
 
 export interface ListEventsInput {
   readonly types?: readonly string[];
@@ -62,7 +67,13 @@ export class LifecycleLogService {
       throw new DomainError(
         "INVALID_EVENT_TYPE",
         `Unknown event type ${unknown.map((t) => `"${t}"`).join(", ")}; valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}`,
-        [{ path: ["type"], code: "INVALID_EVENT_TYPE", message: `valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}` }],
+        [
+          {
+            path: ["type"],
+            code: "INVALID_EVENT_TYPE",
+            message: `valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}`,
+          },
+        ],
       );
     }
     if (input.from && input.to && input.from > input.to) {

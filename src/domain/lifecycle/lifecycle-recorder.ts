@@ -28,7 +28,12 @@ export class LifecycleRecorder {
    * Appends one event for `reference` with a snapshot of its current `tags`, and its outbox rows. Call inside a
    * transaction.
    */
-  async record(store: Store, reference: Reference, tags: readonly Tag[], body: LifecycleEventBody): Promise<LifecycleEvent> {
+  async record(
+    store: Store,
+    reference: Reference,
+    tags: readonly Tag[],
+    body: LifecycleEventBody,
+  ): Promise<LifecycleEvent> {
     const event = {
       ...body,
       id: newId(),

@@ -3,7 +3,12 @@ import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
-import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEvent, type LifecycleEventType } from "./lifecycle-event.ts";
+import {
+  isLifecycleEventType,
+  LIFECYCLE_EVENT_TYPES,
+  type LifecycleEvent,
+  type LifecycleEventType,
+} from "./lifecycle-event.ts";
 import {
   comparePositions,
   LATE_WINDOW_MARGIN_MS,
@@ -208,20 +213,23 @@ export class LifecycleStream implements AsyncIterableIterator<StreamMessage>, Fe
       // The page counts against the same bound as the live queue.
       const limit = Math.max(1, Math.min(this.deps.pageSize, this.deps.maxQueuedEvents - this.queue.length));
       this.readingPage = true;
-      const rows = await this.deps.store.listEventsInRange({
-        organizationIds: [this.organizationId],
-        after,
-        until,
-        notBefore: this.deps.retentionCutoff(),
-        ...(this.filter.referenceId !== undefined && { referenceId: this.filter.referenceId }),
-        ...(this.filter.types && { types: [...this.filter.types] }),
-        limit,
-      }).finally(() => {
-        this.readingPage = false;
-      });
+      const rows = await this.deps.store
+        .listEventsInRange({
+          organizationIds: [this.organizationId],
+          after,
+          until,
+          notBefore: this.deps.retentionCutoff(),
+          ...(this.filter.referenceId !== undefined && { referenceId: this.filter.referenceId }),
+          ...(this.filter.types && { types: [...this.filter.types] }),
+          limit,
+        })
+        .finally(() => {
+          this.readingPage = false;
+        });
       if (this.done) return;
       if (rows.length > 0) this.scanned = positionOf(rows.at(-1)!);
-      const lateFrom = this.deps.feed.frontier.occurredAt.getTime() - this.deps.feed.lateWindowMs - LATE_WINDOW_MARGIN_MS;
+      const lateFrom =
+        this.deps.feed.frontier.occurredAt.getTime() - this.deps.feed.lateWindowMs - LATE_WINDOW_MARGIN_MS;
       this.forgetReplayedBefore(lateFrom);
       // The tag filter runs here rather than in SQL: one predicate for replay and live, on both databases.
       for (const row of rows) {
@@ -401,7 +409,10 @@ export class LifecycleStreamService {
   }
 
   private encodeCursor(position: LogPosition): string {
-    return this.cursors.encode<EventPosition>({ t: position.occurredAt.toISOString(), i: position.id }, STREAM_CURSOR_SCOPE);
+    return this.cursors.encode<EventPosition>(
+      { t: position.occurredAt.toISOString(), i: position.id },
+      STREAM_CURSOR_SCOPE,
+    );
   }
 
   private decodeCursor(cursor: string): LogPosition {

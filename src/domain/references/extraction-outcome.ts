@@ -7,10 +7,15 @@ import type { ExtractionOutcome } from "./reference-service.ts";
  * outcome: `["status"]`, `["error"]`, `["error", "code"]`.
  * @throws VALIDATION_FAILED listing every problem.
  */
-export function parseExtractionOutcome(raw: { readonly status?: unknown; readonly error?: unknown }): ExtractionOutcome {
+export function parseExtractionOutcome(raw: {
+  readonly status?: unknown;
+  readonly error?: unknown;
+}): ExtractionOutcome {
   if (raw.status === "succeeded") {
     if (raw.error !== undefined && raw.error !== null) {
-      throw validationFailed([{ path: ["error"], code: "NOT_ALLOWED", message: "error is only allowed when status is failed" }]);
+      throw validationFailed([
+        { path: ["error"], code: "NOT_ALLOWED", message: "error is only allowed when status is failed" },
+      ]);
     }
     return { status: "succeeded" };
   }
@@ -19,7 +24,9 @@ export function parseExtractionOutcome(raw: { readonly status?: unknown; readonl
   }
   const error = raw.error;
   if (error === null || typeof error !== "object" || Array.isArray(error)) {
-    throw validationFailed([{ path: ["error"], code: "REQUIRED", message: "error { code, message } is required when status is failed" }]);
+    throw validationFailed([
+      { path: ["error"], code: "REQUIRED", message: "error { code, message } is required when status is failed" },
+    ]);
   }
   const { code, message } = error as Record<string, unknown>;
   const issues = (

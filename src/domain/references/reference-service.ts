@@ -118,7 +118,11 @@ export class ReferenceService {
       this.assertTagCount(tags.length);
       const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
       await store.insertReference(reference);
-      await store.linkTags(reference.id, tags.map((tag) => tag.id), reference.createdAt);
+      await store.linkTags(
+        reference.id,
+        tags.map((tag) => tag.id),
+        reference.createdAt,
+      );
       events.push(await this.recordCreated(store, reference, tags));
       return reference;
     });
@@ -202,7 +206,10 @@ export class ReferenceService {
     const idsByTag = await this.store.listReferenceIdsByTagIds(organizationId, keys, limit + 1);
     const referenceIds = [...new Set([...idsByTag.values()].flat())];
     const references = new Map(
-      (await this.store.findReferencesByIds(organizationId, referenceIds)).map((reference) => [reference.id, reference]),
+      (await this.store.findReferencesByIds(organizationId, referenceIds)).map((reference) => [
+        reference.id,
+        reference,
+      ]),
     );
     const pages = new Map<string, Page<Reference>>();
     for (const tagId of tagIds) {
@@ -236,7 +243,11 @@ export class ReferenceService {
       const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
       this.assertTagCount(combined.size);
-      await store.linkTags(reference.id, tags.map((tag) => tag.id), this.clock.now());
+      await store.linkTags(
+        reference.id,
+        tags.map((tag) => tag.id),
+        this.clock.now(),
+      );
       return (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
     });
   }
@@ -273,7 +284,8 @@ export class ReferenceService {
   /** @throws NOT_FOUND, CONFLICT when the reference is active. */
   async reactivate(organizationId: string, referenceId: string): Promise<Reference> {
     return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
-      if (reference.active) throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
+      if (reference.active)
+        throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
       const updated: Reference = {
         ...reference,
         active: true,
@@ -302,7 +314,12 @@ export class ReferenceService {
     return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
       const now = this.clock.now();
       if (outcome.status === "succeeded") {
-        const updated: Reference = { ...reference, consecutiveFailures: 0, lastUpdateStatus: "succeeded", updatedAt: now };
+        const updated: Reference = {
+          ...reference,
+          consecutiveFailures: 0,
+          lastUpdateStatus: "succeeded",
+          updatedAt: now,
+        };
         await store.updateReference(updated);
         events.push(
           await this.recorder.record(store, updated, tags, {
@@ -313,7 +330,12 @@ export class ReferenceService {
         return updated;
       }
       const failures = reference.consecutiveFailures + 1;
-      let updated: Reference = { ...reference, consecutiveFailures: failures, lastUpdateStatus: "failed", updatedAt: now };
+      let updated: Reference = {
+        ...reference,
+        consecutiveFailures: failures,
+        lastUpdateStatus: "failed",
+        updatedAt: now,
+      };
       await store.updateReference(updated);
       events.push(
         await this.recorder.record(store, updated, tags, {
@@ -338,7 +360,11 @@ export class ReferenceService {
    * estimate that differs from the reference's current one.
    * @throws NOT_FOUND, VALIDATION_FAILED (an estimate that is not a date-time with offset, or null).
    */
-  async recordUpdate(organizationId: string, referenceId: string, document: Record<string, unknown>): Promise<ReferenceUpdate> {
+  async recordUpdate(
+    organizationId: string,
+    referenceId: string,
+    document: Record<string, unknown>,
+  ): Promise<ReferenceUpdate> {
     const estimates: { key: "estimated_departure" | "estimated_arrival"; value: Date | null | undefined }[] = [];
     const issues: FieldIssue[] = [];
     for (const key of ["estimated_departure", "estimated_arrival"] as const) {
@@ -349,7 +375,12 @@ export class ReferenceService {
         continue;
       }
       const date = parseDateTime(raw);
-      if (!date) issues.push({ path: [key], code: "INVALID_DATE_TIME", message: `${key} must be an ISO 8601 date-time with an offset, or null` });
+      if (!date)
+        issues.push({
+          path: [key],
+          code: "INVALID_DATE_TIME",
+          message: `${key} must be an ISO 8601 date-time with an offset, or null`,
+        });
       else estimates.push({ key, value: date });
     }
     if (issues.length > 0) throw validationFailed(issues);
@@ -390,14 +421,24 @@ export class ReferenceService {
   }
 
   /** Stored updates, newest first. @throws NOT_FOUND, INVALID_CURSOR. */
-  async listUpdates(organizationId: string, referenceId: string, limit: number, cursor?: string): Promise<Page<ReferenceUpdate>> {
+  async listUpdates(
+    organizationId: string,
+    referenceId: string,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<ReferenceUpdate>> {
     const reference = await this.getReference(organizationId, referenceId);
     const filters = { scope: "updates", referenceId: reference.id };
     const after = cursor ? this.cursors.decode(cursor, filters, isReferencePosition) : undefined;
     const rows = await this.store.listReferenceUpdates(reference.id, after?.i, limit + 1);
     const items = rows.slice(0, limit);
     const cursors = items.map((update) => this.cursors.encode<ReferencePosition>({ i: update.id }, filters));
-    return { items, cursors, nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null, hasPreviousPage: !!after };
+    return {
+      items,
+      cursors,
+      nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
+      hasPreviousPage: !!after,
+    };
   }
 
   /**
@@ -408,14 +449,21 @@ export class ReferenceService {
    */
   async reportChildren(organizationId: string, parentId: string, containerIds: unknown): Promise<Reference[]> {
     if (!Array.isArray(containerIds) || containerIds.length === 0) {
-      throw validationFailed([{ path: ["containerIds"], code: "REQUIRED", message: "container_ids must be a non-empty array" }]);
+      throw validationFailed([
+        { path: ["containerIds"], code: "REQUIRED", message: "container_ids must be a non-empty array" },
+      ]);
     }
     const issues: FieldIssue[] = [];
     const numbers: string[] = [];
     containerIds.forEach((raw: unknown, index) => {
       const checked = typeof raw === "string" ? checkContainerNumber(raw) : null;
       if (checked?.ok) numbers.push(checked.value);
-      else issues.push({ path: ["containerIds", index], code: checked?.code ?? "INVALID_TYPE", message: checked?.message ?? "must be a string" });
+      else
+        issues.push({
+          path: ["containerIds", index],
+          code: checked?.code ?? "INVALID_TYPE",
+          message: checked?.message ?? "must be a string",
+        });
     });
     if (issues.length > 0) throw validationFailed(issues);
 
@@ -424,12 +472,19 @@ export class ReferenceService {
       const parent = await this.getReferenceIn(store, organizationId, parentId);
       if (parent.containerId !== null) {
         throw validationFailed([
-          { path: [], code: "NOT_A_PARENT", message: "only a bill of lading or booking reference can have child containers" },
+          {
+            path: [],
+            code: "NOT_A_PARENT",
+            message: "only a bill of lading or booking reference can have child containers",
+          },
         ]);
       }
       const parentTags = (await store.findTagsByReferenceIds([parent.id])).get(parent.id) ?? [];
       const existing = new Map(
-        ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [child.containerId!, child]),
+        ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [
+          child.containerId!,
+          child,
+        ]),
       );
       const result: Reference[] = [];
       for (const containerId of new Set(numbers)) {
@@ -443,7 +498,11 @@ export class ReferenceService {
             parentReferenceId: parent.id,
           });
           await store.insertReference(child);
-          await store.linkTags(child.id, parentTags.map((tag) => tag.id), child.createdAt);
+          await store.linkTags(
+            child.id,
+            parentTags.map((tag) => tag.id),
+            child.createdAt,
+          );
           events.push(await this.recordCreated(store, child, parentTags));
           existing.set(containerId, child);
         }
@@ -525,7 +584,13 @@ export class ReferenceService {
       throw new DomainError(
         "LIMIT_EXCEEDED",
         `A reference can carry at most ${this.limits.maxTagsPerReference} tags (this request would give it ${count})`,
-        [{ path: ["tags"], code: "LIMIT_EXCEEDED", message: `at most ${this.limits.maxTagsPerReference} tags per reference` }],
+        [
+          {
+            path: ["tags"],
+            code: "LIMIT_EXCEEDED",
+            message: `at most ${this.limits.maxTagsPerReference} tags per reference`,
+          },
+        ],
         { limit: this.limits.maxTagsPerReference },
       );
     }

@@ -34,6 +34,8 @@ describe("CursorCodec", () => {
 
   it("rejects a cursor reused with other filters", () => {
     const cursor = codec.encode({ i: "x" }, filters);
-    expect(codeOf(() => codec.decode(cursor, { ...filters, order: "desc" }, isPosition))).toBe("CURSOR_FILTER_MISMATCH");
+    expect(codeOf(() => codec.decode(cursor, { ...filters, order: "desc" }, isPosition))).toBe(
+      "CURSOR_FILTER_MISMATCH",
+    );
   });
 });

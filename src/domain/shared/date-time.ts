@@ -2,8 +2,7 @@
  * SPEC §4: inputs accept an ISO 8601 date-time with an offset (`Z` or `±hh:mm`); anything else, including a
  * date-time without an offset, is rejected. Outputs are always UTC with milliseconds (`Date#toISOString`).
  */
-const DATE_TIME_WITH_OFFSET =
-  /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})$/;
+const DATE_TIME_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})$/;
 
 export function parseDateTime(value: unknown): Date | null {
   if (typeof value !== "string" || !DATE_TIME_WITH_OFFSET.test(value)) return null;

@@ -20,7 +20,10 @@ export interface ListTagsInput {
 
 type TagPosition = { readonly k: string; readonly i: string };
 const isTagPosition = (value: unknown): value is TagPosition =>
-  typeof value === "object" && value !== null && typeof (value as TagPosition).k === "string" && isUuid((value as TagPosition).i);
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as TagPosition).k === "string" &&
+  isUuid((value as TagPosition).i);
 
 /**
  * Tags of an organization (SPEC §5). Names are unique case-insensitively; the stored name keeps the spelling

@@ -14,7 +14,10 @@ export const referenceResolvers: Resolvers = {
     reference: (_, { id }, { caller, services }) => services.references.getReference(caller.organizationId, id),
     references: async (_, { first, after, filter }, { caller, services }) =>
       toConnection(
-        await services.references.listReferences(caller.organizationId, { ...withoutNulls(filter), ...forwardPage({ first, after }) }),
+        await services.references.listReferences(caller.organizationId, {
+          ...withoutNulls(filter),
+          ...forwardPage({ first, after }),
+        }),
       ),
   },
   Reference: {

@@ -8,7 +8,12 @@ export const tagResolvers: Resolvers = {
   Query: {
     tag: (_, { id }, { caller, services }) => services.tags.getTag(caller.organizationId, id),
     tags: async (_, { first, after, filter }, { caller, services }) =>
-      toConnection(await services.tags.listTags(caller.organizationId, { ...withoutNulls(filter), ...forwardPage({ first, after }) })),
+      toConnection(
+        await services.tags.listTags(caller.organizationId, {
+          ...withoutNulls(filter),
+          ...forwardPage({ first, after }),
+        }),
+      ),
   },
   Tag: {
     // Through a loader: the first pages of all the tags of a list come from two queries (see loaders.ts).

@@ -135,11 +135,17 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       authTimer: undefined,
     };
     sessions.set(socket, session);
-    session.log.info({ remoteAddress: request.socket.remoteAddress, protocol: socket.protocol }, "graphql-ws connection opened");
+    session.log.info(
+      { remoteAddress: request.socket.remoteAddress, protocol: socket.protocol },
+      "graphql-ws connection opened",
+    );
     socket.once("close", (code: number, reason: Buffer) => {
       clearTimeout(session.authTimer);
       sessions.delete(socket);
-      session.log.info({ code, reason: reason.toString(), durationMs: Date.now() - session.openedAt }, "graphql-ws connection closed");
+      session.log.info(
+        { code, reason: reason.toString(), durationMs: Date.now() - session.openedAt },
+        "graphql-ws connection closed",
+      );
     });
   });
 
@@ -157,7 +163,11 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       return null;
     }
     if (session.caller && session.caller.organizationId !== caller.organizationId) {
-      close(session, SUBSCRIPTION_CLOSE_CODES.forbidden, "Forbidden: the key belongs to another organization than the connection's");
+      close(
+        session,
+        SUBSCRIPTION_CLOSE_CODES.forbidden,
+        "Forbidden: the key belongs to another organization than the connection's",
+      );
       return null;
     }
     session.caller ??= caller;
@@ -166,10 +176,17 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     return caller;
   };
 
-  const logUnexpected = (session: ConnectionSession, errors: readonly GraphQLError[], operationName: string | null | undefined) => {
+  const logUnexpected = (
+    session: ConnectionSession,
+    errors: readonly GraphQLError[],
+    operationName: string | null | undefined,
+  ) => {
     for (const error of errors) {
       if (!isUnexpectedError(error)) continue;
-      session.log.error({ err: unwrapResolverError(error), path: error.path, operationName }, "GraphQL operation failed unexpectedly");
+      session.log.error(
+        { err: unwrapResolverError(error), path: error.path, operationName },
+        "GraphQL operation failed unexpectedly",
+      );
     }
   };
   const format = (errors: readonly GraphQLError[]): GraphQLFormattedError[] =>
@@ -184,7 +201,12 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
         const key = presentedApiKey(lowerCaseKeys(ctx.connectionParams));
         if (key === null) {
           session.authTimer = setTimeout(() => {
-            if (!session.caller) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: send an API key in connectionParams");
+            if (!session.caller)
+              close(
+                session,
+                SUBSCRIPTION_CLOSE_CODES.unauthorized,
+                "Unauthorized: send an API key in connectionParams",
+              );
           }, AUTH_GRACE_MS);
           session.authTimer.unref();
           return true;
@@ -198,15 +220,20 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
         const session = sessionOf(ctx);
         const operationKey = presentedApiKey(lowerCaseKeys(payload.extensions?.headers));
         let caller = session.caller;
-        if (operationKey !== null && !session.keys.has(operationKey)) caller = (await admit(session, operationKey)) ?? undefined;
-        else if (!caller) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: send an API key in connectionParams");
+        if (operationKey !== null && !session.keys.has(operationKey))
+          caller = (await admit(session, operationKey)) ?? undefined;
+        else if (!caller)
+          close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: send an API key in connectionParams");
         if (!caller) return [new GraphQLError("Unauthorized", { extensions: { code: "UNAUTHENTICATED" } })];
 
         if (Object.keys(ctx.subscriptions).length > config.subscriptionMaxOperationsPerConnection) {
           return [
-            new GraphQLError(`At most ${config.subscriptionMaxOperationsPerConnection} operations may run at once on one connection`, {
-              extensions: { code: "LIMIT_EXCEEDED", limit: config.subscriptionMaxOperationsPerConnection },
-            }),
+            new GraphQLError(
+              `At most ${config.subscriptionMaxOperationsPerConnection} operations may run at once on one connection`,
+              {
+                extensions: { code: "LIMIT_EXCEEDED", limit: config.subscriptionMaxOperationsPerConnection },
+              },
+            ),
           ];
         }
         const prepared = prepareOperation(payload);
@@ -218,7 +245,10 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
           log: session.log.child({ operationId: id }),
           lifecycleStreams: streams,
         };
-        session.log.info({ operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind }, "graphql-ws operation started");
+        session.log.info(
+          { operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind },
+          "graphql-ws operation started",
+        );
         return {
           schema,
           document: prepared.document,
@@ -288,7 +318,8 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     for (const key of keys) {
       if (await services.organizations.authenticate(key)) continue;
       for (const session of sessions.values()) {
-        if (session.keys.has(key)) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key was revoked");
+        if (session.keys.has(key))
+          close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key was revoked");
       }
     }
   }
@@ -305,7 +336,11 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     closing = true;
     clearInterval(recheckTimer);
     app.server.off("upgrade", onUpgrade);
-    await closeSockets([...wss.clients], SUBSCRIPTION_CLOSE_CODES.goingAway, "Server shutting down: reconnect and resume with the last cursor");
+    await closeSockets(
+      [...wss.clients],
+      SUBSCRIPTION_CLOSE_CODES.goingAway,
+      "Server shutting down: reconnect and resume with the last cursor",
+    );
     await streams.close();
     await new Promise<void>((resolve) => wss.close(() => resolve()));
   });
@@ -362,7 +397,11 @@ function withCode(error: GraphQLError, code: string): GraphQLError {
 
 function registerSubscriptionMetrics(
   registry: Registry | undefined,
-  { sessions, streams, feed }: { sessions: ReadonlyMap<unknown, unknown>; streams: LifecycleStreamService; feed: LifecycleFeed },
+  {
+    sessions,
+    streams,
+    feed,
+  }: { sessions: ReadonlyMap<unknown, unknown>; streams: LifecycleStreamService; feed: LifecycleFeed },
 ): void {
   if (!registry) return;
   new Gauge({

@@ -19,9 +19,11 @@ function dateParameter(name: "from" | "to", value: string | undefined): Date | u
   if (value === undefined) return undefined;
   const date = parseDateTime(value);
   if (!date) {
-    throw new DomainError("INVALID_DATE_TIME", `${name} must be an ISO 8601 date-time with an offset, e.g. 2026-11-22T02:49:01.665Z`, [
-      { path: [name], code: "INVALID_DATE_TIME", message: "not an ISO 8601 date-time with an offset" },
-    ]);
+    throw new DomainError(
+      "INVALID_DATE_TIME",
+      `${name} must be an ISO 8601 date-time with an offset, e.g. 2026-11-22T02:49:01.665Z`,
+      [{ path: [name], code: "INVALID_DATE_TIME", message: "not an ISO 8601 date-time with an offset" }],
+    );
   }
   return date;
 }
@@ -49,14 +51,24 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
     },
     async (request) => {
       const query = request.query;
-      const page = await services.lifecycleLog.listEvents(callerOf(request).organizationId, request.params.referenceId, {
-        types: query.type === undefined ? undefined : query.type.split(",").map((type) => type.trim()).filter(Boolean),
-        from: dateParameter("from", query.from),
-        to: dateParameter("to", query.to),
-        order: query.order,
-        limit: query.limit,
-        cursor: query.cursor,
-      });
+      const page = await services.lifecycleLog.listEvents(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        {
+          types:
+            query.type === undefined
+              ? undefined
+              : query.type
+                  .split(",")
+                  .map((type) => type.trim())
+                  .filter(Boolean),
+          from: dateParameter("from", query.from),
+          to: dateParameter("to", query.to),
+          order: query.order,
+          limit: query.limit,
+          cursor: query.cursor,
+        },
+      );
       return { data: page.items.map(serializeEvent), next_cursor: page.nextCursor };
     },
   );

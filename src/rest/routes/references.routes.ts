@@ -7,7 +7,13 @@ import { deactivateReasonSchema, pageQuery, problemResponse, tagsArraySchema, uu
 import { serializeReference, serializeTagRef, serializeUpdate } from "../serializers.ts";
 
 const tags = ["references"];
-const errors = { 400: problemResponse, 401: problemResponse, 404: problemResponse, 409: problemResponse, 422: problemResponse };
+const errors = {
+  400: problemResponse,
+  401: problemResponse,
+  404: problemResponse,
+  409: problemResponse,
+  422: problemResponse,
+};
 const referenceIdParam = uuidParam("referenceId", "Reference id");
 
 export interface ListReferencesQuery {
@@ -28,9 +34,18 @@ export const listReferencesQuerySchema = {
   type: "object",
   properties: {
     ...pageQuery,
-    tag_ids: { type: "array", items: { type: "string" }, description: "Repeatable; comma-separated lists are accepted too" },
+    tag_ids: {
+      type: "array",
+      items: { type: "string" },
+      description: "Repeatable; comma-separated lists are accepted too",
+    },
     tag_names: { type: "array", items: { type: "string" }, description: "Repeatable; matched case-insensitively" },
-    tag_match: { type: "string", enum: ["all", "any"], default: "all", description: "all: carries every listed tag; any: at least one" },
+    tag_match: {
+      type: "string",
+      enum: ["all", "any"],
+      default: "all",
+      description: "all: carries every listed tag; any: at least one",
+    },
     active: { type: "boolean" },
     carrier_code: { type: "string" },
     container_id: { type: "string" },
@@ -42,7 +57,10 @@ export const listReferencesQuerySchema = {
 
 export function toListReferencesInput(query: ListReferencesQuery): ListReferencesInput {
   return {
-    tagIds: query.tag_ids?.flatMap((value) => value.split(",")).map((id) => id.trim()).filter(Boolean),
+    tagIds: query.tag_ids
+      ?.flatMap((value) => value.split(","))
+      .map((id) => id.trim())
+      .filter(Boolean),
     tagNames: query.tag_names,
     tagMatch: query.tag_match,
     active: query.active,
@@ -73,13 +91,24 @@ export async function referencePage(services: Services, organizationId: string, 
 }
 
 export function registerReferenceRoutes(app: FastifyInstance, services: Services): void {
-  app.post<{ Body: { container_id?: string; bill_of_lading?: string; booking_number?: string; carrier_code: string; tags?: unknown[] } }>(
+  app.post<{
+    Body: {
+      container_id?: string;
+      bill_of_lading?: string;
+      booking_number?: string;
+      carrier_code: string;
+      tags?: unknown[];
+    };
+  }>(
     "/references",
     {
       schema: {
         tags,
         summary: "Create a reference from exactly one of container_id, bill_of_lading, booking_number",
-        headers: { type: "object", properties: { "idempotency-key": { type: "string", description: "Replays the first response for 24 h" } } },
+        headers: {
+          type: "object",
+          properties: { "idempotency-key": { type: "string", description: "Replays the first response for 24 h" } },
+        },
         body: {
           type: "object",
           properties: {
@@ -104,15 +133,23 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         carrierCode: body.carrier_code,
         tags: body.tags,
       });
-      return reply
-        .code(201)
-        .send({ message: "Reference created successfully.", reference: await serializeOneReference(services, reference) });
+      return reply.code(201).send({
+        message: "Reference created successfully.",
+        reference: await serializeOneReference(services, reference),
+      });
     },
   );
 
   app.get<{ Querystring: ListReferencesQuery }>(
     "/references",
-    { schema: { tags, summary: "List references, newest first, filtered", querystring: listReferencesQuerySchema, response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "List references, newest first, filtered",
+        querystring: listReferencesQuerySchema,
+        response: errors,
+      },
+    },
     async (request) => referencePage(services, callerOf(request).organizationId, toListReferencesInput(request.query)),
   );
 
@@ -120,12 +157,22 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     "/references/:referenceId",
     { schema: { tags, summary: "Read a reference", params: referenceIdParam, response: errors } },
     async (request) =>
-      serializeOneReference(services, await services.references.getReference(callerOf(request).organizationId, request.params.referenceId)),
+      serializeOneReference(
+        services,
+        await services.references.getReference(callerOf(request).organizationId, request.params.referenceId),
+      ),
   );
 
   app.delete<{ Params: { referenceId: string } }>(
     "/references/:referenceId",
-    { schema: { tags, summary: "Deactivate with reason customer_unsubscribed", params: referenceIdParam, response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Deactivate with reason customer_unsubscribed",
+        params: referenceIdParam,
+        response: errors,
+      },
+    },
     async (request) => {
       const reference = await services.references.deactivate(
         callerOf(request).organizationId,
@@ -143,12 +190,21 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Add tags (idempotent)",
         params: referenceIdParam,
-        body: { type: "object", properties: { tags: tagsArraySchema }, required: ["tags"], additionalProperties: false },
+        body: {
+          type: "object",
+          properties: { tags: tagsArraySchema },
+          required: ["tags"],
+          additionalProperties: false,
+        },
         response: errors,
       },
     },
     async (request) => {
-      const result = await services.references.addTags(callerOf(request).organizationId, request.params.referenceId, request.body.tags);
+      const result = await services.references.addTags(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.body.tags,
+      );
       return { reference_id: request.params.referenceId.toLowerCase(), tags: result.map(serializeTagRef) };
     },
   );
@@ -168,7 +224,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
       },
     },
     async (request, reply) => {
-      await services.references.removeTag(callerOf(request).organizationId, request.params.referenceId, request.params.tagId);
+      await services.references.removeTag(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.params.tagId,
+      );
       return reply.code(204).send();
     },
   );
@@ -180,26 +240,48 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Deactivate with a reason (no-op when already deactivated)",
         params: referenceIdParam,
-        body: { type: "object", properties: { reason: deactivateReasonSchema }, required: ["reason"], additionalProperties: false },
+        body: {
+          type: "object",
+          properties: { reason: deactivateReasonSchema },
+          required: ["reason"],
+          additionalProperties: false,
+        },
         response: errors,
       },
     },
     async (request) => {
-      const reference = await services.references.deactivate(callerOf(request).organizationId, request.params.referenceId, request.body.reason);
+      const reference = await services.references.deactivate(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.body.reason,
+      );
       return serializeOneReference(services, reference);
     },
   );
 
   app.post<{ Params: { referenceId: string } }>(
     "/references/:referenceId/reactivate",
-    { schema: { tags, summary: "Reactivate a deactivated reference (409 when active)", params: referenceIdParam, response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Reactivate a deactivated reference (409 when active)",
+        params: referenceIdParam,
+        response: errors,
+      },
+    },
     async (request) => {
-      const reference = await services.references.reactivate(callerOf(request).organizationId, request.params.referenceId);
+      const reference = await services.references.reactivate(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+      );
       return serializeOneReference(services, reference);
     },
   );
 
-  app.post<{ Params: { referenceId: string }; Body: { status: "succeeded" } | { status: "failed"; error: { code: string; message: string } } }>(
+  app.post<{
+    Params: { referenceId: string };
+    Body: { status: "succeeded" } | { status: "failed"; error: { code: string; message: string } };
+  }>(
     "/references/:referenceId/extractions",
     {
       schema: {
@@ -208,7 +290,12 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         params: referenceIdParam,
         body: {
           oneOf: [
-            { type: "object", properties: { status: { const: "succeeded" } }, required: ["status"], additionalProperties: false },
+            {
+              type: "object",
+              properties: { status: { const: "succeeded" } },
+              required: ["status"],
+              additionalProperties: false,
+            },
             {
               type: "object",
               properties: {
@@ -229,7 +316,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
       },
     },
     async (request, reply) => {
-      const reference = await services.references.recordExtraction(callerOf(request).organizationId, request.params.referenceId, request.body);
+      const reference = await services.references.recordExtraction(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.body,
+      );
       return reply.code(201).send(await serializeOneReference(services, reference));
     },
   );
@@ -253,7 +344,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
       },
     },
     async (request, reply) => {
-      const update = await services.references.recordUpdate(callerOf(request).organizationId, request.params.referenceId, request.body);
+      const update = await services.references.recordUpdate(
+        callerOf(request).organizationId,
+        request.params.referenceId,
+        request.body,
+      );
       return reply.code(201).send(serializeUpdate(update));
     },
   );
@@ -261,7 +356,13 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
   app.get<{ Params: { referenceId: string }; Querystring: { limit: number; cursor?: string } }>(
     "/references/:referenceId/updates",
     {
-      schema: { tags, summary: "Stored updates, newest first", params: referenceIdParam, querystring: { type: "object", properties: pageQuery }, response: errors },
+      schema: {
+        tags,
+        summary: "Stored updates, newest first",
+        params: referenceIdParam,
+        querystring: { type: "object", properties: pageQuery },
+        response: errors,
+      },
     },
     async (request) => {
       const page = await services.references.listUpdates(

@@ -3,16 +3,34 @@ import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";
 import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
 import { serializeTag } from "../serializers.ts";
-import { listReferencesQuerySchema, referencePage, toListReferencesInput, type ListReferencesQuery } from "./references.routes.ts";
+import {
+  listReferencesQuerySchema,
+  referencePage,
+  toListReferencesInput,
+  type ListReferencesQuery,
+} from "./references.routes.ts";
 
 const tags = ["tags"];
 const nameBody = {
   type: "object",
-  properties: { name: { type: "string", minLength: 1, maxLength: 100, description: "1-100 characters after trimming; unique case-insensitively" } },
+  properties: {
+    name: {
+      type: "string",
+      minLength: 1,
+      maxLength: 100,
+      description: "1-100 characters after trimming; unique case-insensitively",
+    },
+  },
   required: ["name"],
   additionalProperties: false,
 } as const;
-const errors = { 400: problemResponse, 401: problemResponse, 404: problemResponse, 409: problemResponse, 422: problemResponse };
+const errors = {
+  400: problemResponse,
+  401: problemResponse,
+  404: problemResponse,
+  409: problemResponse,
+  422: problemResponse,
+};
 
 export function registerTagRoutes(app: FastifyInstance, services: Services): void {
   app.post<{ Body: { name: string } }>(
@@ -32,7 +50,10 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
         summary: "List tags in case-insensitive name order",
         querystring: {
           type: "object",
-          properties: { name_prefix: { type: "string", description: "Only names starting with this (case-insensitive)" }, ...pageQuery },
+          properties: {
+            name_prefix: { type: "string", description: "Only names starting with this (case-insensitive)" },
+            ...pageQuery,
+          },
         },
         response: errors,
       },
@@ -55,14 +76,25 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
 
   app.patch<{ Params: { tagId: string }; Body: { name: string } }>(
     "/tags/:tagId",
-    { schema: { tags, summary: "Rename a tag", params: uuidParam("tagId", "Tag id"), body: nameBody, response: errors } },
+    {
+      schema: { tags, summary: "Rename a tag", params: uuidParam("tagId", "Tag id"), body: nameBody, response: errors },
+    },
     async (request) =>
-      serializeTag(await services.tags.renameTag(callerOf(request).organizationId, request.params.tagId, request.body.name)),
+      serializeTag(
+        await services.tags.renameTag(callerOf(request).organizationId, request.params.tagId, request.body.name),
+      ),
   );
 
   app.delete<{ Params: { tagId: string } }>(
     "/tags/:tagId",
-    { schema: { tags, summary: "Delete a tag and remove it from every reference", params: uuidParam("tagId", "Tag id"), response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Delete a tag and remove it from every reference",
+        params: uuidParam("tagId", "Tag id"),
+        response: errors,
+      },
+    },
     async (request, reply) => {
       await services.tags.deleteTag(callerOf(request).organizationId, request.params.tagId);
       return reply.code(204).send();
