@@ -3,7 +3,7 @@ import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
-import type { Page } from "../shared/page.ts";
+import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
 import {
   isLifecycleEventType,
@@ -102,14 +102,7 @@ export class LifecycleLogService {
       after: after && { occurredAt: new Date(after.t), id: after.i },
       limit: input.limit + 1,
     });
-    const items = rows.slice(0, input.limit);
-    const cursors = items.map((event) => this.cursorFor(event, filters));
-    return {
-      items,
-      cursors,
-      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
-      hasPreviousPage: after !== undefined,
-    };
+    return pageOf(rows, input.limit, (event) => this.cursorFor(event, filters), after !== undefined);
   }
 
   /** Deletes events past retention in batches; returns how many were deleted. */

@@ -6,7 +6,7 @@ import type { CursorCodec } from "../shared/cursor.ts";
 import { parseDateTime } from "../shared/date-time.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
-import type { Page } from "../shared/page.ts";
+import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
 import { parseTagEntries } from "../tags/tag-entry.ts";
 import { tagNameKey } from "../tags/tag-name.ts";
@@ -181,14 +181,12 @@ export class ReferenceService {
       beforeId: after?.i,
       limit: input.limit + 1,
     });
-    const items = rows.slice(0, input.limit);
-    const cursors = items.map((reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters));
-    return {
-      items,
-      cursors,
-      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
-      hasPreviousPage: after !== undefined,
-    };
+    return pageOf(
+      rows,
+      input.limit,
+      (reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters),
+      after !== undefined,
+    );
   }
 
   /**
@@ -215,14 +213,10 @@ export class ReferenceService {
     for (const tagId of tagIds) {
       const filters = referenceFilters({ tagIds: [tagId.toLowerCase()], limit });
       const rows = (idsByTag.get(tagId.toLowerCase()) ?? []).flatMap((id) => references.get(id) ?? []);
-      const items = rows.slice(0, limit);
-      const cursors = items.map((reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters));
-      pages.set(tagId, {
-        items,
-        cursors,
-        nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
-        hasPreviousPage: false,
-      });
+      pages.set(
+        tagId,
+        pageOf(rows, limit, (reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters), false),
+      );
     }
     return pages;
   }
@@ -431,14 +425,7 @@ export class ReferenceService {
     const filters = { scope: "updates", referenceId: reference.id };
     const after = cursor ? this.cursors.decode(cursor, filters, isReferencePosition) : undefined;
     const rows = await this.store.listReferenceUpdates(reference.id, after?.i, limit + 1);
-    const items = rows.slice(0, limit);
-    const cursors = items.map((update) => this.cursors.encode<ReferencePosition>({ i: update.id }, filters));
-    return {
-      items,
-      cursors,
-      nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
-      hasPreviousPage: !!after,
-    };
+    return pageOf(rows, limit, (update) => this.cursors.encode<ReferencePosition>({ i: update.id }, filters), !!after);
   }
 
   /**

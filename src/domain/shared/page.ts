@@ -9,3 +9,17 @@ export interface Page<T> {
 
 export const MAX_PAGE_SIZE = 500;
 export const DEFAULT_PAGE_SIZE = 50;
+
+/**
+ * Builds a page from rows fetched with `limit + 1`: the extra row only tells that a next page exists.
+ */
+export function pageOf<T>(
+  rows: readonly T[],
+  limit: number,
+  cursorOf: (item: T) => string,
+  hasPreviousPage: boolean,
+): Page<T> {
+  const items = rows.slice(0, limit);
+  const cursors = items.map(cursorOf);
+  return { items, cursors, nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null, hasPreviousPage };
+}

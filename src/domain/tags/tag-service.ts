@@ -2,7 +2,7 @@ import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
-import type { Page } from "../shared/page.ts";
+import { pageOf, type Page } from "../shared/page.ts";
 import type { Tag } from "../models.ts";
 import type { Store } from "../store.ts";
 import type { TagEntry } from "./tag-entry.ts";
@@ -71,14 +71,12 @@ export class TagService {
       after: after && { nameKey: after.k, id: after.i },
       limit: input.limit + 1,
     });
-    const items = rows.slice(0, input.limit);
-    const cursors = items.map((tag) => this.cursors.encode<TagPosition>({ k: tag.nameKey, i: tag.id }, filters));
-    return {
-      items,
-      cursors,
-      nextCursor: rows.length > input.limit ? (cursors.at(-1) ?? null) : null,
-      hasPreviousPage: after !== undefined,
-    };
+    return pageOf(
+      rows,
+      input.limit,
+      (tag) => this.cursors.encode<TagPosition>({ k: tag.nameKey, i: tag.id }, filters),
+      after !== undefined,
+    );
   }
 
   /**

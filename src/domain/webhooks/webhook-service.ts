@@ -3,7 +3,7 @@ import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
-import type { Page } from "../shared/page.ts";
+import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
 import { parseEndpointUrl, type WebhookTargetPolicy } from "./endpoint-url.ts";
 import { buildTestBody } from "./webhook-body.ts";
@@ -308,14 +308,7 @@ export class WebhookService {
     filters: object,
     hasPrevious: boolean,
   ): Page<T> {
-    const items = rows.slice(0, limit);
-    const cursors = items.map((item) => this.cursors.encode<IdPosition>({ i: item.id }, filters));
-    return {
-      items,
-      cursors,
-      nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null,
-      hasPreviousPage: hasPrevious,
-    };
+    return pageOf(rows, limit, (item) => this.cursors.encode<IdPosition>({ i: item.id }, filters), hasPrevious);
   }
 
   /** Validates the fields present in `input`; every problem is reported at once. */
