@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
-import { DELIVERY_STATUSES } from "../domain/webhooks/webhook-models.ts";
+import { DELIVERY_STATUSES, TAG_FILTER_STATES } from "../domain/webhooks/webhook-models.ts";
 import { deactivateReasonSchema } from "./schemas.ts";
 
 /*
@@ -59,6 +59,18 @@ const webhookEndpointProperties = {
     type: ["array", "null"],
     items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
     description: "The event types sent to the endpoint; null: every type",
+  },
+  tag_ids: {
+    type: ["array", "null"],
+    items: uuid,
+    description:
+      "Only events whose reference carried one of these tags when the event was written; null: no tag filter; " +
+      "[]: every tag of the filter was deleted, nothing is sent",
+  },
+  tag_filter_state: {
+    type: "string",
+    enum: [...TAG_FILTER_STATES],
+    description: "none: no tag filter; active: a filter with tags; empty: its tags were all deleted",
   },
   description: { type: ["string", "null"] },
   enabled: { type: "boolean" },
