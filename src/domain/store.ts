@@ -58,6 +58,10 @@ export interface Store {
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;
   findOrganization(id: string): Promise<Organization | null>;
+  /** Every organization, oldest first (administration only: the CLI). */
+  listOrganizations(): Promise<Organization[]>;
+  /** The organization's keys, revoked ones included, oldest first. */
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;

@@ -70,6 +70,14 @@ export class PrismaStore implements Store {
     return this.client.organization.findUnique({ where: { id } });
   }
 
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.client.apiKey.create({ data: key });
   }
