@@ -120,6 +120,7 @@ export interface Store {
 
   insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
   listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+  findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
