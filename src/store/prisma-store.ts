@@ -112,6 +112,14 @@ export class PrismaStore implements Store {
     return this.client.organization.findUnique({ where: { id } });
   }
 
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
   async lockOrganization(organizationId: string): Promise<void> {
     this.assertInTransaction("lockOrganization");
     // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
