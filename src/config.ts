@@ -15,6 +15,12 @@ export interface Config {
   readonly maxTagsPerReference: number;
   readonly maxTagsPerOrganization: number;
   readonly extractionFailureThreshold: number;
+  /**
+   * `/metrics` access: a bearer token it requires (null: none), and a port of its own on HOST (null: served on
+   * PORT beside the API). A production server with neither does not serve metrics at all.
+   */
+  readonly metricsToken: string | null;
+  readonly metricsPort: number | null;
   readonly graphqlMaxDepth: number;
   readonly graphqlMaxCost: number;
   /** Key for the HMAC that makes page cursors tamper-evident. */
@@ -111,6 +117,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
     maxTagsPerOrganization: parseInteger(env, "MAX_TAGS_PER_ORGANIZATION", 10_000, 1),
     extractionFailureThreshold: parseInteger(env, "EXTRACTION_FAILURE_THRESHOLD", 10, 1),
+    metricsToken: env.METRICS_TOKEN?.trim() || null,
+    metricsPort:
+      env.METRICS_PORT === undefined || env.METRICS_PORT === "" ? null : parseInteger(env, "METRICS_PORT", 0),
     graphqlMaxDepth: parseInteger(env, "GRAPHQL_MAX_DEPTH", 12, 1),
     graphqlMaxCost: parseInteger(env, "GRAPHQL_MAX_COST", 50_000, 1),
     cursorSecret,
