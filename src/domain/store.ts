@@ -120,8 +120,11 @@ export interface Store {
 
   insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
   listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+  findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
+  /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
+  findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
 }
