@@ -22,7 +22,7 @@ import { withLabel } from "./support/with-label.ts";
  */
 
 type Doc = {
-  paths: Record<string, Record<string, { responses: Record<string, DocResponse> }>>;
+  paths: Record<string, Record<string, { operationId: string; responses: Record<string, DocResponse> }>>;
   components: { schemas: Record<string, unknown> };
 };
 type DocResponse = {
@@ -143,8 +143,12 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     expect(Object.keys(doc.components.schemas)).toEqual(
       expect.arrayContaining(["Tag", "Reference", "LifecycleEvent", "WebhookEndpoint", "WebhookDelivery", "Problem"]),
     );
+    const operationIds: string[] = [];
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
+        // Generators name client methods after it.
+        withLabel(`${method} ${path}`, () => expect(operation.operationId).toMatch(/^[a-z][A-Za-z]+$/));
+        operationIds.push(operation.operationId);
         const statuses = Object.keys(operation.responses);
         withLabel(`${method} ${path}`, () => expect(statuses.some((status) => status.startsWith("2"))).toBe(true));
         for (const [status, response] of Object.entries(operation.responses)) {
@@ -168,6 +172,7 @@ describe("OpenAPI document against real responses (sqlite)", () => {
         expect(Object.keys(operation.responses["401"]?.headers ?? {})).toContain("WWW-Authenticate");
       }
     }
+    expect(new Set(operationIds).size).toBe(operationIds.length);
   });
 
   it("answers every operation as documented, and no handler produces an undocumented field", async () => {
