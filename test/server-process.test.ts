@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "@jest/globals";
 import { createTestDatabase, type TestDatabase } from "./support/test-server.ts";
 
 /*
