@@ -1,11 +1,12 @@
 import { buildApp } from "./app.ts";
-import { loadConfig } from "./config.ts";
+import { ConfigError, loadConfig, loadWebhookSecretKey } from "./config.ts";
 import { openDatabase } from "./store/database.ts";
 import { migrateDatabase } from "./store/migrations.ts";
 
 /** Reads config, migrates, builds the app, listens, and shuts down gracefully on SIGTERM / SIGINT. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  loadWebhookSecretKey(config); // before migrating: production without a key refuses to start at once
   const migrations = await migrateDatabase(config.databaseUrl);
   const database = await openDatabase(config.databaseUrl);
   const app = await buildApp({ config, database });
@@ -56,6 +57,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error("reftrail failed to start:", error);
+  // A configuration mistake is the operator's to fix: one line that says how, not a stack trace.
+  if (error instanceof ConfigError) console.error(`reftrail failed to start: ${error.message}`);
+  else console.error("reftrail failed to start:", error);
   process.exit(1);
 });

@@ -1,6 +1,7 @@
 import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
+  PreviousSecret,
   WebhookAttempt,
   WebhookDelivery,
   WebhookEndpoint,
@@ -13,6 +14,7 @@ import type {
   WebhookStore,
 } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -25,8 +27,10 @@ type Client = PrismaClient | PrismaTransaction;
 type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqueOrThrow"]>>;
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
 
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  return { ...row, eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null };
+/** The stored list of secrets rotated out, as written by `endpointData`. */
+interface StoredPreviousSecret {
+  readonly secret: string;
+  readonly expires_at: string;
 }
 
 function toDelivery(row: DeliveryRow): WebhookDelivery {
@@ -37,7 +41,35 @@ export class PrismaWebhookStore implements WebhookStore {
   constructor(
     private readonly database: Database,
     private readonly client: Client,
+    /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
+    private readonly secrets: SecretCipher,
   ) {}
+
+  /**
+   * Encrypts the secrets of endpoints stored before encryption existed (plain `whsec_` values), at start-up.
+   * Each row is rewritten only if it still holds what was read, so a concurrent rotation on another instance is
+   * never overwritten. Returns how many endpoints were rewritten.
+   */
+  async encryptPlaintextSecrets(): Promise<number> {
+    const rows = await this.client.webhookEndpoint.findMany({
+      where: {
+        OR: [
+          { NOT: { secret: { startsWith: "v1:" } } },
+          { AND: [{ previousSecrets: { not: null } }, { NOT: { previousSecrets: { startsWith: "v1:" } } }] },
+        ],
+      },
+    });
+    let rewritten = 0;
+    for (const row of rows) {
+      const { secret, previousSecrets } = this.endpointData(this.toEndpoint(row));
+      const { count } = await this.client.webhookEndpoint.updateMany({
+        where: { id: row.id, secret: row.secret, previousSecrets: row.previousSecrets },
+        data: { secret, previousSecrets },
+      });
+      rewritten += count;
+    }
+    return rewritten;
+  }
 
   async insertEndpoint(endpoint: WebhookEndpoint): Promise<void> {
     await this.client.webhookEndpoint.create({ data: this.endpointData(endpoint) });
@@ -45,12 +77,14 @@ export class PrismaWebhookStore implements WebhookStore {
 
   async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
     const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId } });
-    return row && toEndpoint(row);
+    return row && this.toEndpoint(row);
   }
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
-    return (await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } } })).map(toEndpoint);
+    return (await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } } })).map((row) =>
+      this.toEndpoint(row),
+    );
   }
 
   async findEnabledEndpoints(organizationId: string): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
@@ -71,7 +105,7 @@ export class PrismaWebhookStore implements WebhookStore {
       orderBy: { id: "desc" },
       take: limit,
     });
-    return rows.map(toEndpoint);
+    return rows.map((row) => this.toEndpoint(row));
   }
 
   async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
@@ -298,9 +332,36 @@ export class PrismaWebhookStore implements WebhookStore {
   }
 
   private endpointData(endpoint: WebhookEndpoint) {
+    const previous: StoredPreviousSecret[] = endpoint.previousSecrets.map((item) => ({
+      secret: item.secret,
+      expires_at: item.expiresAt.toISOString(),
+    }));
     return {
       ...endpoint,
+      secret: this.secrets.encrypt(endpoint.secret),
+      // One envelope for the whole list: the row stays one row however many rotations happened in 24 hours.
+      previousSecrets: previous.length === 0 ? null : this.secrets.encrypt(JSON.stringify(previous)),
       eventTypes: endpoint.eventTypes === null ? Prisma.DbNull : [...endpoint.eventTypes],
     };
+  }
+
+  private toEndpoint(row: EndpointRow): WebhookEndpoint {
+    return {
+      ...row,
+      secret: this.secrets.decrypt(row.secret),
+      previousSecrets: this.readPreviousSecrets(row),
+      eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
+    };
+  }
+
+  private readPreviousSecrets(row: EndpointRow): PreviousSecret[] {
+    if (row.previousSecrets === null) return [];
+    // Before encryption the column held the one previous secret in plain text, valid until the expiry column.
+    if (!isEncrypted(row.previousSecrets)) {
+      const expiresAt = row.previousSecretExpiresAt;
+      return expiresAt ? [{ secret: row.previousSecrets, expiresAt }] : [];
+    }
+    const stored = JSON.parse(this.secrets.decrypt(row.previousSecrets)) as StoredPreviousSecret[];
+    return stored.map((item) => ({ secret: item.secret, expiresAt: new Date(item.expires_at) }));
   }
 }

@@ -83,7 +83,7 @@ export class WebhookService {
       enabled: changes.enabled ?? true,
       disabledReason: null,
       secret,
-      previousSecret: null,
+      previousSecrets: [],
       previousSecretExpiresAt: null,
       failingSince: null,
       createdAt: now,
@@ -159,19 +159,23 @@ export class WebhookService {
   }
 
   /**
-   * Issues a new secret, returned here only. The current one becomes the previous secret and keeps signing
-   * beside the new one for 24 hours; a secret rotated out before is dropped.
+   * Issues a new secret, returned here only. The current one keeps signing beside the new one for 24 hours, and
+   * so does every secret rotated out within the last 24 hours (a second rotation drops none of them).
    * @throws NOT_FOUND
    */
   async rotateSecret(organizationId: string, id: string): Promise<EndpointWithSecret> {
     const current = await this.getEndpoint(organizationId, id);
     const now = this.clock.now();
     const secret = generateWebhookSecret();
+    const expiresAt = new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS);
     const endpoint: WebhookEndpoint = {
       ...current,
       secret,
-      previousSecret: current.secret,
-      previousSecretExpiresAt: new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS),
+      previousSecrets: [
+        { secret: current.secret, expiresAt },
+        ...current.previousSecrets.filter((previous) => previous.expiresAt > now),
+      ],
+      previousSecretExpiresAt: expiresAt,
       updatedAt: now,
     };
     await this.store.webhooks.updateEndpoint(endpoint);
