@@ -104,6 +104,29 @@ describe.each(DATABASE_KINDS)("webhook secrets on %s", (kind) => {
     }
   });
 
+  it("loses no secret to parallel rotations and updates of one endpoint", async () => {
+    const { caller, path } = await setUp();
+    const endpoint = await createEndpoint(caller, { url: receiver.url(path) });
+
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, index) =>
+        index % 2 === 0
+          ? http(caller, "POST", `/v1/webhooks/${endpoint.id}/rotate-secret`)
+          : http(caller, "PATCH", `/v1/webhooks/${endpoint.id}`, { body: { description: `edit ${index}` } }),
+      ),
+    );
+
+    expect(results.map((result) => result.status)).toEqual(Array(10).fill(200));
+    const issued = results.filter((_, index) => index % 2 === 0).map((result) => result.body.secret as string);
+    const secrets = [endpoint.secret, ...issued];
+    receiver.verifyWith(path, ...secrets);
+    const delivery = await deliveryFor(path, (await createReference(caller)).id);
+    // Every secret ever issued signs: the five rotations each kept the ones before, and no update wrote back
+    // a secret it had read before a rotation.
+    expect(delivery.signature.split(" ")).toHaveLength(6);
+    expect([...delivery.verifiedBy].sort()).toEqual([...secrets].sort());
+  });
+
   it("keeps plain-text secrets stored before encryption signing, and encrypts them when a server starts", async () => {
     const { caller, path } = await setUp();
     const endpoint = await createEndpoint(caller, { url: receiver.url(path) });

@@ -97,6 +97,17 @@ export class PrismaWebhookStore implements WebhookStore {
     return row && this.toEndpoint(row);
   }
 
+  async lockEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    // SQLite runs one write transaction at a time: nothing to lock. On PostgreSQL, the lock an UPDATE of non-key
+    // columns takes, before the read (which also brings the tag filter along).
+    if (this.database.provider === "postgres") {
+      await this.client.$queryRaw`
+        SELECT 1 FROM "webhook_endpoints" WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+        FOR NO KEY UPDATE`;
+    }
+    return this.findEndpoint(organizationId, id);
+  }
+
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
     const rows = await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } }, include: WITH_TAGS });
