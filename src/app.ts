@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from "fastify";
-import type { Config } from "./config.ts";
+import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
@@ -21,6 +21,8 @@ import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
 import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
+import { SecretCipher } from "./store/secret-cipher.ts";
+import { PrismaWebhookStore } from "./store/webhook-store.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -37,8 +39,13 @@ export interface App {
 }
 
 /** The composition root: database -> store -> services -> adapters (REST, GraphQL, operations). */
-export function buildServices(config: Config, database: Database, clock: Clock = systemClock): Services {
-  const store = new PrismaStore(database);
+export function buildServices(
+  config: Config,
+  database: Database,
+  clock: Clock = systemClock,
+  secretCipher = new SecretCipher(() => loadWebhookSecretKey(config)),
+): Services {
+  const store = new PrismaStore(database, secretCipher);
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
@@ -65,7 +72,9 @@ export function buildServices(config: Config, database: Database, clock: Clock =
 }
 
 export async function buildApp({ config, database, clock = systemClock }: AppDependencies): Promise<App> {
-  const services = buildServices(config, database, clock);
+  // Read now, not on first use: a server without its key must refuse to start (production) rather than fail later.
+  const secretCipher = new SecretCipher(loadWebhookSecretKey(config));
+  const services = buildServices(config, database, clock, secretCipher);
   const http = Fastify({
     logger: {
       level: config.logLevel,
@@ -89,6 +98,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     signals: await openCommitSignals(database, http.log.child({ component: "commit-signals" })),
     feedStore: new PrismaLifecycleFeedStore(database),
   });
+
+  const encrypted = await new PrismaWebhookStore(database, database.prisma, secretCipher).encryptPlaintextSecrets();
+  if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, config, http);
   const stopWebhookWorker = startWebhookWorker({ services, config, clock, registry: metricsRegistry, log: http.log });

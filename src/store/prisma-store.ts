@@ -3,6 +3,7 @@ import type { Organization, Reference, ReferenceUpdate, Tag } from "../domain/mo
 import type { ApiKeyRecord, EventListQuery, ReferenceListQuery, Store, TagListQuery } from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import type { SecretCipher } from "./secret-cipher.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
@@ -81,12 +82,14 @@ function referenceFromRow(row: ReferenceRow): Reference {
 export class PrismaStore implements Store {
   constructor(
     private readonly database: Database,
+    /** Webhook signing secrets are stored encrypted with it. */
+    private readonly secretCipher: SecretCipher,
     private readonly client: Client = database.prisma,
     private readonly inTransaction = false,
   ) {}
 
   get webhooks(): WebhookStore {
-    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client);
+    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client, this.secretCipher);
     return this.webhookStore;
   }
 
@@ -95,7 +98,7 @@ export class PrismaStore implements Store {
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.inTransaction) return work(this);
     return this.database.prisma.$transaction(
-      (tx) => work(new PrismaStore(this.database, tx, true)),
+      (tx) => work(new PrismaStore(this.database, this.secretCipher, tx, true)),
       TRANSACTION_OPTIONS,
     );
   }

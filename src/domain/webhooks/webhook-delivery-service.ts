@@ -83,13 +83,15 @@ export class WebhookDeliveryService {
     return deliveries.map((delivery) => ({ delivery, endpoint: endpoints.get(delivery.endpointId) ?? null }));
   }
 
-  /** The secrets that sign a request made at `at`: the current one, and the previous one for 24 h after a rotation. */
+  /**
+   * The secrets that sign a request made at `at`: the current one, and every secret rotated out that has not
+   * expired yet (each for 24 hours after its rotation).
+   */
   signingSecrets(endpoint: WebhookEndpoint, at: Date): string[] {
-    const previousValid =
-      endpoint.previousSecret !== null &&
-      endpoint.previousSecretExpiresAt !== null &&
-      endpoint.previousSecretExpiresAt > at;
-    return previousValid ? [endpoint.secret, endpoint.previousSecret!] : [endpoint.secret];
+    return [
+      endpoint.secret,
+      ...endpoint.previousSecrets.filter((previous) => previous.expiresAt > at).map((previous) => previous.secret),
+    ];
   }
 
   /** False when the endpoint was deleted or disabled after the delivery was queued: then call `abandon`. */

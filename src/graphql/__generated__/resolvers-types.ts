@@ -312,7 +312,8 @@ export type Mutation = {
   resendWebhookDelivery: ResendWebhookDeliveryPayload;
   /**
    * Issues a new signing secret and returns it, this once. The previous secret keeps signing beside the new one
-   * for 24 hours, so receivers can switch without missing a request.
+   * for 24 hours, so receivers can switch without missing a request; so does every secret rotated out within the
+   * last 24 hours (two rotations in a day give three signatures).
    */
   rotateWebhookEndpointSecret: RotateWebhookEndpointSecretPayload;
   /** Queues a `webhook_test` event for the endpoint, whatever its event types. CONFLICT when it is disabled. */
@@ -1078,7 +1079,7 @@ export type WebhookEndpoint = Node & {
   id: Scalars['ID']['output'];
   /**
    * Until when the secret replaced by the last rotation still signs beside the new one; null when there was no
-   * rotation.
+   * rotation. Secrets rotated out earlier sign too, each until 24 hours after its own rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
   /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
