@@ -664,6 +664,16 @@ export type ReferenceFilter = {
   carrierCode?: InputMaybe<Scalars['String']['input']>;
   /** Only the references of this container number. */
   containerId?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * Leave out references carrying any of these tags; ids that are not tags of the organization exclude nothing.
+   * Combines with every other filter by AND.
+   */
+  excludeTagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  /**
+   * Leave out references carrying any of the tags with these names, compared without regard to case; unknown
+   * names exclude nothing.
+   */
+  excludeTagNames?: InputMaybe<Array<Scalars['String']['input']>>;
   /** Only the children of this bill of lading or booking reference. */
   parentReferenceId?: InputMaybe<Scalars['ID']['input']>;
   /** References carrying these tags (see `tagMatch`). */
