@@ -13,7 +13,9 @@ import type { FastifyInstance } from "fastify";
 
 export const OPERATOR_PATH = "/operator";
 
-const ASSETS = join(import.meta.dirname, "assets");
+// The assets are not compiled: read them from src/ whether this module runs from src/operator (tsx) or from
+// dist/operator (`npm start`), both two levels below the package root.
+const ASSETS = join(import.meta.dirname, "..", "..", "src", "operator", "assets");
 const GRAPHQL_WS_BROWSER_BUILD = join(
   dirname(createRequire(import.meta.url).resolve("graphql-ws")),
   "..",
