@@ -9,6 +9,7 @@ import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { CursorCodec } from "./domain/shared/cursor.ts";
 import { TagService } from "./domain/tags/tag-service.ts";
+import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-service.ts";
 import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
 import { WebhookService } from "./domain/webhooks/webhook-service.ts";
@@ -16,6 +17,8 @@ import { registerGraphql } from "./graphql/graphql-server.ts";
 import { registerSubscriptions } from "./graphql/subscriptions/subscription-server.ts";
 import { registerOperations } from "./operations.ts";
 import { registerRest } from "./rest/rest-api.ts";
+import { registerOperatorPage } from "./operator/operator-page.ts";
+import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
 import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
 import type { Database } from "./store/database.ts";
@@ -90,7 +93,19 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const metricsRegistry = await registerOperations(http, { database, config });
   await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock), clock });
   await registerGraphql(http, { services, config });
+  await registerOperatorPage(http);
+  // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
+  const deliverySignals = await openDeliveryChangeSignals(database, http.log.child({ component: "delivery-signals" }));
+  const stopAttemptSignals = services.webhookDeliveries.onAttemptsRecorded((changes) =>
+    deliverySignals.publish(changes),
+  );
+  const stopQueuedSignals = services.webhooks.onQueued((delivery) =>
+    deliverySignals.publish([
+      { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id },
+    ]),
+  );
   await registerSubscriptions(http, {
+    deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
     services,
     config,
     clock,
@@ -113,6 +128,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       // Before the database closes: requests in flight finish (or give their leases back).
       await stopWebhookWorker();
       await http.close();
+      stopAttemptSignals();
+      stopQueuedSignals();
+      await deliverySignals.close();
       await database.close();
     },
   };

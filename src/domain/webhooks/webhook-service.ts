@@ -59,7 +59,7 @@ const isIdPosition = (value: unknown): value is IdPosition =>
  * `onQueued`.
  */
 export class WebhookService {
-  private readonly queuedListeners = new Set<() => void>();
+  private readonly queuedListeners = new Set<(delivery: WebhookDelivery) => void>();
 
   constructor(
     private readonly store: Store,
@@ -223,7 +223,7 @@ export class WebhookService {
       updatedAt: now,
     };
     await this.store.webhooks.insertDeliveries([delivery]);
-    this.notifyQueued();
+    this.notifyQueued(delivery);
     return delivery;
   }
 
@@ -288,18 +288,18 @@ export class WebhookService {
       throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
     const requeued = await this.store.webhooks.requeueDelivery(delivery.id, this.clock.now());
     if (!requeued) throw notFound("webhook delivery");
-    this.notifyQueued();
+    this.notifyQueued(requeued);
     return requeued;
   }
 
   /** Called after a delivery was queued outside an event's transaction (test events, re-sends). */
-  onQueued(listener: () => void): () => void {
+  onQueued(listener: (delivery: WebhookDelivery) => void): () => void {
     this.queuedListeners.add(listener);
     return () => this.queuedListeners.delete(listener);
   }
 
-  private notifyQueued(): void {
-    for (const listener of this.queuedListeners) listener();
+  private notifyQueued(delivery: WebhookDelivery): void {
+    for (const listener of this.queuedListeners) listener(delivery);
   }
 
   private async findDelivery(
