@@ -1,8 +1,10 @@
 import { chromium, type Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { expectEventually } from "./support/expect-eventually.ts";
 import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
+import { withLabel } from "./support/with-label.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
 /*
@@ -55,7 +57,7 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     expect(html).not.toMatch(/https?:\/\//);
     for (const asset of ["operator.js", "operator.css", "graphql-ws.js"]) {
       const response = await fetch(`${server.url}/operator/${asset}`);
-      expect(response.status, asset).toBe(200);
+      withLabel(asset, () => expect(response.status).toBe(200));
     }
     expect((await fetch(`${server.url}/operator/..%2Fpackage.json`)).status).toBe(404);
   });
@@ -95,7 +97,10 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
       await page.waitForSelector("#live[data-state=on]", { timeout: 15_000 });
 
       const endpointRow = page.locator(`tr[data-endpoint="${endpoint.id}"]`);
-      await expect.poll(() => endpointRow.locator("[data-testid=endpoint-state]").innerText()).toContain("failing");
+      await expectEventually(
+        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+        (value) => expect(value).toContain("failing"),
+      );
       expect(await endpointRow.locator("[data-testid=failing-since]").innerText()).toMatch(/^\d{4}-\d\d-\d\d /);
       const deliveryRow = page.locator(`tr[data-delivery="${delivery.id}"]`);
       expect(await deliveryRow.locator("[data-testid=delivery-status]").innerText()).toBe("failed");
@@ -105,22 +110,32 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
 
       // The outcome filter: "succeeded" hides the failed delivery, "failed" shows it.
       await page.selectOption("#filter-status", "SUCCEEDED");
-      await expect.poll(() => page.locator(`tr[data-delivery="${delivery.id}"]`).count()).toBe(0);
+      await expectEventually(
+        () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
+        (value) => expect(value).toBe(0),
+      );
       await page.selectOption("#filter-status", "FAILED");
-      await expect.poll(() => page.locator(`tr[data-delivery="${delivery.id}"]`).count()).toBe(1);
+      await expectEventually(
+        () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
+        (value) => expect(value).toBe(1),
+      );
       await page.selectOption("#filter-status", "");
 
       healthy = true;
       await deliveryRow.getByRole("button", { name: "Resend" }).click();
       // No reload, no polling: the subscription's message brings the second attempt.
-      await expect
-        .poll(() => deliveryRow.locator("[data-testid=delivery-status]").innerText(), { timeout: 15_000 })
-        .toBe("succeeded");
+      await expectEventually(
+        () => deliveryRow.locator("[data-testid=delivery-status]").innerText(),
+        (value) => expect(value).toBe("succeeded"),
+        { timeoutMs: 15_000 },
+      );
       expect(await deliveryRow.locator("[data-testid=attempt]").count()).toBe(2);
       expect(await deliveryRow.locator("[data-testid=attempt-result]").nth(1).innerText()).toContain("200");
-      await expect
-        .poll(() => endpointRow.locator("[data-testid=endpoint-state]").innerText(), { timeout: 15_000 })
-        .toContain("healthy");
+      await expectEventually(
+        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+        (value) => expect(value).toContain("healthy"),
+        { timeoutMs: 15_000 },
+      );
       expect(receiver.on(path).map((hook) => hook.webhookId)).toEqual([delivery.id, delivery.id]);
 
       // Rotating shows the new secret once, and it signs from then on.
@@ -132,14 +147,24 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
       receiver.verifyWith(path, secret);
       await endpointRow.getByRole("button", { name: "Send test" }).click();
       await receiver.waitFor(() => receiver.on(path).some((hook) => hook.verifiedBy.includes(secret)), 15_000);
-      await expect.poll(() => page.locator("tr[data-delivery]").count(), { timeout: 15_000 }).toBe(2);
+      await expectEventually(
+        () => page.locator("tr[data-delivery]").count(),
+        (value) => expect(value).toBe(2),
+        { timeoutMs: 15_000 },
+      );
 
       await endpointRow.getByRole("button", { name: "Disable" }).click();
-      await expect.poll(() => endpointRow.locator("[data-testid=endpoint-state]").innerText()).toContain("disabled");
+      await expectEventually(
+        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+        (value) => expect(value).toContain("disabled"),
+      );
       expect((await http(caller, "GET", `/v1/webhooks/${endpoint.id}`)).body.enabled).toBe(false);
       if (SCREENSHOT) {
         await endpointRow.getByRole("button", { name: "Enable" }).click();
-        await expect.poll(() => endpointRow.locator("[data-testid=endpoint-state]").innerText()).toContain("healthy");
+        await expectEventually(
+          () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+          (value) => expect(value).toContain("healthy"),
+        );
         await page.screenshot({ path: SCREENSHOT.replace(".png", `-${kind}.png`), fullPage: true });
       }
       expect(pageErrors).toEqual([]);

@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { restDriver, type Driver, type Outcome, type ReferenceFilter } from "./support/drivers.ts";
 import { graphqlDriver } from "./support/graphql-driver.ts";
-import { http } from "./support/http.ts";
+import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
+import { withLabel } from "./support/with-label.ts";
 
 /*
  * Exclusion filters on reference listings (issue 13): `exclude_tag_ids` / `exclude_tag_names` (REST) and
@@ -81,8 +82,10 @@ describe.each(DATABASE_KINDS)("exclusion filters on %s", (kind) => {
       for (const [inclusion, exclusion] of cases) {
         const included = await listAll(inclusion);
         const excluded = await listAll(exclusion);
-        expect(included.length, JSON.stringify(inclusion)).toBeGreaterThanOrEqual(0);
-        expect(excluded, JSON.stringify(exclusion)).toEqual(everything.filter((id) => !included.includes(id)));
+        withLabel(JSON.stringify(inclusion), () => expect(included.length).toBeGreaterThanOrEqual(0));
+        withLabel(JSON.stringify(exclusion), () =>
+          expect(excluded).toEqual(everything.filter((id) => !included.includes(id))),
+        );
       }
     });
 
@@ -131,7 +134,7 @@ describe.each(DATABASE_KINDS)("exclusion filters on %s", (kind) => {
   it("REST: /v1/tags/{id}/references takes the same exclusions", async () => {
     const list = async (path: string) => {
       const result = await http(owner, "GET", `${path}${path.includes("?") ? "&" : "?"}limit=500`);
-      expect(result.status, JSON.stringify(result.body)).toBe(200);
+      expectStatus(result, 200);
       return result.body.data.map((reference: any) => reference.id as string);
     };
     const red = await list(`/v1/tags/${tags.red}/references`);

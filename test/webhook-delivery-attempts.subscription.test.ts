@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { subscribe } from "./support/subscription-client.ts";
 import { startInstanceOn, startTestServer, DATABASE_KINDS, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
