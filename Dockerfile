@@ -26,6 +26,8 @@ COPY --from=build /app/bin ./bin
 # Read at run time, relative to dist/: the SQL migrations and the GraphQL schema.
 COPY --from=build /app/prisma/migrations ./prisma/migrations
 COPY --from=build /app/schema.graphql ./
+# The operator page's static assets are served as they are (not compiled).
+COPY --from=build /app/src/operator/assets ./src/operator/assets
 RUN mkdir /data && chown node:node /data
 USER node
 # The SQLite database (the default DATABASE_URL); unused with PostgreSQL.
