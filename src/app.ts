@@ -2,6 +2,8 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
+import { LiveFeed } from "./domain/live/live-feed.ts";
+import { LiveSubscriptions } from "./domain/live/live-subscriptions.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
 import type { Services } from "./domain/services.ts";
@@ -16,7 +18,7 @@ import { registerSubscriptions } from "./graphql/subscriptions/subscription-serv
 import { registerOperations } from "./operations.ts";
 import { registerRest } from "./rest/rest-api.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
-import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
+import { PrismaLiveLogStore } from "./store/live-log-store.ts";
 import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
@@ -50,7 +52,7 @@ export function buildServices(config: Config, database: Database, clock: Clock =
       extractionFailureThreshold: config.extractionFailureThreshold,
     }),
     lifecycleLog: new LifecycleLogService(store, clock, cursors, config.retentionMonths),
-    recorder,
+    commits: store,
     webhooks: new WebhookService(store, clock, cursors, createWebhookTargetPolicy(config)),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,
@@ -78,14 +80,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const metricsRegistry = await registerOperations(http, { database, config });
   await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock), clock });
   await registerGraphql(http, { services, config });
-  await registerSubscriptions(http, {
-    services,
-    config,
-    clock,
-    metrics: metricsRegistry,
-    signals: await openCommitSignals(database, http.log.child({ component: "commit-signals" })),
-    feedStore: new PrismaLifecycleFeedStore(database),
-  });
+  const subscriptions = await startLiveSubscriptions(services, config, database, http);
+  await registerSubscriptions(http, { services, config, subscriptions, metrics: metricsRegistry });
 
   const stopRetentionJob = startRetentionJob(services, config, http);
   const stopWebhookWorker = startWebhookWorker({ services, config, clock, registry: metricsRegistry, log: http.log });
@@ -101,6 +97,39 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       await database.close();
     },
   };
+}
+
+/**
+ * The live side (docs/decisions.md, "Subscriptions"): commit signals (in-process on SQLite, LISTEN/NOTIFY on
+ * PostgreSQL) fed by every committed unit of work, one feed reading the log in live order, and the
+ * subscriptions the GraphQL transport opens. Closed with the server: the feed after the sockets (preClose hooks
+ * run in order, the transport's first), the LISTEN connection before the database.
+ */
+async function startLiveSubscriptions(
+  services: Services,
+  config: Config,
+  database: Database,
+  http: FastifyInstance,
+): Promise<LiveSubscriptions> {
+  const log = http.log.child({ component: "live" });
+  const signals = await openCommitSignals(database, log);
+  const stopPublishing = services.commits.onEventsCommitted((events) => signals.publish(events));
+  const store = new PrismaLiveLogStore(database);
+  const feed = new LiveFeed(store, signals, { pollIntervalMs: config.subscriptionPollIntervalMs }, log);
+  const subscriptions = new LiveSubscriptions(
+    feed,
+    store,
+    services.references,
+    new CursorCodec(config.cursorSecret),
+    () => services.lifecycleLog.retentionCutoff(),
+    { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
+  );
+  http.addHook("onClose", async () => {
+    await subscriptions.close();
+    stopPublishing();
+    await signals.close();
+  });
+  return subscriptions;
 }
 
 /**

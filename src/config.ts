@@ -38,14 +38,11 @@ export interface Config {
   /** Whether this instance runs the delivery worker (an instance may serve the API only). */
   readonly webhookWorkerEnabled: boolean;
   /**
-   * Live subscriptions (docs/decisions.md, "Subscriptions"): how long after its `occurred_at` an event is
-   * delivered (its transaction should have committed by then), how far back events that committed later still
-   * reach subscribers (out of order), how often the log is read when no commit signal arrives, how many events
+   * Live subscriptions (docs/decisions.md, "Subscriptions"): how often the log is read when no commit signal
+   * arrives (a safety net: commits wake the readers at once), how many events
    * one subscription may hold for a client that reads slowly before it falls back to reading the log, how often
    * the keys of open connections are checked for revocation, and how many operations one connection may run.
    */
-  readonly subscriptionSettleDelayMs: number;
-  readonly subscriptionLateWindowMs: number;
   readonly subscriptionPollIntervalMs: number;
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
@@ -131,8 +128,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
     webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
-    subscriptionSettleDelayMs: parseDuration(env.SUBSCRIPTION_SETTLE_DELAY ?? "250ms", "SUBSCRIPTION_SETTLE_DELAY"),
-    subscriptionLateWindowMs: parseDuration(env.SUBSCRIPTION_LATE_WINDOW ?? "10s", "SUBSCRIPTION_LATE_WINDOW"),
     subscriptionPollIntervalMs: Math.max(
       10,
       parseDuration(env.SUBSCRIPTION_POLL_INTERVAL ?? "1s", "SUBSCRIPTION_POLL_INTERVAL"),

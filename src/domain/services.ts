@@ -1,5 +1,4 @@
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
-import type { LifecycleRecorder } from "./lifecycle/lifecycle-recorder.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
@@ -13,7 +12,8 @@ export interface Services {
   readonly tags: TagService;
   readonly references: ReferenceService;
   readonly lifecycleLog: LifecycleLogService;
-  readonly recorder: LifecycleRecorder;
+  /** Commits of lifecycle events, told by the unit of work itself (wakes live subscriptions and the webhook worker). */
+  readonly commits: Pick<Store, "onEventsCommitted">;
   /** Webhook endpoints and deliveries as the organization manages them. */
   readonly webhooks: WebhookService;
   /** The delivery rules the webhook worker applies. */

@@ -1,4 +1,4 @@
-import type { LifecycleStreamService, StreamMessage } from "../../domain/lifecycle/lifecycle-stream.ts";
+import type { LiveSubscriptions, StreamMessage } from "../../domain/live/live-subscriptions.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "../context.ts";
 import { AT_ARGUMENTS, toGraphqlError } from "../errors.ts";
@@ -6,10 +6,10 @@ import { GraphQLError } from "../graphql-js.ts";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
 export interface SubscriptionContext extends GraphqlContext {
-  readonly lifecycleStreams: LifecycleStreamService;
+  readonly lifecycleStreams: LiveSubscriptions;
 }
 
-function lifecycleStreamsOf(context: GraphqlContext): LifecycleStreamService {
+function lifecycleStreamsOf(context: GraphqlContext): LiveSubscriptions {
   const streams = (context as Partial<SubscriptionContext>).lifecycleStreams;
   if (!streams) {
     // Apollo executes a subscription sent over HTTP like a query; say where subscriptions live instead.
