@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -7,8 +8,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./support/test-server.ts";
 
 /*
- * The process as an operator runs it: `npm start`'s entry point (migrations, the one-time default key,
- * graceful shutdown on SIGTERM) and the `reftrail` command, against real databases.
+ * The process as an operator runs it: `npm start` and its compiled entry point (migrations, the one-time
+ * default key, graceful shutdown on SIGTERM) and the `reftrail` command, against real databases.
  */
 
 const run = promisify(execFile);
@@ -21,7 +22,7 @@ interface RunningServer {
 }
 
 async function startServerProcess(databaseUrl: string): Promise<RunningServer> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, ["dist/main.js"], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -62,9 +63,78 @@ async function cli(databaseUrl: string, ...args: string[]) {
   return JSON.parse(stdout) as Record<string, unknown>;
 }
 
+/** A port nothing listens on right now. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function portIsFree(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolve) => {
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/** Whether any process of the group `groupId` is still alive. */
+function groupAlive(groupId: number): boolean {
+  try {
+    process.kill(-groupId, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 describe("the server process", () => {
   const folder = mkdtempSync(join(tmpdir(), "reftrail-process-"));
   afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+  it("`npm start` builds, serves, and stops with every process on SIGTERM sent to npm", async () => {
+    const port = await freePort();
+    // Its own process group, so that the test can tell whether anything npm started is still running.
+    const npm = spawn("npm", ["start"], {
+      cwd: ROOT,
+      detached: true,
+      env: {
+        ...process.env,
+        DATABASE_URL: `file:${join(folder, "npm-start.db")}`,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        NODE_ENV: "development",
+        LOG_LEVEL: "info",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    npm.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    npm.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | string | null>((resolve) =>
+      npm.once("exit", (code, signal) => resolve(code ?? signal)),
+    );
+    try {
+      const deadline = Date.now() + 90_000;
+      while (!output.includes("Server listening at") && npm.exitCode === null && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(output).toContain(`Server listening at http://127.0.0.1:${port}`);
+      // The compiled server, not the TypeScript sources.
+      expect(output).toContain("node dist/main.js");
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+
+      npm.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(output).toContain("shutdown complete");
+      expect(await portIsFree(port)).toBe(true);
+      expect(groupAlive(npm.pid!)).toBe(false);
+    } finally {
+      if (groupAlive(npm.pid!)) process.kill(-npm.pid!, "SIGKILL");
+    }
+  });
 
   it("migrates an empty database, prints the default key once, serves it, and shuts down cleanly on SIGTERM", async () => {
     const databaseUrl = `file:${join(folder, "fresh.db")}`;

@@ -229,7 +229,8 @@ export class ReferenceService {
       throw validationFailed([{ path: ["tags"], code: "REQUIRED", message: "tags is required" }]);
     }
     return this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      // Locked before its tags are counted: parallel adds to one reference are counted one after another.
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
@@ -442,7 +443,9 @@ export class ReferenceService {
     if (issues.length > 0) throw validationFailed(issues);
 
     return this.store.transaction(async (store) => {
-      const parent = await this.getReferenceIn(store, organizationId, parentId);
+      // Locked so that parallel reports of one parent see each other's children; the unique index on
+      // (parent, container) behind insertChildIfAbsent is the last word if anything else inserts children.
+      const parent = await this.lockReferenceIn(store, organizationId, parentId);
       if (parent.containerId !== null) {
         throw validationFailed([
           {
@@ -463,20 +466,24 @@ export class ReferenceService {
       for (const containerId of new Set(numbers)) {
         let child = existing.get(containerId);
         if (!child) {
-          child = this.newReference(organizationId, {
-            containerId,
-            billOfLading: null,
-            bookingNumber: null,
-            carrierCode: parent.carrierCode,
-            parentReferenceId: parent.id,
-          });
-          await store.insertReference(child);
-          await store.linkTags(
-            child.id,
-            parentTags.map((tag) => tag.id),
-            child.createdAt,
+          const { reference, created } = await store.insertChildIfAbsent(
+            this.newReference(organizationId, {
+              containerId,
+              billOfLading: null,
+              bookingNumber: null,
+              carrierCode: parent.carrierCode,
+              parentReferenceId: parent.id,
+            }),
           );
-          await this.recordCreated(store, child, parentTags);
+          child = reference;
+          if (created) {
+            await store.linkTags(
+              child.id,
+              parentTags.map((tag) => tag.id),
+              child.createdAt,
+            );
+            await this.recordCreated(store, child, parentTags);
+          }
           existing.set(containerId, child);
         }
         result.push(child);
@@ -485,13 +492,18 @@ export class ReferenceService {
     });
   }
 
+  /**
+   * Runs `change` on the reference locked for the transaction: concurrent changes of one reference (on any
+   * instance) run one after another, each deciding on the row as the previous one committed it. So a state
+   * change is made and logged once, and every failure gets its own count.
+   */
   private async mutate(
     organizationId: string,
     referenceId: string,
     change: (store: Store, reference: Reference, tags: Tag[]) => Promise<Reference>,
   ): Promise<Reference> {
     return this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
       return change(store, reference, tags);
     });
@@ -540,6 +552,13 @@ export class ReferenceService {
 
   private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
     const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!reference) throw notFound("reference");
+    return reference;
+  }
+
+  /** Like getReferenceIn, holding the reference until the transaction ends (Store.lockReference). */
+  private async lockReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+    const reference = isUuid(id) ? await store.lockReference(organizationId, id.toLowerCase()) : null;
     if (!reference) throw notFound("reference");
     return reference;
   }

@@ -3,11 +3,12 @@ import { LIFECYCLE_EVENT_TYPES } from "../../domain/lifecycle/lifecycle-event.ts
 import type { Services } from "../../domain/services.ts";
 import {
   DELIVERY_STATUSES,
+  tagFilterStateOf,
   type WebhookAttempt,
   type WebhookDelivery,
   type WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
-import { MAX_DESCRIPTION_LENGTH } from "../../domain/webhooks/webhook-service.ts";
+import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-service.ts";
 import { callerOf } from "../rest-api.ts";
 import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
 
@@ -46,6 +47,16 @@ const endpointProperties = {
     description: "https or http URL; private, loopback and link-local targets are refused unless allowed",
   },
   event_types: eventTypesSchema,
+  tag_ids: {
+    type: ["array", "null"],
+    items: { type: "string" },
+    minItems: 1,
+    maxItems: MAX_FILTER_TAGS,
+    description:
+      "Send only events whose reference carried at least one of these tags (ids of the organization's tags) " +
+      "when the event was written (the event's tag snapshot); null or absent: every reference. Combined with " +
+      "event_types by AND. An id that is not a tag of the organization: 422 with a pointer to it.",
+  },
   description: { type: ["string", "null"], maxLength: MAX_DESCRIPTION_LENGTH, description: "A note for people" },
   enabled: { type: "boolean", description: "Disabled endpoints receive nothing" },
 } as const;
@@ -53,6 +64,7 @@ const endpointProperties = {
 interface EndpointBody {
   url?: string;
   event_types?: string[] | null;
+  tag_ids?: string[] | null;
   description?: string | null;
   enabled?: boolean;
 }
@@ -64,6 +76,9 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
     id: endpoint.id,
     url: endpoint.url,
     event_types: endpoint.eventTypes,
+    // null: no tag filter; []: every tag of the filter was deleted and nothing is sent (tag_filter_state "empty").
+    tag_ids: endpoint.tagIds,
+    tag_filter_state: tagFilterStateOf(endpoint),
     description: endpoint.description,
     enabled: endpoint.enabled,
     disabled_reason: endpoint.disabledReason,
@@ -104,6 +119,7 @@ export function serializeWebhookAttempt(attempt: WebhookAttempt) {
 const toInput = (body: EndpointBody) => ({
   url: body.url,
   eventTypes: body.event_types,
+  tagIds: body.tag_ids,
   description: body.description,
   enabled: body.enabled,
 });
