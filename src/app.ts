@@ -57,6 +57,7 @@ export function buildServices(config: Config, database: Database, clock: Clock =
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,
       disableAfterMs: config.webhookDisableAfterMs,
+      retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
     batch: store,
@@ -133,20 +134,23 @@ async function startLiveSubscriptions(
 }
 
 /**
- * Deletes lifecycle events past retention on a timer, in bounded batches (at most 100 batches of 1,000 rows per
- * run, so one run never holds the database for long). Instances may run it concurrently: deletes are idempotent.
+ * Deletes lifecycle events past retention, and succeeded webhook deliveries past theirs, on a timer, in bounded
+ * batches (at most 100 batches of 1,000 rows of each per run, so one run never holds the database for long).
+ * Instances may run it concurrently: deletes are idempotent.
  */
 function startRetentionJob(services: Services, config: Config, http: FastifyInstance): () => void {
   if (config.retentionPruneIntervalMs === 0) return () => undefined;
   let running = false;
+  const prune = async () => {
+    const events = await services.lifecycleLog.pruneExpiredEvents(1_000, 100);
+    if (events > 0) http.log.info({ deleted: events }, "pruned lifecycle events past retention");
+    const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(1_000, 100);
+    if (deliveries > 0) http.log.info({ deleted: deliveries }, "pruned succeeded webhook deliveries past retention");
+  };
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    services.lifecycleLog
-      .pruneExpiredEvents(1_000, 100)
-      .then((deleted) => {
-        if (deleted > 0) http.log.info({ deleted }, "pruned lifecycle events past retention");
-      })
+    prune()
       .catch((error: unknown) => http.log.error({ err: error }, "retention job failed"))
       .finally(() => {
         running = false;

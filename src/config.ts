@@ -27,6 +27,8 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   /** An endpoint whose deliveries have failed without a success for this long is disabled. */
   readonly webhookDisableAfterMs: number;
+  /** Succeeded deliveries and their attempts are pruned this long after they succeeded. */
+  readonly webhookDeliveryRetentionMs: number;
   /** How long a claimed delivery stays reserved for one instance; a dead instance's claims expire after it. */
   readonly webhookLeaseMs: number;
   /** Requests in flight at once per instance, over all endpoints. */
@@ -123,6 +125,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetryScheduleMs: schedule.split(",").map((part) => parseDuration(part, "WEBHOOK_RETRY_SCHEDULE")),
     webhookTimeoutMs,
     webhookDisableAfterMs: parseDuration(env.WEBHOOK_DISABLE_AFTER ?? "5d", "WEBHOOK_DISABLE_AFTER"),
+    webhookDeliveryRetentionMs: parseDuration(env.WEBHOOK_DELIVERY_RETENTION ?? "30d", "WEBHOOK_DELIVERY_RETENTION"),
     webhookLeaseMs,
     webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
     webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),

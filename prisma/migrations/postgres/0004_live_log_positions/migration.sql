@@ -26,3 +26,6 @@ ALTER SEQUENCE "lifecycle_events_position_seq" OWNED BY "lifecycle_events"."posi
 CREATE UNIQUE INDEX "lifecycle_events_transaction_id_position_key" ON "lifecycle_events"("transaction_id", "position");
 CREATE INDEX "lifecycle_events_organization_id_transaction_id_position_idx" ON "lifecycle_events"("organization_id", "transaction_id", "position");
 CREATE INDEX "lifecycle_events_reference_id_transaction_id_position_idx" ON "lifecycle_events"("reference_id", "transaction_id", "position");
+
+-- Pruning succeeded webhook deliveries past WEBHOOK_DELIVERY_RETENTION finds them by status and last change.
+CREATE INDEX "webhook_deliveries_status_updated_at_idx" ON "webhook_deliveries"("status", "updated_at");
