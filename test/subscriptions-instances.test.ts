@@ -118,10 +118,10 @@ describe("subscriptions across two instances on postgres", () => {
     const started = Date.now();
     for (let i = 0; i < 3; i++) await recordExtraction(first, reference);
     for (let i = 0; i < 2; i++) await recordExtraction(second, reference);
-    await onSecond.waitFor(5, 5_000);
-    await onFirst.waitFor(5, 5_000);
-    // Far sooner than either instance's one-minute poll.
-    expect(Date.now() - started).toBeLessThan(5_000);
+    await onSecond.waitFor(5, 15_000);
+    await onFirst.waitFor(5, 15_000);
+    // Far sooner than either instance's one-minute poll (the margin is for a heavily loaded CI host).
+    expect(Date.now() - started).toBeLessThan(20_000);
     const log = (await logIds(first, reference)).slice(1);
     expect(idsOf(onSecond)).toEqual(log);
     expect(idsOf(onFirst)).toEqual(log);

@@ -269,7 +269,7 @@ export class LiveFeed {
       if (!this.active) return;
       this.advance(read, from, organizationIds.length > MAX_ORGANIZATIONS_PER_QUERY ? null : covered);
       if (read.events.length === this.batchSize) this.readAgain = true;
-      this.scheduleRetry(read.heldBack);
+      this.scheduleRetry(read.heldBack, read.events.length > 0);
     } while (this.readAgain);
   }
 
@@ -297,11 +297,11 @@ export class LiveFeed {
   }
 
   /** While events are held back, read again soon, backing off to HELD_BACK_RETRY_MAX_MS. */
-  private scheduleRetry(heldBack: boolean): void {
-    if (!heldBack) {
-      this.retryDelayMs = this.firstRetryMs;
-      return;
-    }
+  private scheduleRetry(heldBack: boolean, progressed: boolean): void {
+    // Back off only while nothing moves: under a steady stream of commits some event is nearly always held back
+    // by a transaction that is about to commit.
+    if (!heldBack || progressed) this.retryDelayMs = this.firstRetryMs;
+    if (!heldBack) return;
     if (this.retryTimer) return;
     const delay = this.retryDelayMs;
     this.retryDelayMs = Math.min(this.retryDelayMs * 2, HELD_BACK_RETRY_MAX_MS);
