@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,7 +21,7 @@ interface RunningServer {
   readonly output: () => string;
 }
 
-async function startServerProcess(databaseUrl: string): Promise<RunningServer> {
+async function startServerProcess(databaseUrl: string, env: Record<string, string> = {}): Promise<RunningServer> {
   const child = spawn(process.execPath, ["dist/main.js"], {
     cwd: ROOT,
     env: {
@@ -31,6 +31,7 @@ async function startServerProcess(databaseUrl: string): Promise<RunningServer> {
       HOST: "127.0.0.1",
       NODE_ENV: "development",
       LOG_LEVEL: "info",
+      ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -154,6 +155,54 @@ describe("the server process", () => {
     second.child.kill("SIGTERM");
     expect(await exitOf(second.child)).toBe(0);
   });
+
+  it("says how to create the first organization when a production server starts without one", async () => {
+    const databaseUrl = `file:${join(folder, "production.db")}`;
+    const server = await startServerProcess(databaseUrl, { NODE_ENV: "production" });
+    expect(server.output()).toContain("no organization exists yet");
+    expect(server.output()).toContain("npx reftrail org create <name>");
+    expect(server.output()).not.toContain("default organization created");
+    server.child.kill("SIGTERM");
+    expect(await exitOf(server.child)).toBe(0);
+
+    await cli(databaseUrl, "org", "create", "acme");
+    const again = await startServerProcess(databaseUrl, { NODE_ENV: "production" });
+    expect(again.output()).not.toContain("no organization exists yet");
+    again.child.kill("SIGTERM");
+    expect(await exitOf(again.child)).toBe(0);
+  });
+});
+
+describe("a PostgreSQL database that does not exist", () => {
+  const admin = new URL(process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres");
+  const missing = new URL(admin);
+  missing.pathname = `/reftrail_missing_${process.pid}`;
+  const hint = new RegExp(
+    `database "reftrail_missing_${process.pid}" does not exist on ${admin.hostname}:${admin.port || 5432}; create it with \`createdb -h ${admin.hostname} -p ${admin.port || 5432}( -U ${admin.username})? reftrail_missing_${process.pid}\``,
+  );
+
+  it("stops the server with a one-line hint, not a stack trace", async () => {
+    const child = spawn(process.execPath, ["dist/main.js"], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: missing.toString(), PORT: "0", HOST: "127.0.0.1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    expect(await exitOf(child)).toBe(1);
+    expect(stderr).toMatch(hint);
+    expect(stderr.trim().split("\n")).toHaveLength(1);
+  });
+
+  it("makes the reftrail command exit with the same hint", async () => {
+    const failure = await cli(missing.toString(), "org", "list").then(
+      () => null,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toMatch(hint);
+    expect(failure?.stderr.trim().split("\n")).toHaveLength(1);
+  });
 });
 
 describe.each(["sqlite", "postgres"] as const)("the reftrail command on %s", (kind) => {
@@ -178,5 +227,56 @@ describe.each(["sqlite", "postgres"] as const)("the reftrail command on %s", (ki
     await expect(cli(database.url, "key", "create", "0190a0c0-0000-7000-8000-000000000000")).rejects.toThrow(
       /organization not found/,
     );
+  });
+
+  it("lists organizations and their keys without any secret", async () => {
+    database ??= await createTestDatabase(kind);
+    const first = await cli(database.url, "org", "create", "first");
+    const second = await cli(database.url, "org", "create", "second");
+    const extra = await cli(database.url, "key", "create", String(second.organization_id));
+    await cli(database.url, "key", "revoke", String(extra.api_key_id));
+
+    const { organizations } = (await cli(database.url, "org", "list")) as { organizations: Record<string, unknown>[] };
+    const listed = organizations.filter((organization) =>
+      [first.organization_id, second.organization_id].includes(organization.organization_id),
+    );
+    expect(listed).toEqual([
+      { organization_id: first.organization_id, name: "first", created_at: expect.any(String) },
+      { organization_id: second.organization_id, name: "second", created_at: expect.any(String) },
+    ]);
+
+    const raw = await run(process.execPath, ["bin/reftrail.mjs", "key", "list", String(second.organization_id)], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: database.url },
+    });
+    expect(JSON.parse(raw.stdout)).toEqual({
+      organization_id: second.organization_id,
+      api_keys: [
+        {
+          api_key_id: second.api_key_id,
+          key_prefix: String(second.api_key).slice(0, 8),
+          created_at: expect.any(String),
+          revoked_at: null,
+        },
+        {
+          api_key_id: extra.api_key_id,
+          key_prefix: String(extra.api_key).slice(0, 8),
+          created_at: expect.any(String),
+          revoked_at: expect.any(String),
+        },
+      ],
+    });
+    expect(raw.stdout).not.toContain(String(second.api_key));
+    expect(raw.stdout).not.toContain(String(extra.api_key));
+
+    await expect(cli(database.url, "key", "list", "0190a0c0-0000-7000-8000-000000000000")).rejects.toThrow(
+      /organization not found/,
+    );
+  });
+
+  it("prints its version", async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    const { stdout } = await run(process.execPath, ["bin/reftrail.mjs", "--version"], { cwd: ROOT });
+    expect(stdout.trim()).toBe(version);
   });
 });

@@ -67,6 +67,10 @@ export interface Store {
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;
   findOrganization(id: string): Promise<Organization | null>;
+  /** Every organization, oldest first (administration only: the CLI). */
+  listOrganizations(): Promise<Organization[]>;
+  /** The organization's keys, revoked ones included, oldest first. */
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>;
   /**
    * Holds the organization until the transaction ends: other transactions that lock it wait, so that a count of
    * its tags taken after the lock stays true until commit (the per-organization tag limit). Only inside
@@ -125,6 +129,7 @@ export interface Store {
 
   insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
   listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+  findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;

@@ -12,9 +12,9 @@ import type { Prisma } from "./__generated__/sqlite/client.ts";
  * What is settled:
  * - SQLite: everything committed. `lifecycle_log_sequence` holds the last position handed out; a position is
  *   taken under the write lock, so every event up to it that is visible is all there will ever be.
- * - PostgreSQL: events of transactions below the horizon `pg_snapshot_xmin(pg_current_snapshot())`. Every such
- *   transaction has ended, so nothing can appear there any more. The horizon is read *before* the rows: a later
- *   snapshot sees at least everything an earlier horizon promised.
+ * - PostgreSQL: events of transactions below the horizon: the oldest transaction of this database still running
+ *   (see findSettledEnd). Every transaction of this database below it has ended, so nothing can appear there any
+ *   more. The horizon is read *before* the rows: a later snapshot sees at least everything it promised.
  */
 
 const MAX_SEQUENCE = 9_223_372_036_854_775_807n;
@@ -56,8 +56,22 @@ export class PrismaLiveLogStore implements LiveLogStore {
         SELECT "last_position" FROM "lifecycle_log_sequence" WHERE "id" = 1`;
       return { transactionId: 0n, sequence: BigInt(row?.last_position ?? 0) };
     }
+    // The oldest transaction of *this database* still running at the snapshot, else the snapshot's xmax. The
+    // cluster-wide pg_snapshot_xmin would also wait for transactions of other databases on the same server,
+    // which can never write this table. A transaction running at the snapshot that has ended by the time
+    // pg_stat_activity is read is left out, which is safe: its rows are already visible to the later read.
+    // Transaction ids in pg_stat_activity are 32-bit; those running at one time differ in their low 32 bits.
     const [row] = await this.database.prisma.$queryRaw<{ horizon: string }[]>`
-      SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon`;
+      WITH snapshot AS (SELECT pg_current_snapshot() AS current)
+      SELECT COALESCE(
+        (SELECT min(running::text::bigint) FROM snapshot, pg_snapshot_xip(snapshot.current) AS running
+         WHERE (running::text::bigint & 4294967295) IN (
+           SELECT backend_xid::text::bigint FROM pg_stat_activity
+           WHERE datname = current_database() AND backend_xid IS NOT NULL
+           UNION ALL
+           SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database())),
+        (SELECT pg_snapshot_xmax(current)::text::bigint FROM snapshot)
+      )::text AS horizon`;
     return { transactionId: BigInt(row!.horizon) - 1n, sequence: MAX_SEQUENCE };
   }
 

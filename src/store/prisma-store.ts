@@ -138,6 +138,14 @@ export class PrismaStore implements Store {
     return this.client.organization.findUnique({ where: { id } });
   }
 
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
   async lockOrganization(organizationId: string): Promise<void> {
     this.assertInTransaction("lockOrganization");
     // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
@@ -415,6 +423,12 @@ export class PrismaStore implements Store {
       orderBy: { id: "desc" },
       take: limit,
     });
+    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+  }
+
+  async findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.referenceUpdate.findMany({ where: { organizationId, id: { in: [...ids] } } });
     return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
   }
 

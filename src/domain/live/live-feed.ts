@@ -105,8 +105,8 @@ interface OrganizationListeners {
 
 /**
  * While events are held back, the feed reads at least this often. The transaction in the way may have written
- * no event (or be in another database of the cluster: transaction ids are cluster-wide), so no signal announces
- * its end; a short retry keeps the delay it adds small without waiting for the poll.
+ * no event, so no signal announces its end; a short retry keeps the delay it adds small without waiting for the
+ * poll.
  */
 const HELD_BACK_RETRY_MAX_MS = 50;
 

@@ -8,8 +8,8 @@
  *   horizon (the oldest transaction still running), so once a position has been read, no event can ever appear
  *   before it. Either way: a reader that has seen every event up to a position will never see a new one there.
  * - frontier: the position up to which the feed has read the log and handed out every event it found.
- * - horizon (PostgreSQL): `pg_snapshot_xmin(pg_current_snapshot())`. Committed events of transactions at or
- *   above it wait until every older transaction has finished.
+ * - horizon (PostgreSQL): the oldest transaction of this database still running. Committed events of
+ *   transactions at or above it wait until every older transaction has finished.
  *
  * The live order is the order of commits (SQLite) or of transaction ids (PostgreSQL), not the
  * `(occurred_at, id)` order of `Reference.events`: the two differ only among events whose transactions ran at

@@ -80,7 +80,7 @@ export class ReferenceService {
       issues.push({
         path: identifiers.length === 0 ? [] : [identifiers[1]!],
         code: "ONE_OF",
-        message: "give exactly one of container_id, bill_of_lading or booking_number",
+        message: "give exactly one of {containerId}, {billOfLading} or {bookingNumber}",
       });
     }
     let containerId: string | null = null;
@@ -402,6 +402,15 @@ export class ReferenceService {
     return stored!;
   }
 
+  /** One stored update of the reference. @throws NOT_FOUND (also for another organization's update). */
+  async getUpdate(organizationId: string, referenceId: string, updateId: string): Promise<ReferenceUpdate> {
+    const [update] = isUuid(updateId)
+      ? await this.store.findReferenceUpdatesByIds(organizationId, [updateId.toLowerCase()])
+      : [];
+    if (!update || update.referenceId !== referenceId.toLowerCase()) throw notFound("Reference update");
+    return update;
+  }
+
   /** Stored updates, newest first. @throws NOT_FOUND, INVALID_CURSOR. */
   async listUpdates(
     organizationId: string,
@@ -425,7 +434,7 @@ export class ReferenceService {
   async reportChildren(organizationId: string, parentId: string, containerIds: unknown): Promise<Reference[]> {
     if (!Array.isArray(containerIds) || containerIds.length === 0) {
       throw validationFailed([
-        { path: ["containerIds"], code: "REQUIRED", message: "container_ids must be a non-empty array" },
+        { path: ["containerIds"], code: "REQUIRED", message: "{containerIds} must be a non-empty array" },
       ]);
     }
     const issues: FieldIssue[] = [];
@@ -632,7 +641,7 @@ function checkCarrierCode(raw: unknown, issues: FieldIssue[]): string {
     issues.push({
       path: ["carrierCode"],
       code: raw === undefined || raw === null ? "REQUIRED" : "INVALID_FORMAT",
-      message: "carrier_code must be a 2 to 4 letter SCAC",
+      message: "{carrierCode} must be a 2 to 4 letter SCAC",
     });
     return "";
   }

@@ -365,7 +365,7 @@ export class WebhookService {
         issues.push({
           path: ["eventTypes"],
           code: "INVALID_TYPE",
-          message: "event_types must be a non-empty array of event types, or null for every type",
+          message: "{eventTypes} must be a non-empty array of event types, or null for every type",
         });
       } else {
         input.eventTypes.forEach((type: unknown, index) => {

@@ -1,9 +1,9 @@
 -- Live log positions (docs/decisions.md, "Subscriptions"): live subscriptions read the log in an order that no
 -- still-running transaction can precede. Each event stores the id of the transaction that wrote it
 -- ("transaction_id", pg_current_xact_id()) and a number from a sequence ("position"). Readers order by
--- (transaction_id, position) and read only below the horizon pg_snapshot_xmin(pg_current_snapshot()): every
--- transaction below it has finished, so nothing can ever appear there again. Both columns have database
--- defaults, so any code that inserts an event fills them.
+-- (transaction_id, position) and read only below the horizon, the oldest transaction of this database still
+-- running: every transaction below it has finished, so nothing can ever appear there again. Both columns have
+-- database defaults, so any code that inserts an event fills them.
 
 CREATE SEQUENCE "lifecycle_events_position_seq" AS BIGINT;
 
