@@ -1,4 +1,5 @@
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
+import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
@@ -12,6 +13,8 @@ export interface Services {
   readonly tags: TagService;
   readonly references: ReferenceService;
   readonly lifecycleLog: LifecycleLogService;
+  /** Any object by its id alone (global object identification). */
+  readonly nodes: NodeService;
   /** Commits of lifecycle events, told by the unit of work itself (wakes live subscriptions and the webhook worker). */
   readonly commits: Pick<Store, "onEventsCommitted">;
   /** Webhook endpoints and deliveries as the organization manages them. */
