@@ -16,7 +16,7 @@ import type { Services } from "../../domain/services.ts";
 import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
-import { checkOperationCost, graphqlValidationRules } from "../limits.ts";
+import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
 import { createLoaders } from "../loaders.ts";
 import { buildGraphqlSchema } from "../schema.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
@@ -253,7 +253,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   function prepareOperation(payload: SubscribePayload): { document: DocumentNode; kind: string } | GraphQLError[] {
     let document: DocumentNode;
     try {
-      document = parse(payload.query);
+      document = parse(payload.query, graphqlParseOptions(config));
     } catch (error) {
       if (!(error instanceof GraphQLError)) throw error;
       return [withCode(error, "GRAPHQL_PARSE_FAILED")];
