@@ -13,6 +13,7 @@ import type { Config } from "../../config.ts";
 import type { LiveSubscriptions } from "../../domain/live/live-subscriptions.ts";
 import type { Caller } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
+import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
 import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
@@ -59,6 +60,8 @@ export interface SubscriptionDependencies {
   readonly subscriptions: LiveSubscriptions;
   /** Where the subscription gauges are registered (the `/metrics` registry). */
   readonly metrics?: Registry;
+  /** Serves `webhookDeliveryAttempts` (the operator page); its signals are owned by the composition root. */
+  readonly deliveryActivity?: DeliveryActivityService;
 }
 
 /** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
@@ -216,6 +219,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
           loaders: createLoaders(services, caller.organizationId),
           log: session.log.child({ operationId: id }),
           lifecycleStreams: subscriptions,
+          deliveryActivity: deps.deliveryActivity,
         };
         session.log.info(
           { operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind },
