@@ -4,10 +4,9 @@
  * is written through the services BENCH_SUBSCRIPTION_WRITERS (10) at a time, each writer yielding to the event loop
  * between writes as network requests do. Measured:
  *
- * - commit -> receipt: from the moment the transaction of an event committed (the recorder's after-commit
- *   hook, in the server process) to the moment the client process parsed the message carrying it. Both are
- *   wall-clock epoch times with sub-millisecond precision on one machine. This includes the settle delay
- *   (SUBSCRIPTION_SETTLE_DELAY, 250 ms by default), which every event waits out by design.
+ * - commit -> receipt: from the moment the transaction of an event committed (the unit of work's after-commit
+ *   listeners, in the server process) to the moment the client process parsed the message carrying it. Both are
+ *   wall-clock epoch times with sub-millisecond precision on one machine.
  * - memory per open subscription: the server process's heap and RSS after a full GC, with the subscriptions
  *   open minus before they were opened, divided by their number. Each subscription has its own WebSocket
  *   connection, so this includes the socket, graphql-ws's state and the subscription's stream. The clients run in
@@ -101,8 +100,6 @@ interface Row {
   readonly max: number;
   readonly heapPerSubscription: number;
   readonly rssPerSubscription: number;
-  readonly settleDelayMs: number;
-  readonly lateEvents: number;
   readonly fellBehind: number;
 }
 
@@ -166,7 +163,7 @@ async function benchDatabase(kind: Kind): Promise<Row> {
 
     // The burst: one event per reference (round robin when there are more events than references).
     const committedAt = new Map<string, number>();
-    const stopListening = services.recorder.onCommitted((events) => {
+    const stopListening = services.commits.onEventsCommitted((events) => {
       const at = epochNow();
       for (const event of events) committedAt.set(event.id, at);
     });
@@ -201,8 +198,6 @@ async function benchDatabase(kind: Kind): Promise<Row> {
       max: latencies.at(-1) ?? Number.NaN,
       heapPerSubscription: (after.heap - before.heap) / settings.subscriptions,
       rssPerSubscription: (after.rss - before.rss) / settings.subscriptions,
-      settleDelayMs: config.subscriptionSettleDelayMs,
-      lateEvents: await metric(base, "reftrail_subscription_late_events_total"),
       fellBehind: await metric(base, "reftrail_subscription_fell_behind_total"),
     };
   } finally {
@@ -247,10 +242,8 @@ export async function runSubscriptionBench(): Promise<void> {
         "commit→receipt p50",
         "p99",
         "max",
-        "settle delay",
         "heap / subscription",
         "RSS / subscription",
-        "late events",
         "fell behind",
       ],
       rows.map((row) => [
@@ -260,15 +253,11 @@ export async function runSubscriptionBench(): Promise<void> {
         ms(row.p50),
         ms(row.p99),
         ms(row.max),
-        `${row.settleDelayMs} ms`,
         kib(row.heapPerSubscription),
         kib(row.rssPerSubscription),
-        String(row.lateEvents),
         String(row.fellBehind),
       ]),
     ),
-    "",
-    "commit→receipt includes the settle delay every event waits out (see docs/decisions.md, Subscriptions).",
   ];
   console.log(out.join("\n"));
 }

@@ -2,6 +2,8 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
+import { LiveFeed } from "./domain/live/live-feed.ts";
+import { LiveSubscriptions } from "./domain/live/live-subscriptions.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
@@ -20,7 +22,7 @@ import { registerRest } from "./rest/rest-api.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
-import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
+import { PrismaLiveLogStore } from "./store/live-log-store.ts";
 import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
@@ -63,11 +65,12 @@ export function buildServices(
     }),
     lifecycleLog,
     nodes: new NodeService(store, lifecycleLog),
-    recorder,
+    commits: store,
     webhooks: new WebhookService(store, clock, cursors, createWebhookTargetPolicy(config)),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,
       disableAfterMs: config.webhookDisableAfterMs,
+      retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
     batch: store,
@@ -104,14 +107,13 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id },
     ]),
   );
+  const subscriptions = await startLiveSubscriptions(services, config, database, http);
   await registerSubscriptions(http, {
-    deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
     services,
     config,
-    clock,
+    subscriptions,
     metrics: metricsRegistry,
-    signals: await openCommitSignals(database, http.log.child({ component: "commit-signals" })),
-    feedStore: new PrismaLifecycleFeedStore(database),
+    deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
   const encrypted = await new PrismaWebhookStore(database, database.prisma, secretCipher).encryptPlaintextSecrets();
@@ -137,20 +139,56 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
 }
 
 /**
- * Deletes lifecycle events past retention on a timer, in bounded batches (at most 100 batches of 1,000 rows per
- * run, so one run never holds the database for long). Instances may run it concurrently: deletes are idempotent.
+ * The live side (docs/decisions.md, "Subscriptions"): commit signals (in-process on SQLite, LISTEN/NOTIFY on
+ * PostgreSQL) fed by every committed unit of work, one feed reading the log in live order, and the
+ * subscriptions the GraphQL transport opens. Closed with the server: the feed after the sockets (preClose hooks
+ * run in order, the transport's first), the LISTEN connection before the database.
+ */
+async function startLiveSubscriptions(
+  services: Services,
+  config: Config,
+  database: Database,
+  http: FastifyInstance,
+): Promise<LiveSubscriptions> {
+  const log = http.log.child({ component: "live" });
+  const signals = await openCommitSignals(database, log);
+  const stopPublishing = services.commits.onEventsCommitted((events) => signals.publish(events));
+  const store = new PrismaLiveLogStore(database);
+  const feed = new LiveFeed(store, signals, { pollIntervalMs: config.subscriptionPollIntervalMs }, log);
+  const subscriptions = new LiveSubscriptions(
+    feed,
+    store,
+    services.references,
+    new CursorCodec(config.cursorSecret),
+    () => services.lifecycleLog.retentionCutoff(),
+    { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
+  );
+  http.addHook("onClose", async () => {
+    await subscriptions.close();
+    stopPublishing();
+    await signals.close();
+  });
+  return subscriptions;
+}
+
+/**
+ * Deletes lifecycle events past retention, and succeeded webhook deliveries past theirs, on a timer, in bounded
+ * batches (at most 100 batches of 1,000 rows of each per run, so one run never holds the database for long).
+ * Instances may run it concurrently: deletes are idempotent.
  */
 function startRetentionJob(services: Services, config: Config, http: FastifyInstance): () => void {
   if (config.retentionPruneIntervalMs === 0) return () => undefined;
   let running = false;
+  const prune = async () => {
+    const events = await services.lifecycleLog.pruneExpiredEvents(1_000, 100);
+    if (events > 0) http.log.info({ deleted: events }, "pruned lifecycle events past retention");
+    const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(1_000, 100);
+    if (deliveries > 0) http.log.info({ deleted: deliveries }, "pruned succeeded webhook deliveries past retention");
+  };
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    services.lifecycleLog
-      .pruneExpiredEvents(1_000, 100)
-      .then((deleted) => {
-        if (deleted > 0) http.log.info({ deleted }, "pruned lifecycle events past retention");
-      })
+    prune()
       .catch((error: unknown) => http.log.error({ err: error }, "retention job failed"))
       .finally(() => {
         running = false;

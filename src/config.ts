@@ -47,6 +47,8 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   /** An endpoint whose deliveries have failed without a success for this long is disabled. */
   readonly webhookDisableAfterMs: number;
+  /** Succeeded deliveries and their attempts are pruned this long after they succeeded. */
+  readonly webhookDeliveryRetentionMs: number;
   /** How long a claimed delivery stays reserved for one instance; a dead instance's claims expire after it. */
   readonly webhookLeaseMs: number;
   /** Requests in flight at once per instance, over all endpoints. */
@@ -58,14 +60,11 @@ export interface Config {
   /** Whether this instance runs the delivery worker (an instance may serve the API only). */
   readonly webhookWorkerEnabled: boolean;
   /**
-   * Live subscriptions (docs/decisions.md, "Subscriptions"): how long after its `occurred_at` an event is
-   * delivered (its transaction should have committed by then), how far back events that committed later still
-   * reach subscribers (out of order), how often the log is read when no commit signal arrives, how many events
+   * Live subscriptions (docs/decisions.md, "Subscriptions"): how often the log is read when no commit signal
+   * arrives (a safety net: commits wake the readers at once), how many events
    * one subscription may hold for a client that reads slowly before it falls back to reading the log, how often
    * the keys of open connections are checked for revocation, and how many operations one connection may run.
    */
-  readonly subscriptionSettleDelayMs: number;
-  readonly subscriptionLateWindowMs: number;
   readonly subscriptionPollIntervalMs: number;
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
@@ -160,13 +159,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetryScheduleMs: schedule.split(",").map((part) => parseDuration(part, "WEBHOOK_RETRY_SCHEDULE")),
     webhookTimeoutMs,
     webhookDisableAfterMs: parseDuration(env.WEBHOOK_DISABLE_AFTER ?? "5d", "WEBHOOK_DISABLE_AFTER"),
+    webhookDeliveryRetentionMs: parseDuration(env.WEBHOOK_DELIVERY_RETENTION ?? "30d", "WEBHOOK_DELIVERY_RETENTION"),
     webhookLeaseMs,
     webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
     webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
     webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
-    subscriptionSettleDelayMs: parseDuration(env.SUBSCRIPTION_SETTLE_DELAY ?? "250ms", "SUBSCRIPTION_SETTLE_DELAY"),
-    subscriptionLateWindowMs: parseDuration(env.SUBSCRIPTION_LATE_WINDOW ?? "10s", "SUBSCRIPTION_LATE_WINDOW"),
     subscriptionPollIntervalMs: Math.max(
       10,
       parseDuration(env.SUBSCRIPTION_POLL_INTERVAL ?? "1s", "SUBSCRIPTION_POLL_INTERVAL"),

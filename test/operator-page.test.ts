@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { expectEventually } from "./support/expect-eventually.ts";
 import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
+import { withLabel } from "./support/with-label.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { withLabel } from "./support/with-label.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";

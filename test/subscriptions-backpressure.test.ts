@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import WebSocket from "ws";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
-import { LifecycleFeed, type CommitSignals } from "../src/domain/lifecycle/lifecycle-feed.ts";
-import { LifecycleStreamService, type StreamMessage } from "../src/domain/lifecycle/lifecycle-stream.ts";
+import { LiveFeed, type CommitSignals } from "../src/domain/live/live-feed.ts";
+import { LiveSubscriptions, type StreamMessage } from "../src/domain/live/live-subscriptions.ts";
+import { comparePositions } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
-import { systemClock } from "../src/domain/shared/clock.ts";
 import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
-import { PrismaLifecycleFeedStore } from "../src/store/lifecycle-feed-store.ts";
+import { PrismaLiveLogStore } from "../src/store/live-log-store.ts";
 import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
 import {
   createTestDatabase,
@@ -30,14 +30,15 @@ const silentSignals: CommitSignals = {
   onSignal: () => () => undefined,
   close: async () => undefined,
 };
-const quietLog = { warn: () => undefined, error: () => undefined };
+const quietLog = { error: () => undefined };
 
 describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
   let testDatabase: TestDatabase;
   let database: Database;
   let services: Services;
-  let feed: LifecycleFeed;
-  let streams: LifecycleStreamService;
+  let store: PrismaLiveLogStore;
+  let feed: LiveFeed;
+  let streams: LiveSubscriptions;
 
   beforeAll(async () => {
     testDatabase = await createTestDatabase(kind);
@@ -46,27 +47,13 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
       loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
       database,
     );
-    const store = new PrismaLifecycleFeedStore(database);
+    store = new PrismaLiveLogStore(database);
     // No signals: the feed finds every event by polling, every 20 ms.
-    feed = new LifecycleFeed(
-      store,
-      silentSignals,
-      systemClock,
-      { settleDelayMs: 50, lateWindowMs: 10_000, pollIntervalMs: 20, batchSize: 7 },
-      quietLog,
-    );
-    streams = new LifecycleStreamService(
-      feed,
-      store,
-      services.references,
-      new CursorCodec("test"),
-      systemClock,
-      () => new Date(0),
-      {
-        maxQueuedEvents: 10,
-        pageSize: 6,
-      },
-    );
+    feed = new LiveFeed(store, silentSignals, { pollIntervalMs: 20, batchSize: 7 }, quietLog);
+    streams = new LiveSubscriptions(feed, store, services.references, new CursorCodec("test"), () => new Date(0), {
+      maxQueuedEvents: 10,
+      pageSize: 6,
+    });
   });
 
   afterAll(async () => {
@@ -87,7 +74,8 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
       await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
     const last = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500, order: "desc" }))
       .items[0]!;
-    await eventually(() => feed.frontier.occurredAt >= last.occurredAt);
+    const lastPosition = (await store.findPosition(organization.id, last.id))!;
+    await eventually(() => comparePositions(feed.frontier, lastPosition) >= 0);
     expect(stream.buffered).toBeLessThanOrEqual(10);
     expect(streams.stats().fellBehind).toBeGreaterThan(0);
 
@@ -116,7 +104,6 @@ describe("a graphql-ws client that stops reading its socket", () => {
   beforeAll(async () => {
     server = await startTestServer("sqlite", {
       env: {
-        SUBSCRIPTION_SETTLE_DELAY: "50ms",
         SUBSCRIPTION_POLL_INTERVAL: "50ms",
         SUBSCRIPTION_MAX_QUEUED_EVENTS: "5",
       },

@@ -17,7 +17,6 @@ import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test
  */
 
 const ENV = {
-  SUBSCRIPTION_SETTLE_DELAY: "30ms",
   SUBSCRIPTION_POLL_INTERVAL: "100ms",
   SUBSCRIPTION_AUTH_RECHECK_INTERVAL: "100ms",
 };

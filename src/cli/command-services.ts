@@ -3,6 +3,7 @@ import { LifecycleLogService } from "../domain/lifecycle/lifecycle-log-service.t
 import { OrganizationService } from "../domain/organizations/organization-service.ts";
 import { systemClock } from "../domain/shared/clock.ts";
 import { CursorCodec } from "../domain/shared/cursor.ts";
+import { WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { openDatabase, type Database } from "../store/database.ts";
 import { explainDatabaseError } from "../store/database-hints.ts";
 import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
@@ -25,6 +26,12 @@ function buildCommandServices(config: Config, database: Database) {
       new CursorCodec(config.cursorSecret),
       config.retentionMonths,
     ),
+    webhookDeliveries: new WebhookDeliveryService(store, systemClock, {
+      scheduleMs: config.webhookRetryScheduleMs,
+      disableAfterMs: config.webhookDisableAfterMs,
+      leaseMs: config.webhookLeaseMs,
+      retentionMs: config.webhookDeliveryRetentionMs,
+    }),
   };
 }
 

@@ -99,12 +99,18 @@ export function buildCli(): Command {
 
   program
     .command("prune")
-    .description("delete lifecycle events past the retention window, in batches")
+    .description("delete lifecycle events and succeeded webhook deliveries past their retention, in batches")
     .option("--batch-size <n>", "rows per batch", "1000")
     .action((options: { batchSize: string }) =>
       withServices(async (services) => {
         const deleted = await services.lifecycleLog.pruneExpiredEvents(Number(options.batchSize));
-        print({ deleted, cutoff: services.lifecycleLog.retentionCutoff().toISOString() });
+        const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(Number(options.batchSize));
+        print({
+          deleted,
+          cutoff: services.lifecycleLog.retentionCutoff().toISOString(),
+          deleted_webhook_deliveries: deliveries,
+          webhook_delivery_cutoff: services.webhookDeliveries.retentionCutoff().toISOString(),
+        });
       }),
     );
 

@@ -1,5 +1,4 @@
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
-import type { LifecycleRecorder } from "./lifecycle/lifecycle-recorder.ts";
 import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
@@ -16,7 +15,8 @@ export interface Services {
   readonly lifecycleLog: LifecycleLogService;
   /** Any object by its id alone (global object identification). */
   readonly nodes: NodeService;
-  readonly recorder: LifecycleRecorder;
+  /** Commits of lifecycle events, told by the unit of work itself (wakes live subscriptions and the webhook worker). */
+  readonly commits: Pick<Store, "onEventsCommitted">;
   /** Webhook endpoints and deliveries as the organization manages them. */
   readonly webhooks: WebhookService;
   /** The delivery rules the webhook worker applies. */

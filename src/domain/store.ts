@@ -5,8 +5,12 @@ import type { WebhookStore } from "./webhooks/webhook-store.ts";
 /*
  * What the domain needs from persistence, implemented once in src/store/ (Prisma). Every method is scoped by
  * organization where the data is. `transaction` runs a unit of work atomically: services write a change and
- * its lifecycle event through the same `Store` handed to the callback.
+ * its lifecycle event through the same `Store` handed to the callback; once it has committed, the unit of work
+ * hands the events it inserted to the `onEventsCommitted` listeners (live subscriptions, the webhook worker).
  */
+
+/** Told after a commit, with the lifecycle events the transaction inserted. Must not throw. */
+export type EventsCommittedListener = (events: readonly LifecycleEvent[]) => void;
 
 export interface ApiKeyRecord {
   readonly id: string;
@@ -54,6 +58,11 @@ export interface EventListQuery {
 
 export interface Store {
   transaction<T>(work: (store: Store) => Promise<T>): Promise<T>;
+  /**
+   * Calls `listener` after every commit that inserted lifecycle events (never for a rolled-back transaction).
+   * A hint only: the log is the source of truth. Returns a function that stops the calls.
+   */
+  onEventsCommitted(listener: EventsCommittedListener): () => void;
   /** Webhook endpoints and the delivery outbox, in this store's transaction when it has one. */
   readonly webhooks: WebhookStore;
 

@@ -1,18 +1,23 @@
 import pg from "pg";
 import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
-import type { CommitSignal, CommitSignalListener, CommitSignals } from "../domain/lifecycle/lifecycle-feed.ts";
+import type { CommitSignalListener, CommitSignals } from "../domain/live/live-feed.ts";
 import type { Database } from "./database.ts";
 
 /*
- * Commit signals: "organization X committed events that occurred between t1 and t2". They only wake readers up
- * early; readers also poll the log, so a lost signal delays an event by at most one poll interval and loses
- * nothing.
+ * Commit signals: "organization X committed events". They only wake readers up early; readers also poll the
+ * log, so a lost signal delays an event by at most one poll interval and loses nothing.
  *
  * - SQLite: one process owns the database, so signals stay in the process.
  * - PostgreSQL: each instance LISTENs on one channel over a dedicated connection (outside Prisma's pool, which
  *   cannot hold a session open) and sends a NOTIFY after each commit, so instances wake each other. NOTIFY is
  *   sent after the commit, from the same connection; an instance that dies in between only costs the others
  *   one poll interval.
+ *
+ * The listener is written against `pg` directly rather than with `pg-listen` (issue 12 asked): pg-listen sends
+ * one `NOTIFY` statement per call, where a burst of commits here is flushed as one `pg_notify` over an array,
+ * and its notification event carries the payload but not the sending backend's process id, which is how an
+ * instance skips its own notifications (its subscriptions were already woken in-process). Reconnecting with
+ * backoff and reading the log at once afterwards are the only other duties, about 60 lines below.
  */
 
 export const LIFECYCLE_CHANNEL = "reftrail_lifecycle_events";
@@ -31,23 +36,9 @@ export async function openCommitSignals(database: Database, log: NotifierLog): P
   return signals;
 }
 
-/** One signal per organization in a committed batch of events. */
-export function commitSignalsOf(events: readonly LifecycleEvent[]): CommitSignal[] {
-  const byOrganization = new Map<string, { earliest: number; latest: number }>();
-  for (const event of events) {
-    const at = event.occurredAt.getTime();
-    const range = byOrganization.get(event.organizationId);
-    if (!range) byOrganization.set(event.organizationId, { earliest: at, latest: at });
-    else {
-      range.earliest = Math.min(range.earliest, at);
-      range.latest = Math.max(range.latest, at);
-    }
-  }
-  return [...byOrganization].map(([organizationId, range]) => ({
-    organizationId,
-    earliest: new Date(range.earliest),
-    latest: new Date(range.latest),
-  }));
+/** The organizations of a committed batch of events, each once. */
+export function organizationsOf(events: readonly LifecycleEvent[]): string[] {
+  return [...new Set(events.map((event) => event.organizationId))];
 }
 
 class InProcessCommitSignals implements CommitSignals {
@@ -56,7 +47,7 @@ class InProcessCommitSignals implements CommitSignals {
   constructor(protected readonly log: NotifierLog) {}
 
   publish(events: readonly LifecycleEvent[]): void {
-    for (const signal of commitSignalsOf(events)) this.emit(signal);
+    for (const organizationId of organizationsOf(events)) this.emit(organizationId);
   }
 
   onSignal(listener: CommitSignalListener): () => void {
@@ -68,24 +59,16 @@ class InProcessCommitSignals implements CommitSignals {
     this.listeners.clear();
   }
 
-  protected emit(signal: CommitSignal | null): void {
+  protected emit(organizationId: string | null): void {
     for (const listener of this.listeners) {
       try {
-        listener(signal);
+        listener(organizationId);
       } catch (error) {
         // A listener's failure must never reach the writer that published the signal.
         this.log.error({ err: error }, "a commit signal listener failed");
       }
     }
   }
-}
-
-interface NotifyPayload {
-  /** organization id */
-  readonly o: string;
-  /** earliest and latest occurred_at, epoch milliseconds */
-  readonly e: number;
-  readonly l: number;
 }
 
 const MAX_RECONNECT_DELAY_MS = 5_000;
@@ -96,8 +79,8 @@ class PostgresCommitSignals extends InProcessCommitSignals {
   private closed = false;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private reconnectDelayMs = 100;
-  /** Signals waiting to be sent, merged per organization until the next turn of the event loop. */
-  private readonly outgoing = new Map<string, CommitSignal>();
+  /** Organizations waiting to be signalled, merged until the next turn of the event loop. */
+  private readonly outgoing = new Set<string>();
   private flushScheduled = false;
   private sending: Promise<void> = Promise.resolve();
 
@@ -114,20 +97,10 @@ class PostgresCommitSignals extends InProcessCommitSignals {
   }
 
   override publish(events: readonly LifecycleEvent[]): void {
-    for (const signal of commitSignalsOf(events)) {
+    for (const organizationId of organizationsOf(events)) {
       // This instance's own subscriptions are woken at once; the others through NOTIFY.
-      this.emit(signal);
-      const waiting = this.outgoing.get(signal.organizationId);
-      this.outgoing.set(
-        signal.organizationId,
-        waiting
-          ? {
-              organizationId: signal.organizationId,
-              earliest: new Date(Math.min(waiting.earliest.getTime(), signal.earliest.getTime())),
-              latest: new Date(Math.max(waiting.latest.getTime(), signal.latest.getTime())),
-            }
-          : signal,
-      );
+      this.emit(organizationId);
+      this.outgoing.add(organizationId);
     }
     if (!this.flushScheduled && this.outgoing.size > 0) {
       this.flushScheduled = true;
@@ -147,18 +120,11 @@ class PostgresCommitSignals extends InProcessCommitSignals {
 
   private flush(): void {
     this.flushScheduled = false;
-    const signals = [...this.outgoing.values()];
+    const payloads = [...this.outgoing];
     this.outgoing.clear();
     const client = this.client;
     // Disconnected: the other instances find these events at their next poll.
     if (!client || !this.connected || this.closed) return;
-    const payloads = signals.map((signal) =>
-      JSON.stringify({
-        o: signal.organizationId,
-        e: signal.earliest.getTime(),
-        l: signal.latest.getTime(),
-      } satisfies NotifyPayload),
-    );
     // One statement per flush, one flush at a time on this connection (pg queues queries, but deprecates it).
     this.sending = this.sending
       .then(() =>
@@ -178,8 +144,8 @@ class PostgresCommitSignals extends InProcessCommitSignals {
       // Our own NOTIFY comes back to us too; local subscribers were already woken by publish().
       if (message.processId === backendProcessId(client) || message.channel !== LIFECYCLE_CHANNEL || !message.payload)
         return;
-      const signal = parseNotifyPayload(message.payload);
-      if (signal) this.emit(signal);
+      // The payload is an organization id.
+      this.emit(message.payload);
     });
     client.on("error", (error) => this.lost(client, error));
     client.on("end", () => this.lost(client, undefined));
@@ -210,16 +176,6 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelayMs);
     this.reconnectTimer.unref();
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
-  }
-}
-
-function parseNotifyPayload(text: string): CommitSignal | null {
-  try {
-    const payload = JSON.parse(text) as Partial<NotifyPayload>;
-    if (typeof payload.o !== "string" || typeof payload.e !== "number" || typeof payload.l !== "number") return null;
-    return { organizationId: payload.o, earliest: new Date(payload.e), latest: new Date(payload.l) };
-  } catch {
-    return null;
   }
 }
 

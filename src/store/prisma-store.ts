@@ -1,6 +1,13 @@
 import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
 import type { Organization, Reference, ReferenceUpdate, Tag } from "../domain/models.ts";
-import type { ApiKeyRecord, EventListQuery, ReferenceListQuery, Store, TagListQuery } from "../domain/store.ts";
+import type {
+  ApiKeyRecord,
+  EventListQuery,
+  EventsCommittedListener,
+  ReferenceListQuery,
+  Store,
+  TagListQuery,
+} from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
@@ -79,13 +86,19 @@ function referenceFromRow(row: ReferenceRow): Reference {
   } as Reference;
 }
 
+/** One transaction's lifecycle events, handed to the listeners once it has committed. */
+interface UnitOfWork {
+  readonly events: LifecycleEvent[];
+}
+
 export class PrismaStore implements Store {
   constructor(
     private readonly database: Database,
     /** Webhook signing secrets are stored encrypted with it. */
     private readonly secretCipher: SecretCipher,
     private readonly client: Client = database.prisma,
-    private readonly inTransaction = false,
+    private readonly unit: UnitOfWork | null = null,
+    private readonly committedListeners = new Set<EventsCommittedListener>(),
   ) {}
 
   get webhooks(): WebhookStore {
@@ -96,11 +109,24 @@ export class PrismaStore implements Store {
   private webhookStore: WebhookStore | undefined;
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
-    if (this.inTransaction) return work(this);
-    return this.database.prisma.$transaction(
-      (tx) => work(new PrismaStore(this.database, this.secretCipher, tx, true)),
+    if (this.unit) return work(this);
+    const unit: UnitOfWork = { events: [] };
+    const result = await this.database.prisma.$transaction(
+      (tx) => work(new PrismaStore(this.database, this.secretCipher, tx, unit, this.committedListeners)),
       TRANSACTION_OPTIONS,
     );
+    this.publishCommitted(unit.events);
+    return result;
+  }
+
+  onEventsCommitted(listener: EventsCommittedListener): () => void {
+    this.committedListeners.add(listener);
+    return () => this.committedListeners.delete(listener);
+  }
+
+  private publishCommitted(events: readonly LifecycleEvent[]): void {
+    if (events.length === 0) return;
+    for (const listener of this.committedListeners) listener(events);
   }
 
   async insertOrganization(organization: Organization): Promise<void> {
@@ -443,6 +469,9 @@ export class PrismaStore implements Store {
         referenceTags: event.referenceTags as unknown as Prisma.InputJsonArray,
       },
     });
+    // Outside a transaction the insert is its own commit.
+    if (this.unit) this.unit.events.push(event);
+    else this.publishCommitted([event]);
   }
 
   async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
@@ -471,7 +500,7 @@ export class PrismaStore implements Store {
 
   private assertInTransaction(method: string): void {
     // A lock taken outside a transaction would be released at once and protect nothing.
-    if (!this.inTransaction) throw new Error(`${method} must be called inside store.transaction`);
+    if (!this.unit) throw new Error(`${method} must be called inside store.transaction`);
   }
 
   async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {

@@ -246,6 +246,21 @@ export class PrismaWebhookStore implements WebhookStore {
     return row && toDelivery(row);
   }
 
+  async deleteSucceededDeliveriesBefore(cutoff: Date, batchSize: number): Promise<number> {
+    // Ids first, then one delete: a bounded batch on both databases (neither SQLite nor PostgreSQL has
+    // DELETE ... LIMIT by default). Attempts go with their delivery (ON DELETE CASCADE).
+    const batch = await this.client.webhookDelivery.findMany({
+      where: { status: "succeeded", updatedAt: { lt: cutoff } },
+      select: { id: true },
+      take: batchSize,
+    });
+    if (batch.length === 0) return 0;
+    const { count } = await this.client.webhookDelivery.deleteMany({
+      where: { id: { in: batch.map((row) => row.id) }, status: "succeeded" },
+    });
+    return count;
+  }
+
   countPendingDeliveries(): Promise<number> {
     return this.client.webhookDelivery.count({ where: { status: "pending" } });
   }

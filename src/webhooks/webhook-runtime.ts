@@ -53,7 +53,7 @@ export function startWebhookWorker({
       pollIntervalMs: config.webhookPollIntervalMs,
     },
   );
-  const unsubscribeEvents = services.recorder.onCommitted(() => worker.wake());
+  const unsubscribeEvents = services.commits.onEventsCommitted(() => worker.wake());
   const unsubscribeQueued = services.webhooks.onQueued(() => worker.wake());
   worker.start();
   return async () => {

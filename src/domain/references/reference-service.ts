@@ -115,8 +115,7 @@ export class ReferenceService {
     issues.push(...parsed.issues);
     if (issues.length > 0) throw validationFailed(issues);
 
-    const events: LifecycleEvent[] = [];
-    const reference = await this.store.transaction(async (store) => {
+    return this.store.transaction(async (store) => {
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       this.assertTagCount(tags.length);
       const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
@@ -126,11 +125,9 @@ export class ReferenceService {
         tags.map((tag) => tag.id),
         reference.createdAt,
       );
-      events.push(await this.recordCreated(store, reference, tags));
+      await this.recordCreated(store, reference, tags);
       return reference;
     });
-    this.recorder.committed(events);
-    return reference;
   }
 
   /** @throws NOT_FOUND */
@@ -288,15 +285,15 @@ export class ReferenceService {
         { path: ["reason"], code: "INVALID_ENUM", message: `reason must be one of ${DEACTIVATE_REASONS.join(", ")}` },
       ]);
     }
-    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       if (!reference.active) return reference;
-      return this.deactivateIn(store, reference, tags, reason as DeactivateReason, false, events);
+      return this.deactivateIn(store, reference, tags, reason as DeactivateReason, false);
     });
   }
 
   /** @throws NOT_FOUND, CONFLICT when the reference is active. */
   async reactivate(organizationId: string, referenceId: string): Promise<Reference> {
-    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       if (reference.active)
         throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
       const updated: Reference = {
@@ -308,12 +305,10 @@ export class ReferenceService {
         updatedAt: this.clock.now(),
       };
       await store.updateReference(updated);
-      events.push(
-        await this.recorder.record(store, updated, tags, {
-          type: "reference_reactivated",
-          detail: detailBase(updated),
-        }),
-      );
+      await this.recorder.record(store, updated, tags, {
+        type: "reference_reactivated",
+        detail: detailBase(updated),
+      });
       return updated;
     });
   }
@@ -324,7 +319,7 @@ export class ReferenceService {
    * @throws NOT_FOUND, VALIDATION_FAILED.
    */
   async recordExtraction(organizationId: string, referenceId: string, outcome: ExtractionOutcome): Promise<Reference> {
-    return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       const now = this.clock.now();
       if (outcome.status === "succeeded") {
         const updated: Reference = {
@@ -334,12 +329,10 @@ export class ReferenceService {
           updatedAt: now,
         };
         await store.updateReference(updated);
-        events.push(
-          await this.recorder.record(store, updated, tags, {
-            type: "extraction_succeeded",
-            detail: { ...detailBase(updated), status: "succeeded" },
-          }),
-        );
+        await this.recorder.record(store, updated, tags, {
+          type: "extraction_succeeded",
+          detail: { ...detailBase(updated), status: "succeeded" },
+        });
         return updated;
       }
       const failures = reference.consecutiveFailures + 1;
@@ -350,19 +343,17 @@ export class ReferenceService {
         updatedAt: now,
       };
       await store.updateReference(updated);
-      events.push(
-        await this.recorder.record(store, updated, tags, {
-          type: "extraction_failed",
-          detail: {
-            ...detailBase(updated),
-            status: "failed",
-            error: { code: outcome.error.code, message: outcome.error.message },
-            consecutive_failures: failures,
-          },
-        }),
-      );
+      await this.recorder.record(store, updated, tags, {
+        type: "extraction_failed",
+        detail: {
+          ...detailBase(updated),
+          status: "failed",
+          error: { code: outcome.error.code, message: outcome.error.message },
+          consecutive_failures: failures,
+        },
+      });
       if (updated.active && failures >= this.limits.extractionFailureThreshold) {
-        updated = await this.deactivateIn(store, updated, tags, "exceeded_extraction_attempt_threshold", true, events);
+        updated = await this.deactivateIn(store, updated, tags, "exceeded_extraction_attempt_threshold", true);
       }
       return updated;
     });
@@ -399,33 +390,29 @@ export class ReferenceService {
     if (issues.length > 0) throw validationFailed(issues);
 
     let stored: ReferenceUpdate | undefined;
-    await this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
+    await this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       const now = this.clock.now();
       stored = { id: newId(), organizationId, referenceId: reference.id, document, createdAt: now };
       await store.insertReferenceUpdate(stored);
       // The update event comes first in the log: it is the cause of the changes that follow.
-      events.push(
-        await this.recorder.record(store, reference, tags, {
-          type: "reference_update_created",
-          detail: { ...detailBase(reference), reference_update_id: stored.id, update: document },
-        }),
-      );
+      await this.recorder.record(store, reference, tags, {
+        type: "reference_update_created",
+        detail: { ...detailBase(reference), reference_update_id: stored.id, update: document },
+      });
       let updated: Reference = { ...reference, updatedAt: now };
       for (const { key, value } of estimates) {
         const field = key === "estimated_departure" ? "estimatedDeparture" : "estimatedArrival";
         const previous = reference[field];
         if ((previous?.getTime() ?? null) === (value?.getTime() ?? null)) continue;
         updated = { ...updated, [field]: value ?? null };
-        events.push(
-          await this.recorder.record(store, updated, tags, {
-            type: key === "estimated_departure" ? "estimated_departure_changed" : "estimated_arrival_changed",
-            detail: {
-              ...detailBase(updated),
-              previous: previous?.toISOString() ?? null,
-              current: value?.toISOString() ?? null,
-            },
-          }),
-        );
+        await this.recorder.record(store, updated, tags, {
+          type: key === "estimated_departure" ? "estimated_departure_changed" : "estimated_arrival_changed",
+          detail: {
+            ...detailBase(updated),
+            previous: previous?.toISOString() ?? null,
+            current: value?.toISOString() ?? null,
+          },
+        });
       }
       await store.updateReference(updated);
       return updated;
@@ -482,8 +469,7 @@ export class ReferenceService {
     });
     if (issues.length > 0) throw validationFailed(issues);
 
-    const events: LifecycleEvent[] = [];
-    const children = await this.store.transaction(async (store) => {
+    return this.store.transaction(async (store) => {
       // Locked so that parallel reports of one parent see each other's children; the unique index on
       // (parent, container) behind insertChildIfAbsent is the last word if anything else inserts children.
       const parent = await this.lockReferenceIn(store, organizationId, parentId);
@@ -523,7 +509,7 @@ export class ReferenceService {
               parentTags.map((tag) => tag.id),
               child.createdAt,
             );
-            events.push(await this.recordCreated(store, child, parentTags));
+            await this.recordCreated(store, child, parentTags);
           }
           existing.set(containerId, child);
         }
@@ -531,8 +517,6 @@ export class ReferenceService {
       }
       return result;
     });
-    this.recorder.committed(events);
-    return children;
   }
 
   /**
@@ -543,16 +527,13 @@ export class ReferenceService {
   private async mutate(
     organizationId: string,
     referenceId: string,
-    change: (store: Store, reference: Reference, tags: Tag[], events: LifecycleEvent[]) => Promise<Reference>,
+    change: (store: Store, reference: Reference, tags: Tag[]) => Promise<Reference>,
   ): Promise<Reference> {
-    const events: LifecycleEvent[] = [];
-    const result = await this.store.transaction(async (store) => {
+    return this.store.transaction(async (store) => {
       const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
-      return change(store, reference, tags, events);
+      return change(store, reference, tags);
     });
-    this.recorder.committed(events);
-    return result;
   }
 
   private async deactivateIn(
@@ -561,7 +542,6 @@ export class ReferenceService {
     tags: Tag[],
     reason: DeactivateReason,
     automatic: boolean,
-    events: LifecycleEvent[],
   ): Promise<Reference> {
     const updated: Reference = {
       ...reference,
@@ -571,12 +551,10 @@ export class ReferenceService {
       updatedAt: this.clock.now(),
     };
     await store.updateReference(updated);
-    events.push(
-      await this.recorder.record(store, updated, tags, {
-        type: "reference_deactivated",
-        detail: { ...detailBase(updated), deactivate_reason: reason, auto_unsubscribed: automatic },
-      }),
-    );
+    await this.recorder.record(store, updated, tags, {
+      type: "reference_deactivated",
+      detail: { ...detailBase(updated), deactivate_reason: reason, auto_unsubscribed: automatic },
+    });
     return updated;
   }
 

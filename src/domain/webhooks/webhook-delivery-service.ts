@@ -13,6 +13,8 @@ export interface DeliveryRules {
   readonly disableAfterMs: number;
   /** How long a claim holds. */
   readonly leaseMs: number;
+  /** Succeeded deliveries (and their attempts) are deleted this long after they succeeded. */
+  readonly retentionMs: number;
 }
 
 /** A delivery leased to this instance, with its endpoint as it was when claimed (null if it was deleted). */
@@ -55,6 +57,27 @@ export class WebhookDeliveryService {
     private readonly rules: DeliveryRules,
     private readonly random: () => number = Math.random,
   ) {}
+
+  /**
+   * Deletes deliveries that succeeded longer than the retention ago, with their attempts, in batches of
+   * `batchSize` (each its own short statement), at most `maxBatches`; returns how many were deleted. Pending and
+   * failed deliveries are kept: they may still be sent, or re-sent by hand.
+   */
+  async pruneSucceededDeliveries(batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
+    const cutoff = this.retentionCutoff();
+    let total = 0;
+    for (let batch = 0; batch < maxBatches; batch++) {
+      const deleted = await this.store.webhooks.deleteSucceededDeliveriesBefore(cutoff, batchSize);
+      total += deleted;
+      if (deleted < batchSize) break;
+    }
+    return total;
+  }
+
+  /** Deliveries that succeeded before this are pruned. */
+  retentionCutoff(): Date {
+    return new Date(this.clock.now().getTime() - this.rules.retentionMs);
+  }
 
   /**
    * Leases up to `limit` due deliveries to `owner`, at most `perEndpointLimit.get(id) ?? defaultPerEndpointLimit`

@@ -85,6 +85,11 @@ export interface WebhookStore {
   findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>>;
   /** Makes a delivery due at `at` again, whatever its status, with a fresh retry schedule. */
   requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null>;
+  /**
+   * Deletes up to `batchSize` deliveries that succeeded before `cutoff` (by their last change), with their
+   * attempts; returns how many deliveries were deleted.
+   */
+  deleteSucceededDeliveriesBefore(cutoff: Date, batchSize: number): Promise<number>;
   countPendingDeliveries(): Promise<number>;
 
   /**

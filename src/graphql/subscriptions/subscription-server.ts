@@ -10,13 +10,10 @@ import { Counter, Gauge, type Registry } from "prom-client";
 import { WebSocketServer, type WebSocket } from "ws";
 import { presentedApiKey } from "../../authentication.ts";
 import type { Config } from "../../config.ts";
-import { LifecycleFeed, type CommitSignals, type LifecycleFeedStore } from "../../domain/lifecycle/lifecycle-feed.ts";
-import { LifecycleStreamService } from "../../domain/lifecycle/lifecycle-stream.ts";
+import type { LiveSubscriptions } from "../../domain/live/live-subscriptions.ts";
 import type { Caller } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
 import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
-import type { Clock } from "../../domain/shared/clock.ts";
-import { CursorCodec } from "../../domain/shared/cursor.ts";
 import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
@@ -59,11 +56,8 @@ const CLOSE_HANDSHAKE_TIMEOUT_MS = 3_000;
 export interface SubscriptionDependencies {
   readonly services: Services;
   readonly config: Config;
-  readonly clock: Clock;
-  /** Commit wake-ups (in-process on SQLite, LISTEN/NOTIFY on PostgreSQL); closed with the server. */
-  readonly signals: CommitSignals;
-  /** Reads the log for the feed; built by the composition root from the store. */
-  readonly feedStore: LifecycleFeedStore;
+  /** The live subscriptions (src/domain/live/), built and closed by the composition root. */
+  readonly subscriptions: LiveSubscriptions;
   /** Where the subscription gauges are registered (the `/metrics` registry). */
   readonly metrics?: Registry;
   /** Serves `webhookDeliveryAttempts` (the operator page); its signals are owned by the composition root. */
@@ -85,35 +79,13 @@ interface ConnectionSession {
 type ServerContext = Pick<Context<Record<string, unknown> | undefined, Extra>, "extra">;
 
 /**
- * Serves subscriptions on the Fastify instance's HTTP server: `ws(s)://host:port/graphql`. Owns the lifecycle
- * feed and the commit signals (PostgreSQL LISTEN connection), and closes them with Fastify: sockets get 1001
- * before the HTTP server stops (preClose), the LISTEN connection closes after it (onClose).
+ * Serves subscriptions on the Fastify instance's HTTP server: `ws(s)://host:port/graphql`. Transport only:
+ * authentication, operation checks, errors and metrics; the events come from `deps.subscriptions`. Sockets get
+ * 1001 before the HTTP server stops (preClose).
  */
 export async function registerSubscriptions(app: FastifyInstance, deps: SubscriptionDependencies): Promise<void> {
-  const { services, config, clock, signals, feedStore } = deps;
+  const { services, config, subscriptions } = deps;
   const log = app.log.child({ component: "subscriptions" });
-
-  const stopPublishing = services.recorder.onCommitted((events) => signals.publish(events));
-  const feed = new LifecycleFeed(
-    feedStore,
-    signals,
-    clock,
-    {
-      settleDelayMs: config.subscriptionSettleDelayMs,
-      lateWindowMs: config.subscriptionLateWindowMs,
-      pollIntervalMs: config.subscriptionPollIntervalMs,
-    },
-    log,
-  );
-  const streams = new LifecycleStreamService(
-    feed,
-    feedStore,
-    services.references,
-    new CursorCodec(config.cursorSecret),
-    clock,
-    () => services.lifecycleLog.retentionCutoff(),
-    { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
-  );
 
   const schema = buildGraphqlSchema();
   const validationRules = [...specifiedRules, ...graphqlValidationRules(config)];
@@ -246,7 +218,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
           services,
           loaders: createLoaders(services, caller.organizationId),
           log: session.log.child({ operationId: id }),
-          lifecycleStreams: streams,
+          lifecycleStreams: subscriptions,
           deliveryActivity: deps.deliveryActivity,
         };
         session.log.info(
@@ -345,15 +317,10 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       SUBSCRIPTION_CLOSE_CODES.goingAway,
       "Server shutting down: reconnect and resume with the last cursor",
     );
-    await streams.close();
     await new Promise<void>((resolve) => wss.close(() => resolve()));
   });
-  app.addHook("onClose", async () => {
-    stopPublishing();
-    await signals.close();
-  });
 
-  registerSubscriptionMetrics(deps.metrics, { sessions, streams, feed });
+  registerSubscriptionMetrics(deps.metrics, { sessions, subscriptions });
 }
 
 /** Sends a close frame to each socket; drops the ones that have not completed the handshake in time. */
@@ -401,11 +368,7 @@ function withCode(error: GraphQLError, code: string): GraphQLError {
 
 function registerSubscriptionMetrics(
   registry: Registry | undefined,
-  {
-    sessions,
-    streams,
-    feed,
-  }: { sessions: ReadonlyMap<unknown, unknown>; streams: LifecycleStreamService; feed: LifecycleFeed },
+  { sessions, subscriptions }: { sessions: ReadonlyMap<unknown, unknown>; subscriptions: LiveSubscriptions },
 ): void {
   if (!registry) return;
   new Gauge({
@@ -421,7 +384,7 @@ function registerSubscriptionMetrics(
     help: "Open lifecycleEvents subscriptions",
     registers: [registry],
     collect() {
-      this.set(streams.stats().open);
+      this.set(subscriptions.stats().open);
     },
   });
   new Gauge({
@@ -429,7 +392,7 @@ function registerSubscriptionMetrics(
     help: "Lifecycle events held for subscribers that have not read them yet (bounded per subscription)",
     registers: [registry],
     collect() {
-      this.set(streams.stats().bufferedEvents);
+      this.set(subscriptions.stats().bufferedEvents);
     },
   });
   new Counter({
@@ -438,16 +401,7 @@ function registerSubscriptionMetrics(
     registers: [registry],
     collect() {
       this.reset();
-      this.inc(streams.stats().fellBehind);
-    },
-  });
-  new Counter({
-    name: "reftrail_subscription_late_events_total",
-    help: "Events committed after the live feed had passed them (a transaction slower than SUBSCRIPTION_SETTLE_DELAY), sent late",
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(feed.stats().lateEvents);
+      this.inc(subscriptions.stats().fellBehind);
     },
   });
 }

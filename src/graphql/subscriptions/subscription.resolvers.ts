@@ -1,4 +1,4 @@
-import type { LifecycleStreamService, StreamMessage } from "../../domain/lifecycle/lifecycle-stream.ts";
+import type { LiveSubscriptions, StreamMessage } from "../../domain/live/live-subscriptions.ts";
 import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
 import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
@@ -8,11 +8,11 @@ import { GraphQLError } from "../graphql-js.ts";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
 export interface SubscriptionContext extends GraphqlContext {
-  readonly lifecycleStreams: LifecycleStreamService;
+  readonly lifecycleStreams: LiveSubscriptions;
   readonly deliveryActivity?: DeliveryActivityService;
 }
 
-function lifecycleStreamsOf(context: GraphqlContext): LifecycleStreamService {
+function lifecycleStreamsOf(context: GraphqlContext): LiveSubscriptions {
   const streams = (context as Partial<SubscriptionContext>).lifecycleStreams;
   if (!streams) {
     // Apollo executes a subscription sent over HTTP like a query; say where subscriptions live instead.

@@ -1,0 +1,336 @@
+import type { LifecycleEvent, LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
+import { comparePositions, laterOf, type LogPosition } from "./log-position.ts";
+
+/*
+ * The live side of the lifecycle log (SPEC §10): one feed per process reads the log in live order (see
+ * log-position.ts) from its frontier and hands each event to the live subscriptions (listeners) of its
+ * organization. It reads when woken by a commit signal, soon again while committed events wait behind a running
+ * transaction (PostgreSQL), and at least every poll interval as a safety net, so a lost signal delays an event
+ * but never loses it. There is no settle delay: what the store returns as settled can never be preceded later.
+ */
+
+/** A lifecycle event with its place in the live order. */
+export interface LiveEvent {
+  readonly event: LifecycleEvent;
+  readonly position: LogPosition;
+}
+
+/** Settled events after `after`, of some organizations (every organization when absent). */
+export interface SettledReadQuery {
+  readonly organizationIds?: readonly string[];
+  readonly after: LogPosition;
+  readonly limit: number;
+}
+
+export interface SettledRead {
+  /** In live order, at most `limit`; no event can ever appear before the last of them. */
+  readonly events: readonly LiveEvent[];
+  /** Up to where the read saw every event of the organizations it read (at least the last event's position). */
+  readonly reached: LogPosition;
+  /** Committed events wait behind a transaction still running (PostgreSQL): read again soon. */
+  readonly heldBack: boolean;
+}
+
+/** A range `(after, until]` of one organization's log with a subscription's filters, at most `limit` events. */
+export interface ReplayQuery {
+  readonly organizationId: string;
+  readonly after: LogPosition;
+  readonly until: LogPosition;
+  /** Skip events that occurred before this (retention). */
+  readonly notBefore: Date;
+  readonly referenceId?: string;
+  readonly types?: readonly LifecycleEventType[];
+  readonly limit: number;
+}
+
+/** What the live side reads from persistence (implemented in src/store/live-log-store.ts). */
+export interface LiveLogStore {
+  readSettled(query: SettledReadQuery): Promise<SettledRead>;
+  /** The end of the settled log now: every event up to it is readable and none can appear before it. */
+  findSettledEnd(): Promise<LogPosition>;
+  /** Call only with `until` at or before a position the feed has read up to (so the range is settled). */
+  readRange(query: ReplayQuery): Promise<LiveEvent[]>;
+  /**
+   * Ids of the organization's events already committed after `after` (at most `limit`): on PostgreSQL, events
+   * committed but still behind the horizon. A subscription that starts "now" skips them: they happened before it.
+   */
+  listCommittedIdsAfter(organizationId: string, after: LogPosition, limit: number): Promise<string[]>;
+  /** Where an event of the organization sits in the live order; null when it does not exist (any more). */
+  findPosition(organizationId: string, eventId: string): Promise<LogPosition | null>;
+}
+
+/** An organization id: "it committed events"; null: "signals may have been missed, read now". */
+export type CommitSignalListener = (organizationId: string | null) => void;
+
+/** Commit signals across the instances that share a database (implemented in src/store/event-notifier.ts). */
+export interface CommitSignals {
+  /** Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. */
+  publish(events: readonly LifecycleEvent[]): void;
+  onSignal(listener: CommitSignalListener): () => void;
+  close(): Promise<void>;
+}
+
+/** One live subscription, as the feed sees it. */
+export interface LiveListener {
+  readonly organizationId: string;
+  /** When set, only this reference's events are delivered (the feed indexes listeners by it). */
+  readonly referenceId?: string;
+  /** Events of the listener's organization (and reference), in live order, all after its registration frontier. */
+  deliver(events: readonly LiveEvent[]): void;
+  /** The feed moved to `frontier` without reading this listener's organization: it reads the log up to there. */
+  catchUp(frontier: LogPosition): void;
+  /** The feed stopped; no more events will come. */
+  end(): void;
+}
+
+export interface LiveFeedLog {
+  error(details: object, message: string): void;
+}
+
+export interface LiveFeedOptions {
+  /** The safety net: how often the feed reads with no signal. */
+  readonly pollIntervalMs: number;
+  /** First wait before reading again while events are held back; doubles up to HELD_BACK_RETRY_MAX_MS. */
+  readonly heldBackRetryMs?: number;
+  /** Events per read of the log; a larger backlog is read in several steps. */
+  readonly batchSize?: number;
+}
+
+interface OrganizationListeners {
+  /** Listeners of every event of the organization (no reference filter). */
+  readonly all: Set<LiveListener>;
+  readonly byReference: Map<string, Set<LiveListener>>;
+  size: number;
+}
+
+/**
+ * While events are held back, the feed reads at least this often. The transaction in the way may have written
+ * no event, so no signal announces its end; a short retry keeps the delay it adds small without waiting for the
+ * poll.
+ */
+const HELD_BACK_RETRY_MAX_MS = 50;
+
+// The feed names the organizations it reads; past this many it reads every organization's events instead.
+const MAX_ORGANIZATIONS_PER_QUERY = 200;
+
+/**
+ * Reads settled lifecycle events in live order and hands them to the listeners of their organization.
+ * Guarantee, for a listener registered at frontier F: every event after F reaches it exactly once, in live
+ * order, through `deliver` (or, after `catchUp`, through its own reads of the log). Idle (no listener) it reads
+ * nothing and holds no timer.
+ */
+export class LiveFeed {
+  private readonly listeners = new Map<string, OrganizationListeners>();
+  private listenerCount = 0;
+  private position: LogPosition | undefined;
+  private active = false;
+  private closed = false;
+  private readonly batchSize: number;
+  private pollTimer: ReturnType<typeof setInterval> | undefined;
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private retryDelayMs: number;
+  private reading: Promise<void> | undefined;
+  private readAgain = false;
+  private readonly stopSignals: () => void;
+
+  constructor(
+    private readonly store: LiveLogStore,
+    signals: CommitSignals,
+    private readonly options: LiveFeedOptions,
+    private readonly log: LiveFeedLog,
+  ) {
+    this.batchSize = options.batchSize ?? 1_000;
+    this.retryDelayMs = this.firstRetryMs;
+    this.stopSignals = signals.onSignal((organizationId) => {
+      if (organizationId === null || this.listeners.has(organizationId)) void this.requestRead();
+    });
+  }
+
+  private get firstRetryMs(): number {
+    return Math.min(this.options.heldBackRetryMs ?? 2, HELD_BACK_RETRY_MAX_MS);
+  }
+
+  /** Everything up to here has been handed to the listeners (the start of the log before the first read). */
+  get frontier(): LogPosition {
+    return this.position ?? { transactionId: 0n, sequence: 0n };
+  }
+
+  /** Open listeners. */
+  get size(): number {
+    return this.listenerCount;
+  }
+
+  /**
+   * Makes sure the feed knows where the settled log ends before a listener registers, so that it does not read
+   * what was written while it was idle. Registering without it is correct, only slower.
+   */
+  async prepare(): Promise<void> {
+    if (this.active || this.closed) return;
+    const end = await this.store.findSettledEnd();
+    this.position = this.position ? laterOf(this.position, end) : end;
+  }
+
+  /** Starts delivering to `listener`; returns the frontier it starts after. Synchronous, so nothing slips between. */
+  register(listener: LiveListener): LogPosition {
+    if (this.closed) throw new Error("the live feed is closed");
+    if (!this.active) this.activate();
+    let group = this.listeners.get(listener.organizationId);
+    if (!group) {
+      group = { all: new Set(), byReference: new Map(), size: 0 };
+      this.listeners.set(listener.organizationId, group);
+    }
+    if (listener.referenceId === undefined) group.all.add(listener);
+    else {
+      let set = group.byReference.get(listener.referenceId);
+      if (!set) group.byReference.set(listener.referenceId, (set = new Set()));
+      set.add(listener);
+    }
+    group.size++;
+    this.listenerCount++;
+    return this.frontier;
+  }
+
+  unregister(listener: LiveListener): void {
+    const group = this.listeners.get(listener.organizationId);
+    if (!group) return;
+    let removed: boolean;
+    if (listener.referenceId === undefined) removed = group.all.delete(listener);
+    else {
+      const set = group.byReference.get(listener.referenceId);
+      removed = set?.delete(listener) ?? false;
+      if (set?.size === 0) group.byReference.delete(listener.referenceId);
+    }
+    if (!removed) return;
+    group.size--;
+    this.listenerCount--;
+    if (group.size === 0) this.listeners.delete(listener.organizationId);
+    if (this.listenerCount === 0) this.deactivate();
+  }
+
+  /** Stops reading, ends every listener, and waits for a read in progress. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopSignals();
+    const listeners = [...this.listeners.values()].flatMap(listenersOf);
+    this.listeners.clear();
+    this.listenerCount = 0;
+    this.deactivate();
+    for (const listener of listeners) listener.end();
+    await this.reading;
+  }
+
+  /** Reads the log now (or as soon as the read in progress ends). */
+  requestRead(): Promise<void> {
+    if (!this.active) return Promise.resolve();
+    if (this.reading) {
+      this.readAgain = true;
+      return this.reading;
+    }
+    this.reading = this.readLoop()
+      .catch((error: unknown) => {
+        // The next signal or poll reads again from the same frontier: nothing is lost.
+        this.log.error({ err: error }, "reading the lifecycle log for live subscriptions failed");
+      })
+      .finally(() => {
+        this.reading = undefined;
+      });
+    return this.reading;
+  }
+
+  private activate(): void {
+    this.active = true;
+    this.pollTimer = setInterval(() => void this.requestRead(), this.options.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  private deactivate(): void {
+    this.active = false;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.retryTimer);
+    this.pollTimer = undefined;
+    this.retryTimer = undefined;
+    this.retryDelayMs = this.firstRetryMs;
+    // Idle, the frontier goes stale: `prepare` moves it to the end of the log before the next listener.
+  }
+
+  private async readLoop(): Promise<void> {
+    do {
+      this.readAgain = false;
+      if (!this.active) return;
+      const organizationIds = [...this.listeners.keys()];
+      const covered = new Set(organizationIds);
+      const from = this.frontier;
+      const read = await this.store.readSettled({
+        ...(organizationIds.length <= MAX_ORGANIZATIONS_PER_QUERY && { organizationIds }),
+        after: from,
+        limit: this.batchSize,
+      });
+      if (!this.active) return;
+      this.advance(read, from, organizationIds.length > MAX_ORGANIZATIONS_PER_QUERY ? null : covered);
+      if (read.events.length === this.batchSize) this.readAgain = true;
+      this.scheduleRetry(read.heldBack, read.events.length > 0);
+    } while (this.readAgain);
+  }
+
+  /**
+   * Moves the frontier to what the read reached and hands out its events. Listeners of an organization the read
+   * did not cover (registered while it ran) catch up from the log; `covered` null means every organization.
+   */
+  private advance(read: SettledRead, from: LogPosition, covered: ReadonlySet<string> | null): void {
+    // A read that started before the feed went idle and woke again may end behind the new frontier.
+    const current = this.frontier;
+    if (comparePositions(read.reached, current) <= 0) return;
+    this.position = read.reached;
+    const fresh =
+      comparePositions(current, from) === 0
+        ? read.events
+        : read.events.filter((live) => comparePositions(live.position, current) > 0);
+    const uncovered: LiveListener[] = [];
+    if (covered) {
+      for (const [organizationId, group] of this.listeners) {
+        if (!covered.has(organizationId)) uncovered.push(...listenersOf(group));
+      }
+    }
+    this.dispatch(fresh);
+    for (const listener of uncovered) listener.catchUp(read.reached);
+  }
+
+  /** While events are held back, read again soon, backing off to HELD_BACK_RETRY_MAX_MS. */
+  private scheduleRetry(heldBack: boolean, progressed: boolean): void {
+    // Back off only while nothing moves: under a steady stream of commits some event is nearly always held back
+    // by a transaction that is about to commit.
+    if (!heldBack || progressed) this.retryDelayMs = this.firstRetryMs;
+    if (!heldBack) return;
+    if (this.retryTimer) return;
+    const delay = this.retryDelayMs;
+    this.retryDelayMs = Math.min(this.retryDelayMs * 2, HELD_BACK_RETRY_MAX_MS);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.requestRead();
+    }, delay);
+    this.retryTimer.unref();
+  }
+
+  /** Hands each event to the listeners of its organization (and reference), one batch per listener. */
+  private dispatch(events: readonly LiveEvent[]): void {
+    const batches = new Map<LiveListener, LiveEvent[]>();
+    const add = (listener: LiveListener, event: LiveEvent) => {
+      const batch = batches.get(listener);
+      if (batch) batch.push(event);
+      else batches.set(listener, [event]);
+    };
+    for (const live of events) {
+      const group = this.listeners.get(live.event.organizationId);
+      if (!group) continue;
+      for (const listener of group.all) add(listener, live);
+      const byReference = group.byReference.get(live.event.referenceId);
+      if (byReference) for (const listener of byReference) add(listener, live);
+    }
+    for (const [listener, batch] of batches) listener.deliver(batch);
+  }
+}
+
+function listenersOf(group: OrganizationListeners): LiveListener[] {
+  return [...group.all, ...[...group.byReference.values()].flatMap((set) => [...set])];
+}
