@@ -5,7 +5,6 @@ import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { withLabel } from "./support/with-label.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
-import { withLabel } from "./support/with-label.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
 /*
