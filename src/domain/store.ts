@@ -1,5 +1,5 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
-import type { Organization, Reference, ReferenceUpdate, Tag } from "./models.ts";
+import type { Organization, Reference, ReferenceUpdate, Tag, TaggedReference } from "./models.ts";
 import type { WebhookStore } from "./webhooks/webhook-store.ts";
 
 /*
@@ -24,9 +24,18 @@ export interface TagListQuery {
   readonly limit: number;
 }
 
+/**
+ * Tags a listed reference must carry, by id and by name key (the organization's tags only). With `all`, a
+ * listed tag that does not exist matches nothing; with `any`, it is ignored.
+ */
+export interface ReferenceTagFilter {
+  readonly match: "all" | "any";
+  readonly ids: readonly string[];
+  readonly nameKeys: readonly string[];
+}
+
 export interface ReferenceListQuery {
-  /** Each inner array is one "any of" group; the reference must match every group. */
-  readonly tagIdGroups: readonly (readonly string[])[];
+  readonly tags?: ReferenceTagFilter;
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;
@@ -66,6 +75,11 @@ export interface Store {
   findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]>;
   /** Inserts the tag unless one with the same name key exists; returns the tag that holds the name. */
   insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }>;
+  /**
+   * Inserts each tag unless one with its name key exists, in two statements whatever their number; returns
+   * the tags that hold the names, keyed by name key.
+   */
+  insertTagsIfAbsent(tags: readonly (Tag & { readonly nameKey: string })[]): Promise<Map<string, Tag>>;
   /** Renames; returns null when another tag already holds the new key. */
   renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null>;
   deleteTag(organizationId: string, id: string): Promise<boolean>;
@@ -75,8 +89,10 @@ export interface Store {
 
   insertReference(reference: Reference): Promise<void>;
   updateReference(reference: Reference): Promise<void>;
-  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<Reference[]>;
-  listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]>;
+  /** With their tags, in one statement. */
+  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
+  /** Newest first, with their tags, in one statement (tag filter included). */
+  listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]>;
   /**
    * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
    * whatever the number of tags. Every given tag id is a key of the result.
@@ -86,7 +102,9 @@ export interface Store {
     tagIds: readonly string[],
     limitPerTag: number,
   ): Promise<Map<string, string[]>>;
-  findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, Reference[]>>;
+  /** Oldest first, with their tags, in one statement. */
+  findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>>;
+  /** One multi-row statement whatever the number of tags; links that exist stay as they are. */
   linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
   unlinkTag(referenceId: string, tagId: string): Promise<void>;
   countReferenceTags(referenceId: string): Promise<number>;
@@ -96,5 +114,10 @@ export interface Store {
 
   insertEvent(event: LifecycleEvent): Promise<void>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
+  /**
+   * `listEvents` for a reference of the organization, checked in the same statement: null when the
+   * organization has no such reference.
+   */
+  listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
 }

@@ -1,6 +1,6 @@
 import type { LifecycleRecorder } from "../lifecycle/lifecycle-recorder.ts";
 import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
-import type { Reference, ReferenceUpdate, Tag } from "../models.ts";
+import type { Reference, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { parseDateTime } from "../shared/date-time.ts";
@@ -71,7 +71,7 @@ export class ReferenceService {
    * validated before anything is written; on any error nothing is saved.
    * @throws VALIDATION_FAILED (with one issue per bad field), LIMIT_EXCEEDED.
    */
-  async createReference(organizationId: string, input: CreateReferenceInput): Promise<Reference> {
+  async createReference(organizationId: string, input: CreateReferenceInput): Promise<TaggedReference> {
     const issues: FieldIssue[] = [];
     const identifiers = (["containerId", "billOfLading", "bookingNumber"] as const).filter(
       (key) => input[key] !== undefined && input[key] !== null,
@@ -124,14 +124,14 @@ export class ReferenceService {
         reference.createdAt,
       );
       events.push(await this.recordCreated(store, reference, tags));
-      return reference;
+      return { ...reference, tags: sortedByName(tags) };
     });
     this.recorder.committed(events);
     return reference;
   }
 
-  /** @throws NOT_FOUND */
-  async getReference(organizationId: string, id: string): Promise<Reference> {
+  /** With its tags. @throws NOT_FOUND */
+  async getReference(organizationId: string, id: string): Promise<TaggedReference> {
     return this.getReferenceIn(this.store, organizationId, id);
   }
 
@@ -139,7 +139,7 @@ export class ReferenceService {
    * Newest first, filtered (SPEC §12). Unknown tag names or ids match nothing.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
-  async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<Reference>> {
+  async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<TaggedReference>> {
     const issues: FieldIssue[] = [];
     const tagIds = (input.tagIds ?? []).map((id) => id.toLowerCase());
     tagIds.forEach((id, index) => {
@@ -154,24 +154,12 @@ export class ReferenceService {
     const filters = referenceFilters({ ...input, tagIds });
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
 
-    const byId = await this.store.findTagsByIds(organizationId, filters.tagIds);
-    const byName = await this.store.findTagsByNameKeys(organizationId, filters.tagNames);
-    const found = [...new Set([...byId, ...byName].map((tag) => tag.id))];
-    const empty: Page<Reference> = { items: [], cursors: [], nextCursor: null, hasPreviousPage: after !== undefined };
-    let tagIdGroups: string[][] = [];
-    if (filters.tagIds.length + filters.tagNames.length > 0) {
-      if (filters.tagMatch === "all") {
-        // A listed tag that does not exist cannot be carried, so nothing matches them all.
-        if (byId.length < filters.tagIds.length || byName.length < filters.tagNames.length) return empty;
-        tagIdGroups = found.map((id) => [id]);
-      } else {
-        if (found.length === 0) return empty;
-        tagIdGroups = [found];
-      }
-    }
-
+    // Tags are resolved inside the listing's one statement: unknown ids or names match nothing with `all`.
+    const filtersTags = filters.tagIds.length + filters.tagNames.length > 0;
     const rows = await this.store.listReferences(organizationId, {
-      tagIdGroups,
+      ...(filtersTags && {
+        tags: { match: filters.tagMatch, ids: filters.tagIds, nameKeys: filters.tagNames },
+      }),
       active: filters.active,
       carrierCode: filters.carrierCode,
       containerId: filters.containerId,
@@ -234,7 +222,7 @@ export class ReferenceService {
     return this.store.transaction(async (store) => {
       const reference = await this.getReferenceIn(store, organizationId, referenceId);
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
-      const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+      const current = reference.tags;
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
       this.assertTagCount(combined.size);
       await store.linkTags(
@@ -263,7 +251,7 @@ export class ReferenceService {
    * Deactivates with a reason. An already deactivated reference is returned unchanged (no second event).
    * @throws NOT_FOUND, VALIDATION_FAILED (unknown reason, path `reason`).
    */
-  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<Reference> {
+  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<TaggedReference> {
     if (typeof reason !== "string" || !(DEACTIVATE_REASONS as readonly string[]).includes(reason)) {
       throw validationFailed([
         { path: ["reason"], code: "INVALID_ENUM", message: `reason must be one of ${DEACTIVATE_REASONS.join(", ")}` },
@@ -276,7 +264,7 @@ export class ReferenceService {
   }
 
   /** @throws NOT_FOUND, CONFLICT when the reference is active. */
-  async reactivate(organizationId: string, referenceId: string): Promise<Reference> {
+  async reactivate(organizationId: string, referenceId: string): Promise<TaggedReference> {
     return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
       if (reference.active)
         throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
@@ -304,7 +292,11 @@ export class ReferenceService {
    * reference is deactivated by the service itself (`exceeded_extraction_attempt_threshold`, automatic).
    * @throws NOT_FOUND, VALIDATION_FAILED.
    */
-  async recordExtraction(organizationId: string, referenceId: string, outcome: ExtractionOutcome): Promise<Reference> {
+  async recordExtraction(
+    organizationId: string,
+    referenceId: string,
+    outcome: ExtractionOutcome,
+  ): Promise<TaggedReference> {
     return this.mutate(organizationId, referenceId, async (store, reference, tags, events) => {
       const now = this.clock.now();
       if (outcome.status === "succeeded") {
@@ -466,8 +458,8 @@ export class ReferenceService {
           },
         ]);
       }
-      const parentTags = (await store.findTagsByReferenceIds([parent.id])).get(parent.id) ?? [];
-      const existing = new Map(
+      const parentTags = parent.tags;
+      const existing = new Map<string, Reference>(
         ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [
           child.containerId!,
           child,
@@ -505,12 +497,13 @@ export class ReferenceService {
     organizationId: string,
     referenceId: string,
     change: (store: Store, reference: Reference, tags: Tag[], events: LifecycleEvent[]) => Promise<Reference>,
-  ): Promise<Reference> {
+  ): Promise<TaggedReference> {
     const events: LifecycleEvent[] = [];
     const result = await this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
-      const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
-      return change(store, reference, tags, events);
+      // The reference and its tags (the events' snapshot) come in one statement.
+      const { tags, ...reference } = await this.getReferenceIn(store, organizationId, referenceId);
+      // No change here touches tags, so the ones read are still the reference's.
+      return { ...(await change(store, reference, [...tags], events)), tags };
     });
     this.recorder.committed(events);
     return result;
@@ -560,7 +553,7 @@ export class ReferenceService {
     });
   }
 
-  private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+  private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
     const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
     if (!reference) throw notFound("reference");
     return reference;
@@ -624,6 +617,13 @@ function referenceFilters(input: ListReferencesInput & { readonly tagIds: readon
     bookingNumber: input.bookingNumber?.trim(),
     parentReferenceId: input.parentReferenceId?.toLowerCase(),
   };
+}
+
+/** Tags in the order a reference lists them (case-insensitive name, then id), as the store reads them. */
+function sortedByName(tags: readonly Tag[]): Tag[] {
+  const keyed = tags.map((tag) => ({ tag, key: tagNameKey(tag.name) }));
+  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.tag.id < b.tag.id ? -1 : 1));
+  return keyed.map(({ tag }) => tag);
 }
 
 function detailBase(reference: Reference): { reference_id: string; organization_id: string } {
