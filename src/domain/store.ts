@@ -67,6 +67,16 @@ export interface Store {
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;
   findOrganization(id: string): Promise<Organization | null>;
+  /** Every organization, oldest first (administration only: the CLI). */
+  listOrganizations(): Promise<Organization[]>;
+  /** The organization's keys, revoked ones included, oldest first. */
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>;
+  /**
+   * Holds the organization until the transaction ends: other transactions that lock it wait, so that a count of
+   * its tags taken after the lock stays true until commit (the per-organization tag limit). Only inside
+   * `transaction`. Lock order, to avoid deadlocks: a reference before its organization.
+   */
+  lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
@@ -80,7 +90,11 @@ export interface Store {
    * the tags that hold the names, keyed by name key.
    */
   insertTagsIfAbsent(tags: readonly (Tag & { readonly nameKey: string })[]): Promise<Map<string, Tag>>;
-  /** Renames; returns null when another tag already holds the new key. */
+  /**
+   * Renames; returns null when another tag already holds the new key, including one that took it in a
+   * concurrent transaction (the unique index decides). Call it outside `transaction`: on PostgreSQL a unique
+   * violation would abort the surrounding transaction.
+   */
   renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null>;
   deleteTag(organizationId: string, id: string): Promise<boolean>;
   listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { readonly nameKey: string })[]>;
@@ -91,6 +105,19 @@ export interface Store {
   updateReference(reference: Reference): Promise<void>;
   /** With their tags, in one statement. */
   findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
+  /**
+   * Reads a reference and holds it until the transaction ends: a concurrent transaction that locks the same
+   * reference waits for this one to commit and then reads the committed row. Every read-check-write of a
+   * reference's state (deactivate, reactivate, failure counts, tag limit, children) starts with it, so that
+   * each change is decided on the current row and logged once. Only inside `transaction`.
+   */
+  lockReference(organizationId: string, id: string): Promise<TaggedReference | null>;
+  /**
+   * Inserts a child reference unless its parent already has a child with that container (a unique index on
+   * parent and container decides, also between concurrent transactions); returns the child that holds the
+   * container and whether this call created it.
+   */
+  insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }>;
   /** Newest first, with their tags, in one statement (tag filter included). */
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]>;
   /**
@@ -111,8 +138,11 @@ export interface Store {
 
   insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
   listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+  findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
+  /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
+  findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
   /**
    * `listEvents` for a reference of the organization, checked in the same statement: null when the

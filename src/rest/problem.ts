@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { DomainError, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
+import { AUTHENTICATION_CHALLENGE } from "../authentication.ts";
+import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { serializeTag } from "./serializers.ts";
 
 /*
@@ -89,13 +90,13 @@ function fromDomainError(error: DomainError): Problem {
     extra.errors = error.issues.map((issue) => ({
       pointer: pointerFor(issue, location),
       code: issue.code,
-      message: issue.message,
+      message: renderFieldNames(issue.message, snakeCase),
     }));
   }
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
-  return problem(status, error.code, error.message, extra);
+  return problem(status, error.code, renderFieldNames(error.message, snakeCase), extra);
 }
 
 /** ajv error -> issue; `instancePath` is already a JSON pointer. */
@@ -185,5 +186,6 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
 }
 
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
+  if (body.status === 401) reply.header("www-authenticate", AUTHENTICATION_CHALLENGE);
   return reply.code(body.status).type("application/problem+json").send(body);
 }

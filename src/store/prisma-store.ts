@@ -10,6 +10,7 @@ import type {
 } from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { isUniqueViolation } from "./unique-violation.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
@@ -242,6 +243,23 @@ export class PrismaStore implements Store {
     return this.client.organization.findUnique({ where: { id } });
   }
 
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  async lockOrganization(organizationId: string): Promise<void> {
+    this.assertInTransaction("lockOrganization");
+    // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
+    // NO KEY UPDATE, not UPDATE: it still serializes lockers but lets inserts that reference the organization
+    // (API keys) check their foreign key without waiting.
+    if (this.database.provider !== "postgres") return;
+    await this.client.$queryRaw`SELECT 1 FROM "organizations" WHERE "id" = ${organizationId} FOR NO KEY UPDATE`;
+  }
+
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.client.apiKey.create({ data: key });
   }
@@ -306,13 +324,18 @@ export class PrismaStore implements Store {
   }
 
   async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
+    // The NOT EXISTS answers the common case; two renames racing to one name both pass it, and the unique index
+    // on (organization_id, name_key) refuses the later one: that is the same answer, not an error.
     const updated = await this.client.$executeRaw`
       UPDATE "tags" SET "name" = ${name}, "name_key" = ${nameKey}, "updated_at" = ${at}
       WHERE "id" = ${id} AND "organization_id" = ${organizationId}
         AND NOT EXISTS (
           SELECT 1 FROM "tags" AS other
           WHERE other."organization_id" = ${organizationId} AND other."name_key" = ${nameKey} AND other."id" <> ${id}
-        )`;
+        )`.catch((error: unknown) => {
+      if (isUniqueViolation(error)) return 0;
+      throw error;
+    });
     if (updated === 0) return null;
     return this.client.tag.findUnique({ where: { id } });
   }
@@ -382,6 +405,51 @@ export class PrismaStore implements Store {
     if (ids.length === 0) return Promise.resolve([]);
     return this.selectTaggedReferences(Prisma.sql`
       FROM "shipping_references" r WHERE r."id" IN (${Prisma.join([...ids])}) AND r."organization_id" = ${organizationId}`);
+  }
+
+  async lockReference(organizationId: string, id: string): Promise<TaggedReference | null> {
+    this.assertInTransaction("lockReference");
+    if (this.database.provider !== "postgres") {
+      // SQLite runs one write transaction at a time: the row read here cannot change before commit.
+      const [reference] = await this.findReferencesByIds(organizationId, [id]);
+      return reference ?? null;
+    }
+    // NO KEY UPDATE: the lock an UPDATE of non-key columns takes. It serializes the services' read-check-write
+    // of the row and still lets other transactions insert rows that point at it (tag links, events' outbox).
+    // Lock first, read second: under READ COMMITTED a statement that waited for the lock still evaluates its
+    // subqueries on the snapshot it started with, so tags read in the locking statement could miss the ones a
+    // transaction that held the lock just committed. The second read, with its tags, sees them.
+    const locked = await this.client.$queryRaw<{ id: string }[]>`
+      SELECT "id" FROM "shipping_references"
+      WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+      FOR NO KEY UPDATE`;
+    if (locked.length === 0) return null;
+    const [reference] = await this.findReferencesByIds(organizationId, [id]);
+    return reference ?? null;
+  }
+
+  async insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }> {
+    if (child.parentReferenceId === null || child.containerId === null) {
+      throw new Error("insertChildIfAbsent needs a parent reference and a container");
+    }
+    // ON CONFLICT DO NOTHING rather than create-and-catch, for the reason given at insertTagIfAbsent.
+    const inserted = await this.client.$executeRaw`
+      INSERT INTO "shipping_references" ("id", "organization_id", "container_id", "bill_of_lading", "booking_number",
+        "carrier_code", "parent_reference_id", "active", "deactivate_reason", "auto_unsubscribed",
+        "last_update_status", "consecutive_failures", "estimated_departure", "estimated_arrival", "created_at",
+        "updated_at")
+      VALUES (${child.id}, ${child.organizationId}, ${child.containerId}, ${child.billOfLading},
+        ${child.bookingNumber}, ${child.carrierCode}, ${child.parentReferenceId}, ${child.active},
+        ${child.deactivateReason}, ${child.autoUnsubscribed}, ${child.lastUpdateStatus},
+        ${child.consecutiveFailures}, ${child.estimatedDeparture}, ${child.estimatedArrival}, ${child.createdAt},
+        ${child.updatedAt})
+      ON CONFLICT ("parent_reference_id", "container_id") DO NOTHING`;
+    if (inserted === 1) return { reference: child, created: true };
+    const holder = await this.client.reference.findFirst({
+      where: { parentReferenceId: child.parentReferenceId, containerId: child.containerId },
+    });
+    if (!holder) throw new Error(`child ${child.containerId} neither inserted nor found`);
+    return { reference: holder, created: false };
   }
 
   async listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
@@ -527,6 +595,20 @@ export class PrismaStore implements Store {
     return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
   }
 
+  async findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.referenceUpdate.findMany({ where: { organizationId, id: { in: [...ids] } } });
+    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+  }
+
+  async findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.lifecycleEvent.findMany({
+      where: { organizationId, id: { in: [...ids] }, occurredAt: { gte: notBefore } },
+    });
+    return rows.map(lifecycleEventFromRow);
+  }
+
   async insertEvent(event: LifecycleEvent): Promise<void> {
     await this.client.$executeRaw`
       INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
@@ -588,6 +670,11 @@ export class PrismaStore implements Store {
       ORDER BY page."occurred_at" ${direction}, page."id" ${direction}`;
     if (rows.length === 0) return null;
     return rows.filter((row): row is EventRow => row.id !== null).map(eventFromRow);
+  }
+
+  private assertInTransaction(method: string): void {
+    // A lock taken outside a transaction would be released at once and protect nothing.
+    if (!this.inTransaction) throw new Error(`${method} must be called inside store.transaction`);
   }
 
   async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {

@@ -3,7 +3,7 @@ import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } f
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -90,6 +90,12 @@ export type CreateWebhookEndpointInput = {
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** The event types to send (at least one); null or absent: every type. */
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /**
+   * Send only events whose reference carried at least one of these tags (1 to 100 ids of the organization's
+   * tags) when the event was written; null or absent: every reference. An id that is not a tag of the
+   * organization is a VALIDATION_FAILED error whose `field` points at it, and nothing is created.
+   */
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
   /** Where to send events: an https or http URL, at most 2,048 characters, without credentials or fragment. */
   url: Scalars['String']['input'];
 };
@@ -180,7 +186,7 @@ export type ExtractionStatus =
   | 'succeeded';
 
 /** One entry of a reference's append-only lifecycle log. Events are never changed once written. */
-export type LifecycleEvent = {
+export type LifecycleEvent = Node & {
   __typename?: 'LifecycleEvent';
   /**
    * The event's data, with snake_case keys (the same object as a webhook's `payload`); always includes
@@ -420,6 +426,17 @@ export type MutationUpdateWebhookEndpointArgs = {
   input: UpdateWebhookEndpointInput;
 };
 
+/**
+ * An object that can be fetched again by its id alone, whatever its type, with `Query.node` or `Query.nodes`
+ * (Relay's global object identification, which normalized client caches such as Relay, Apollo Client and urql
+ * rely on). Ids are the plain UUIDv7 identifiers used on every surface (REST, webhooks, the lifecycle log): a
+ * UUIDv7 is unique across all types, so an id names one object.
+ */
+export type Node = {
+  /** The object's identifier (a UUIDv7), unique across every type. */
+  id: Scalars['ID']['output'];
+};
+
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -439,6 +456,17 @@ export type PageInfo = {
 /** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
 export type Query = {
   __typename?: 'Query';
+  /**
+   * The object with this id, whatever its type (Tag, Reference, ReferenceUpdate, LifecycleEvent, WebhookEndpoint,
+   * WebhookDelivery, WebhookAttempt); null when there is none. An object of another organization, a malformed id
+   * and an event past retention are null too: indistinguishable from missing.
+   */
+  node?: Maybe<Node>;
+  /**
+   * The objects with these ids, in the order of `ids`, each null when there is none (as for `node`). At most 100
+   * ids; any number of them costs a fixed number of database queries.
+   */
+  nodes: Array<Maybe<Node>>;
   /** One reference; a NOT_FOUND error when there is none with this id. */
   reference?: Maybe<Reference>;
   /** The organization's references, newest first. */
@@ -453,6 +481,18 @@ export type Query = {
   webhookEndpoint?: Maybe<WebhookEndpoint>;
   /** The organization's webhook endpoints, newest first. */
   webhookEndpoints: WebhookEndpointConnection;
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryNodeArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryNodesArgs = {
+  ids: Array<Scalars['ID']['input']>;
 };
 
 
@@ -557,7 +597,7 @@ export type RecordReferenceUpdatePayload = {
  * the tracking side later reports as child references). Exactly one of `containerId`, `billOfLading` and
  * `bookingNumber` is set.
  */
-export type Reference = {
+export type Reference = Node & {
   __typename?: 'Reference';
   /** False once the reference is deactivated. */
   active: Scalars['Boolean']['output'];
@@ -669,7 +709,7 @@ export type ReferenceFilter = {
 };
 
 /** A JSON document the tracking side reported for a reference, stored as given. */
-export type ReferenceUpdate = {
+export type ReferenceUpdate = Node & {
   __typename?: 'ReferenceUpdate';
   /** When the update was recorded. */
   createdAt: Scalars['DateTime']['output'];
@@ -821,7 +861,7 @@ export type SubscriptionLifecycleEventsArgs = {
  * A label an organization puts on references. Names are unique per organization regardless of case
  * (`Urgent` and `urgent` are the same tag); the stored name keeps the spelling it was created with.
  */
-export type Tag = {
+export type Tag = Node & {
   __typename?: 'Tag';
   /** When the tag was created. */
   createdAt: Scalars['DateTime']['output'];
@@ -905,6 +945,11 @@ export type UpdateWebhookEndpointInput = {
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
   /** The endpoint to change. */
   id: Scalars['ID']['input'];
+  /**
+   * A new tag filter (1 to 100 tag ids), replacing the current one for events written from now on; an explicit
+   * null removes the filter (every reference).
+   */
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
   /** A new URL. */
   url?: InputMaybe<Scalars['String']['input']>;
 };
@@ -917,7 +962,7 @@ export type UpdateWebhookEndpointPayload = {
 };
 
 /** One HTTP request of a delivery and what came of it. */
-export type WebhookAttempt = {
+export type WebhookAttempt = Node & {
   __typename?: 'WebhookAttempt';
   /** When the request started. */
   attemptedAt: Scalars['DateTime']['output'];
@@ -940,7 +985,7 @@ export type WebhookAttempt = {
  * One event for one endpoint. Every attempt sends the same body with the same `webhook-id` header, which is
  * this delivery's `id`.
  */
-export type WebhookDelivery = {
+export type WebhookDelivery = Node & {
   __typename?: 'WebhookDelivery';
   /** Attempts since the delivery was queued (or last re-sent by hand); the retry schedule counts these. */
   attemptCount: Scalars['Int']['output'];
@@ -1010,7 +1055,7 @@ export type WebhookDeliveryStatus =
  * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
  * `rotateWebhookEndpointSecret`.
  */
-export type WebhookEndpoint = {
+export type WebhookEndpoint = Node & {
   __typename?: 'WebhookEndpoint';
   /** When the endpoint was created. */
   createdAt: Scalars['DateTime']['output'];
@@ -1036,6 +1081,15 @@ export type WebhookEndpoint = {
    * rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
+  tagFilterState: WebhookTagFilterState;
+  /**
+   * The tag filter: only events whose reference carried at least one of these tags when the event was written
+   * (the event's tag snapshot, not the reference's tags today) are sent; combined with `eventTypes` by AND.
+   * Null: no tag filter. An empty list: every tag of the filter was deleted, so nothing is sent (see
+   * `tagFilterState`).
+   */
+  tagIds?: Maybe<Array<Scalars['ID']['output']>>;
   /** When the endpoint last changed. */
   updatedAt: Scalars['DateTime']['output'];
   /** Where events are sent: an https or http URL. */
@@ -1071,6 +1125,18 @@ export type WebhookEndpointEdge = {
   /** The endpoint. */
   node: WebhookEndpoint;
 };
+
+/** The state of a webhook endpoint's tag filter. */
+export type WebhookTagFilterState =
+  /** Only events whose reference carried one of `tagIds` when the event was written are sent. */
+  | 'active'
+  /**
+   * Every tag of the filter was deleted: the endpoint receives no events (never all of them) until its filter
+   * is replaced or removed.
+   */
+  | 'empty'
+  /** No tag filter: events of every reference are sent (subject to the event-type filter). */
+  | 'none';
 
 export type WithIndex<TObject> = TObject & Record<string, any>;
 export type ResolversObject<TObject> = WithIndex<TObject>;
@@ -1143,6 +1209,18 @@ export type DirectiveResolverFn<TResult = Record<PropertyKey, never>, TParent = 
 
 
 
+/** Mapping of interface types */
+export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = ResolversObject<{
+  Node:
+    | ( LifecycleEventModel )
+    | ( ReferenceModel )
+    | ( ReferenceUpdateModel )
+    | ( TagModel )
+    | ( WebhookAttemptModel )
+    | ( WebhookDeliveryModel )
+    | ( WebhookEndpointModel )
+  ;
+}>;
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = ResolversObject<{
@@ -1175,6 +1253,7 @@ export type ResolversTypes = ResolversObject<{
   LifecycleEventFilter: LifecycleEventFilter;
   LifecycleEventType: ResolverTypeWrapper<LifecycleEventTypeModel>;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
+  Node: ResolverTypeWrapper<ResolversInterfaceTypes<ResolversTypes>['Node']>;
   PageInfo: ResolverTypeWrapper<PageInfo>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   ReactivateReferenceInput: ReactivateReferenceInput;
@@ -1222,6 +1301,7 @@ export type ResolversTypes = ResolversObject<{
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
+  WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
 /** Mapping between all available schema types and the resolvers parents */
@@ -1252,6 +1332,7 @@ export type ResolversParentTypes = ResolversObject<{
   LifecycleEventEdge: Omit<LifecycleEventEdge, 'node'> & { node: ResolversParentTypes['LifecycleEvent'] };
   LifecycleEventFilter: LifecycleEventFilter;
   Mutation: Record<PropertyKey, never>;
+  Node: ResolversInterfaceTypes<ResolversParentTypes>['Node'];
   PageInfo: PageInfo;
   Query: Record<PropertyKey, never>;
   ReactivateReferenceInput: ReactivateReferenceInput;
@@ -1352,6 +1433,7 @@ export type LifecycleEventResolvers<ContextType = GraphqlContext, ParentType ext
   referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   referenceTags?: Resolver<Array<ResolversTypes['TagSnapshot']>, ParentType, ContextType>;
   type?: Resolver<ResolversTypes['LifecycleEventType'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type LifecycleEventConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['LifecycleEventConnection'] = ResolversParentTypes['LifecycleEventConnection']> = ResolversObject<{
@@ -1386,6 +1468,10 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   updateWebhookEndpoint?: Resolver<ResolversTypes['UpdateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
 }>;
 
+export type NodeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Node'] = ResolversParentTypes['Node']> = ResolversObject<{
+  __resolveType: TypeResolveFn<'LifecycleEvent' | 'Reference' | 'ReferenceUpdate' | 'Tag' | 'WebhookAttempt' | 'WebhookDelivery' | 'WebhookEndpoint', ParentType, ContextType>;
+}>;
+
 export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['PageInfo'] = ResolversParentTypes['PageInfo']> = ResolversObject<{
   endCursor?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   hasNextPage?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
@@ -1394,6 +1480,8 @@ export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends R
 }>;
 
 export type QueryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = ResolversObject<{
+  node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
+  nodes?: Resolver<Array<Maybe<ResolversTypes['Node']>>, ParentType, ContextType, RequireFields<QueryNodesArgs, 'ids'>>;
   reference?: Resolver<Maybe<ResolversTypes['Reference']>, ParentType, ContextType, RequireFields<QueryReferenceArgs, 'id'>>;
   references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<QueryReferencesArgs>>;
   tag?: Resolver<Maybe<ResolversTypes['Tag']>, ParentType, ContextType, RequireFields<QueryTagArgs, 'id'>>;
@@ -1436,6 +1524,7 @@ export type ReferenceResolvers<ContextType = GraphqlContext, ParentType extends 
   tags?: Resolver<Array<ResolversTypes['Tag']>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updates?: Resolver<ResolversTypes['ReferenceUpdateConnection'], ParentType, ContextType, Partial<ReferenceUpdatesArgs>>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type ReferenceConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReferenceConnection'] = ResolversParentTypes['ReferenceConnection']> = ResolversObject<{
@@ -1453,6 +1542,7 @@ export type ReferenceUpdateResolvers<ContextType = GraphqlContext, ParentType ex
   document?: Resolver<ResolversTypes['JSONObject'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type ReferenceUpdateConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReferenceUpdateConnection'] = ResolversParentTypes['ReferenceUpdateConnection']> = ResolversObject<{
@@ -1500,6 +1590,7 @@ export type TagResolvers<ContextType = GraphqlContext, ParentType extends Resolv
   name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<TagReferencesArgs>>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type TagConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['TagConnection'] = ResolversParentTypes['TagConnection']> = ResolversObject<{
@@ -1530,6 +1621,7 @@ export type WebhookAttemptResolvers<ContextType = GraphqlContext, ParentType ext
   latencyMs?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   responseBody?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   statusCode?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDelivery'] = ResolversParentTypes['WebhookDelivery']> = ResolversObject<{
@@ -1544,6 +1636,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookDeliveryConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDeliveryConnection'] = ResolversParentTypes['WebhookDeliveryConnection']> = ResolversObject<{
@@ -1568,8 +1661,11 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   failingSince?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
+  tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookEndpointConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpointConnection'] = ResolversParentTypes['WebhookEndpointConnection']> = ResolversObject<{
@@ -1581,6 +1677,8 @@ export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentTyp
   cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   node?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
+
+export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
 export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   AddTagsToReferencePayload?: AddTagsToReferencePayloadResolvers<ContextType>;
@@ -1600,6 +1698,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   LifecycleEventEdge?: LifecycleEventEdgeResolvers<ContextType>;
   LifecycleEventType?: LifecycleEventTypeResolvers;
   Mutation?: MutationResolvers<ContextType>;
+  Node?: NodeResolvers<ContextType>;
   PageInfo?: PageInfoResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;
   ReactivateReferencePayload?: ReactivateReferencePayloadResolvers<ContextType>;
@@ -1632,5 +1731,6 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
+  WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

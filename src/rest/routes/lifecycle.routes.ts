@@ -3,13 +3,14 @@ import type { Services } from "../../domain/services.ts";
 import { parseDateTime } from "../../domain/shared/date-time.ts";
 import { DomainError } from "../../domain/shared/errors.ts";
 import { callerOf } from "../rest-api.ts";
-import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { problems, success } from "../response-schemas.ts";
+import { pageQuery, splitRepeatedValues, uuidParam } from "../schemas.ts";
 import { serializeEvent } from "../serializers.ts";
 
 interface EventsQuery {
   limit: number;
   cursor?: string;
-  type?: string;
+  type?: string[];
   from?: string;
   to?: string;
   order: "asc" | "desc";
@@ -34,19 +35,24 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags: ["lifecycle"],
+        operationId: "listReferenceEvents",
         summary: "The reference's lifecycle log in (occurred_at, id) order",
         params: uuidParam("referenceId", "Reference id"),
         querystring: {
           type: "object",
           properties: {
             ...pageQuery,
-            type: { type: "string", description: "Comma-separated event types" },
+            type: {
+              type: "array",
+              items: { type: "string" },
+              description: "Event types; repeat the parameter (type=a&type=b) or separate with commas (type=a,b)",
+            },
             from: { type: "string", description: "Inclusive lower bound on occurred_at (date-time with offset)" },
             to: { type: "string", description: "Inclusive upper bound on occurred_at (date-time with offset)" },
             order: { type: "string", enum: ["asc", "desc"], default: "asc" },
           },
         },
-        response: { 400: problemResponse, 401: problemResponse, 404: problemResponse },
+        response: { 200: success("A page of the log", "LifecycleEventPage"), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -55,13 +61,7 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
         callerOf(request).organizationId,
         request.params.referenceId,
         {
-          types:
-            query.type === undefined
-              ? undefined
-              : query.type
-                  .split(",")
-                  .map((type) => type.trim())
-                  .filter(Boolean),
+          types: splitRepeatedValues(query.type),
           from: dateParameter("from", query.from),
           to: dateParameter("to", query.to),
           order: query.order,

@@ -3,17 +3,18 @@ import type { Reference, TaggedReference } from "../../domain/models.ts";
 import type { ListReferencesInput } from "../../domain/references/reference-service.ts";
 import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";
-import { deactivateReasonSchema, pageQuery, problemResponse, tagsArraySchema, uuidParam } from "../schemas.ts";
+import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
+import {
+  deactivateReasonSchema,
+  idempotencyKeyHeader,
+  pageQuery,
+  splitRepeatedValues,
+  tagsArraySchema,
+  uuidParam,
+} from "../schemas.ts";
 import { serializeReference, serializeTagRef, serializeUpdate } from "../serializers.ts";
 
 const tags = ["references"];
-const errors = {
-  400: problemResponse,
-  401: problemResponse,
-  404: problemResponse,
-  409: problemResponse,
-  422: problemResponse,
-};
 const referenceIdParam = uuidParam("referenceId", "Reference id");
 
 export interface ListReferencesQuery {
@@ -37,9 +38,15 @@ export const listReferencesQuerySchema = {
     tag_ids: {
       type: "array",
       items: { type: "string" },
-      description: "Repeatable; comma-separated lists are accepted too",
+      description: "Tag ids; repeat the parameter (tag_ids=a&tag_ids=b) or separate with commas (tag_ids=a,b)",
     },
-    tag_names: { type: "array", items: { type: "string" }, description: "Repeatable; matched case-insensitively" },
+    tag_names: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Tag names, matched case-insensitively; repeat the parameter for several (tag_names=a&tag_names=b). " +
+        "Not split on commas: a name may contain one",
+    },
     tag_match: {
       type: "string",
       enum: ["all", "any"],
@@ -57,10 +64,7 @@ export const listReferencesQuerySchema = {
 
 export function toListReferencesInput(query: ListReferencesQuery): ListReferencesInput {
   return {
-    tagIds: query.tag_ids
-      ?.flatMap((value) => value.split(","))
-      .map((id) => id.trim())
-      .filter(Boolean),
+    tagIds: splitRepeatedValues(query.tag_ids),
     tagNames: query.tag_names,
     tagMatch: query.tag_match,
     active: query.active,
@@ -110,11 +114,9 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "createReference",
         summary: "Create a reference from exactly one of container_id, bill_of_lading, booking_number",
-        headers: {
-          type: "object",
-          properties: { "idempotency-key": { type: "string", description: "Replays the first response for 24 h" } },
-        },
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: {
@@ -127,7 +129,13 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           required: ["carrier_code"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          201: success("The created reference", "ReferenceCreated", { location: true, replayable: true }),
+          ...problems(...BODY_PROBLEMS),
+        },
+      },
+      config: {
+        locationOf: (body: { reference: { id: string } }) => `/v1/references/${body.reference.id}`,
       },
     },
     async (request, reply) => {
@@ -151,9 +159,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "listReferences",
         summary: "List references, newest first, filtered",
         querystring: listReferencesQuerySchema,
-        response: errors,
+        response: { 200: success("A page of references", "ReferencePage"), ...problems(400) },
       },
     },
     async (request) => referencePage(services, callerOf(request).organizationId, toListReferencesInput(request.query)),
@@ -161,7 +170,15 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
 
   app.get<{ Params: { referenceId: string } }>(
     "/references/:referenceId",
-    { schema: { tags, summary: "Read a reference", params: referenceIdParam, response: errors } },
+    {
+      schema: {
+        tags,
+        operationId: "getReference",
+        summary: "Read a reference",
+        params: referenceIdParam,
+        response: { 200: success("The reference", "Reference"), ...problems(404) },
+      },
+    },
     async (request) =>
       serializeOneReference(
         services,
@@ -174,9 +191,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "unsubscribeReference",
         summary: "Deactivate with reason customer_unsubscribed",
         params: referenceIdParam,
-        response: errors,
+        response: { 200: success("The deactivated reference", "Reference"), ...problems(404) },
       },
     },
     async (request) => {
@@ -194,15 +212,20 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "addReferenceTags",
         summary: "Add tags (idempotent)",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { tags: tagsArraySchema },
           required: ["tags"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("The reference's tags after the change", "ReferenceTags", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {
@@ -220,13 +243,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "removeReferenceTag",
         summary: "Remove a tag from the reference (the tag remains); 204 also when it was not there",
         params: {
           type: "object",
           properties: { referenceId: { type: "string" }, tagId: { type: "string" } },
           required: ["referenceId", "tagId"],
         },
-        response: errors,
+        response: { 204: noContent("Removed, or was not there"), ...problems(404) },
       },
     },
     async (request, reply) => {
@@ -244,15 +268,20 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "deactivateReference",
         summary: "Deactivate with a reason (no-op when already deactivated)",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { reason: deactivateReasonSchema },
           required: ["reason"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("The deactivated reference", "Reference", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {
@@ -270,9 +299,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "reactivateReference",
         summary: "Reactivate a deactivated reference (409 when active)",
         params: referenceIdParam,
-        response: errors,
+        headers: idempotencyKeyHeader,
+        response: {
+          200: success("The reactivated reference", "Reference", { replayable: true }),
+          ...problems(404, 409, 422),
+        },
       },
     },
     async (request) => {
@@ -292,8 +326,12 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
-        summary: "Record an extraction outcome (tracking side)",
+        operationId: "recordExtraction",
+        summary:
+          "Record an extraction outcome (tracking side). The outcome is an event of the reference's log, not a " +
+          "resource of its own: the response is the reference, without Location",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           oneOf: [
             {
@@ -318,7 +356,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
             },
           ],
         },
-        response: errors,
+        response: {
+          201: success("The reference after the outcome", "Reference", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request, reply) => {
@@ -336,8 +377,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "recordReferenceUpdate",
         summary: "Record a reference update; estimated_departure / estimated_arrival are recognized",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: {
@@ -346,7 +389,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           },
           additionalProperties: true,
         },
-        response: errors,
+        response: {
+          201: success("The stored update", "ReferenceUpdate", { location: true, replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
+      },
+      config: {
+        locationOf: (update: { id: string; reference_id: string }) =>
+          `/v1/references/${update.reference_id}/updates/${update.id}`,
       },
     },
     async (request, reply) => {
@@ -364,10 +414,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "listReferenceUpdates",
         summary: "Stored updates, newest first",
         params: referenceIdParam,
         querystring: { type: "object", properties: pageQuery },
-        response: errors,
+        response: { 200: success("A page of updates", "ReferenceUpdatePage"), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -381,20 +432,53 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     },
   );
 
+  app.get<{ Params: { referenceId: string; updateId: string } }>(
+    "/references/:referenceId/updates/:updateId",
+    {
+      schema: {
+        tags,
+        operationId: "getReferenceUpdate",
+        summary: "Read one stored update (the Location of its creation)",
+        params: {
+          type: "object",
+          properties: {
+            referenceId: { type: "string", description: "Reference id" },
+            updateId: { type: "string", description: "Update id" },
+          },
+          required: ["referenceId", "updateId"],
+        },
+        response: { 200: success("The update", "ReferenceUpdate"), ...problems(404) },
+      },
+    },
+    async (request) =>
+      serializeUpdate(
+        await services.references.getUpdate(
+          callerOf(request).organizationId,
+          request.params.referenceId,
+          request.params.updateId,
+        ),
+      ),
+  );
+
   app.post<{ Params: { referenceId: string }; Body: { container_ids: string[] } }>(
     "/references/:referenceId/children",
     {
       schema: {
         tags,
+        operationId: "reportChildContainers",
         summary: "Report containers found on a bill of lading / booking; new ones become child references",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { container_ids: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 500 } },
           required: ["container_ids"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("Every child reported, new or existing", "ReferenceList", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {
