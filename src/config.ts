@@ -1,3 +1,8 @@
+import ms, { type StringValue } from "ms";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+
 /**
  * The only reader of `process.env`. Every setting has a working default so that `npm start` runs with no
  * configuration; the README's configuration table lists the same names and defaults.
@@ -15,13 +20,28 @@ export interface Config {
   readonly maxTagsPerReference: number;
   readonly maxTagsPerOrganization: number;
   readonly extractionFailureThreshold: number;
+  /**
+   * `/metrics` access: a bearer token it requires (null: none), and a port of its own on HOST (null: served on
+   * PORT beside the API). A production server with neither does not serve metrics at all.
+   */
+  readonly metricsToken: string | null;
+  readonly metricsPort: number | null;
   readonly graphqlMaxDepth: number;
+  readonly graphqlMaxAliases: number;
+  readonly graphqlMaxTokens: number;
   readonly graphqlMaxCost: number;
   /** Key for the HMAC that makes page cursors tamper-evident. */
   readonly cursorSecret: string;
   readonly retentionMonths: number;
   /** How often the server deletes events past retention; 0 turns the job off (use `reftrail prune`). */
   readonly retentionPruneIntervalMs: number;
+  /**
+   * The AES-256-GCM key that encrypts webhook signing secrets at rest (WEBHOOK_SECRET_KEY); null when unset:
+   * then `loadWebhookSecretKey` refuses in production and reads or creates `webhookSecretKeyFile` otherwise.
+   */
+  readonly webhookSecretKey: Buffer | null;
+  /** Where a development key is kept: beside the SQLite file, or in ./data for PostgreSQL. */
+  readonly webhookSecretKeyFile: string;
   readonly webhookAllowedCidrs: readonly string[];
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
@@ -56,13 +76,18 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Parses `250ms`, `5s`, `5m`, `2h`, `1d`. */
+/**
+ * Parses `250ms`, `5s`, `5m`, `2h`, `1d` (anything `ms` reads: also `1.5h`, `10 minutes`, `1w`). A number without a
+ * unit is refused although `ms` would read it as milliseconds: `WEBHOOK_TIMEOUT=15` almost surely meant seconds.
+ */
 export function parseDuration(text: string, name: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(text);
-  if (!match) throw new ConfigError(`${name}: "${text}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`);
-  return Math.round(Number(match[1]) * DURATION_UNITS_MS[match[2]!]!);
+  const trimmed = text.trim();
+  // ms throws on an empty string and returns undefined for text it cannot read.
+  const value = trimmed === "" || /^\d+(\.\d+)?$/.test(trimmed) ? undefined : ms(trimmed as StringValue);
+  if (value === undefined || !Number.isFinite(value) || value < 0) {
+    throw new ConfigError(`${name}: "${text}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`);
+  }
+  return Math.round(value);
 }
 
 function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -99,10 +124,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // Cursors only ever address the caller's own data, so the default key leaks nothing; it only lets a
   // client forge a cursor it could have paged to anyway. Deployments may still set their own.
   const cursorSecret = env.CURSOR_SECRET ?? "reftrail-default-cursor-secret";
+  const databaseUrl = env.DATABASE_URL ?? "file:./data/reftrail.db";
+  const webhookSecretKey = parseSecretKey(env.WEBHOOK_SECRET_KEY);
   return {
     port: parseInteger(env, "PORT", 4000),
     host: env.HOST ?? "0.0.0.0",
-    databaseUrl: env.DATABASE_URL ?? "file:./data/reftrail.db",
+    databaseUrl,
     nodeEnv,
     isProduction,
     logLevel: env.LOG_LEVEL ?? (nodeEnv === "test" ? "warn" : "info"),
@@ -111,7 +138,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
     maxTagsPerOrganization: parseInteger(env, "MAX_TAGS_PER_ORGANIZATION", 10_000, 1),
     extractionFailureThreshold: parseInteger(env, "EXTRACTION_FAILURE_THRESHOLD", 10, 1),
+    metricsToken: env.METRICS_TOKEN?.trim() || null,
+    metricsPort:
+      env.METRICS_PORT === undefined || env.METRICS_PORT === "" ? null : parseInteger(env, "METRICS_PORT", 0),
     graphqlMaxDepth: parseInteger(env, "GRAPHQL_MAX_DEPTH", 12, 1),
+    graphqlMaxAliases: parseInteger(env, "GRAPHQL_MAX_ALIASES", 30, 1),
+    graphqlMaxTokens: parseInteger(env, "GRAPHQL_MAX_TOKENS", 10_000, 1),
     graphqlMaxCost: parseInteger(env, "GRAPHQL_MAX_COST", 50_000, 1),
     cursorSecret,
     retentionMonths: parseInteger(env, "RETENTION_MONTHS", 18, 1),
@@ -119,6 +151,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       env.RETENTION_PRUNE_INTERVAL === "0"
         ? 0
         : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
+    webhookSecretKey,
+    webhookSecretKeyFile: developmentKeyFile(databaseUrl),
     webhookAllowedCidrs: cidrs
       .split(",")
       .map((s) => s.trim())
@@ -152,4 +186,58 @@ function parseSwitch(env: NodeJS.ProcessEnv, name: string, fallback: boolean): b
   if (["on", "true", "1"].includes(raw)) return true;
   if (["off", "false", "0"].includes(raw)) return false;
   throw new ConfigError(`${name}: "${env[name]}" is not on or off`);
+}
+
+const SECRET_KEY_BYTES = 32;
+
+/** WEBHOOK_SECRET_KEY: 32 bytes as 64 hex digits or as base64 (standard or URL alphabet). */
+function parseSecretKey(raw: string | undefined): Buffer | null {
+  const text = raw?.trim();
+  if (text === undefined || text === "") return null;
+  const key = /^[0-9a-fA-F]{64}$/.test(text)
+    ? Buffer.from(text, "hex")
+    : /^[A-Za-z0-9+/_-]+={0,2}$/.test(text)
+      ? Buffer.from(text, "base64")
+      : Buffer.alloc(0);
+  if (key.length !== SECRET_KEY_BYTES) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET_KEY must be 32 bytes as base64 or 64 hex digits: make one with `openssl rand -base64 32`",
+    );
+  }
+  return key;
+}
+
+function developmentKeyFile(databaseUrl: string): string {
+  const folder = databaseUrl.startsWith("file:")
+    ? dirname(resolve(databaseUrl.slice("file:".length).replace(/\?.*$/, "")))
+    : resolve("data");
+  return join(folder, "webhook-secret.key");
+}
+
+/**
+ * The key that encrypts webhook secrets: WEBHOOK_SECRET_KEY when set. Production has no fallback: a key made up
+ * on one machine would leave the secrets unreadable to every other instance. Elsewhere, the development key
+ * file, created on first use with random bytes and mode 0600 (the owner alone may read it) and reused
+ * afterwards, so that secrets stored before a restart still decrypt.
+ * @throws ConfigError in production without WEBHOOK_SECRET_KEY, with a one-line message saying how to make one.
+ */
+export function loadWebhookSecretKey(config: Config): Buffer {
+  if (config.webhookSecretKey) return config.webhookSecretKey;
+  if (config.isProduction) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET_KEY is required in production (32 bytes, base64 or hex): make one with `openssl rand -base64 32`",
+    );
+  }
+  const path = config.webhookSecretKeyFile;
+  mkdirSync(dirname(path), { recursive: true });
+  try {
+    // "wx": create only if absent, so that two instances starting together keep the first one's key.
+    writeFileSync(path, `${randomBytes(SECRET_KEY_BYTES).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  const key = Buffer.from(readFileSync(path, "utf8").trim(), "base64");
+  // Never replaced silently: secrets stored under the old key could not be decrypted any more.
+  if (key.length !== SECRET_KEY_BYTES) throw new ConfigError(`${path} does not hold a 32-byte base64 key`);
+  return key;
 }

@@ -24,18 +24,24 @@ export interface TagListQuery {
   readonly limit: number;
 }
 
-/**
- * Tags a listed reference must carry, by id and by name key (the organization's tags only). With `all`, a
- * listed tag that does not exist matches nothing; with `any`, it is ignored.
- */
-export interface ReferenceTagFilter {
-  readonly match: "all" | "any";
+/** Tags listed by id and by name key; only the organization's tags count, unknown ones are none. */
+export interface ListedTags {
   readonly ids: readonly string[];
   readonly nameKeys: readonly string[];
 }
 
+/**
+ * Tags a listed reference must carry. With `all`, a listed tag that does not exist matches nothing; with
+ * `any`, it is ignored.
+ */
+export interface ReferenceTagFilter extends ListedTags {
+  readonly match: "all" | "any";
+}
+
 export interface ReferenceListQuery {
   readonly tags?: ReferenceTagFilter;
+  /** References carrying any of these tags are left out; a listed tag that does not exist excludes nothing. */
+  readonly excludedTags?: ListedTags;
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;

@@ -8,7 +8,7 @@ import type { Services } from "../domain/services.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
 import { formatGraphqlError, INTERNAL_SERVER_ERROR, isUnexpectedError } from "./errors.ts";
 import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
-import { graphqlValidationRules, operationCostPlugin } from "./limits.ts";
+import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { buildGraphqlSchema } from "./schema.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
@@ -61,6 +61,7 @@ export async function registerGraphql(app: FastifyInstance, { services, config }
   const apollo = new ApolloServer<GraphqlContext>({
     schema: buildGraphqlSchema(),
     validationRules: graphqlValidationRules(config),
+    parseOptions: graphqlParseOptions(config),
     formatError: formatGraphqlError,
     includeStacktraceInErrorResponses: false,
     // Introspection stays on: the explorer and codegen clients need it, and it requires an API key anyway.

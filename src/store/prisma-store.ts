@@ -3,6 +3,7 @@ import type { Organization, Reference, ReferenceUpdate, Tag, TaggedReference } f
 import type {
   ApiKeyRecord,
   EventListQuery,
+  ListedTags,
   ReferenceListQuery,
   ReferenceTagFilter,
   Store,
@@ -10,6 +11,7 @@ import type {
 } from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import type { SecretCipher } from "./secret-cipher.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
@@ -188,12 +190,14 @@ const MAX_PARAMETERS_PER_STATEMENT = 30_000;
 export class PrismaStore implements Store {
   constructor(
     private readonly database: Database,
+    /** Webhook signing secrets are stored encrypted with it. */
+    private readonly secretCipher: SecretCipher,
     private readonly client: Client = database.prisma,
     private readonly inTransaction = false,
   ) {}
 
   get webhooks(): WebhookStore {
-    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client);
+    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client, this.secretCipher);
     return this.webhookStore;
   }
 
@@ -226,7 +230,7 @@ export class PrismaStore implements Store {
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.inTransaction) return work(this);
     return this.database.prisma.$transaction(
-      (tx) => work(new PrismaStore(this.database, tx, true)),
+      (tx) => work(new PrismaStore(this.database, this.secretCipher, tx, true)),
       TRANSACTION_OPTIONS,
     );
   }
@@ -453,16 +457,15 @@ export class PrismaStore implements Store {
   }
 
   async listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
-    const conditions: Prisma.Sql[] = [Prisma.sql`r."organization_id" = ${organizationId}`];
-    if (query.active !== undefined) conditions.push(Prisma.sql`r."active" = ${query.active}`);
-    if (query.carrierCode !== undefined) conditions.push(Prisma.sql`r."carrier_code" = ${query.carrierCode}`);
-    if (query.containerId !== undefined) conditions.push(Prisma.sql`r."container_id" = ${query.containerId}`);
-    if (query.billOfLading !== undefined) conditions.push(Prisma.sql`r."bill_of_lading" = ${query.billOfLading}`);
-    if (query.bookingNumber !== undefined) conditions.push(Prisma.sql`r."booking_number" = ${query.bookingNumber}`);
-    if (query.parentReferenceId !== undefined) {
-      conditions.push(Prisma.sql`r."parent_reference_id" = ${query.parentReferenceId}`);
-    }
+    const conditions: Prisma.Sql[] = [
+      Prisma.sql`r."organization_id" = ${organizationId}`,
+      ...referenceConditions(query),
+    ];
     if (!query.tags) {
+      // Without a tag to include, walk the organization's references newest first (the (organization_id, id)
+      // index) and drop each that carries an excluded tag: a NOT EXISTS probe of the (reference_id, tag_id)
+      // primary key.
+      if (query.excludedTags) conditions.push(carriesNone(organizationId, Prisma.sql`r."id"`, query.excludedTags));
       if (query.beforeId) conditions.push(Prisma.sql`r."id" < ${query.beforeId}`);
       return this.selectTaggedReferences(Prisma.sql`
         FROM "shipping_references" r WHERE ${Prisma.join(conditions, " AND ")}
@@ -471,11 +474,14 @@ export class PrismaStore implements Store {
     // With a tag filter, walk the (tag_id, reference_id) index of one listed tag newest first and check the
     // other tags per candidate through the (reference_id, tag_id) primary key. Walking all references newest
     // first and probing each one's tags would take about 33,000 probes to find 50 carriers of a tag held by
-    // 0.15 % of 100,000 references. The listed tags are resolved inside the statement (ids and name keys of
-    // the organization), so the page costs one statement. CROSS JOIN is SQLite's way to fix the join order
-    // (reference_tags outside): left to itself, its planner scanned the organization's references first
-    // (113 ms instead of 0.2 ms on 100,000 references). PostgreSQL plans a CROSS JOIN with a join condition
-    // like any inner join.
+    // 0.15 % of 100,000 references. The listed tags, to include and to exclude, are resolved inside the
+    // statement (ids and name keys of the organization), so the page costs one statement. CROSS JOIN is
+    // SQLite's way to fix the join order (reference_tags outside): left to itself, its planner scanned the
+    // organization's references first (113 ms instead of 0.2 ms on 100,000 references). PostgreSQL plans a
+    // CROSS JOIN with a join condition like any inner join.
+    if (query.excludedTags) {
+      conditions.push(carriesNone(organizationId, Prisma.sql`rt."reference_id"`, query.excludedTags));
+    }
     const page = this.referenceIdsByTags(organizationId, query.tags, query.beforeId, conditions, query.limit);
     return this.selectTaggedReferences(Prisma.sql`
       FROM (${page}) AS page JOIN "shipping_references" r ON r."id" = page."reference_id"
@@ -487,7 +493,7 @@ export class PrismaStore implements Store {
     organizationId: string,
     filter: ReferenceTagFilter,
     beforeId: string | undefined,
-    referenceConditions: readonly Prisma.Sql[],
+    candidateConditions: readonly Prisma.Sql[],
     limit: number,
   ): Prisma.Sql {
     const tagOf = (entry: { id?: string; nameKey?: string }) =>
@@ -495,15 +501,10 @@ export class PrismaStore implements Store {
         ? Prisma.sql`(SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND t."id" = ${entry.id})`
         : Prisma.sql`(SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND t."name_key" = ${entry.nameKey})`;
     const entries = [...filter.ids.map((id) => ({ id })), ...filter.nameKeys.map((nameKey) => ({ nameKey }))];
-    const conditions: Prisma.Sql[] = [Prisma.sql`r."id" = rt."reference_id"`, ...referenceConditions];
+    const conditions: Prisma.Sql[] = [Prisma.sql`r."id" = rt."reference_id"`, ...candidateConditions];
     if (beforeId) conditions.push(Prisma.sql`rt."reference_id" < ${beforeId}`);
     if (filter.match === "any") {
-      const idList = filter.ids.length > 0 ? Prisma.sql`t."id" IN (${Prisma.join([...filter.ids])})` : null;
-      const nameList =
-        filter.nameKeys.length > 0 ? Prisma.sql`t."name_key" IN (${Prisma.join([...filter.nameKeys])})` : null;
-      const either = [idList, nameList].filter((part): part is Prisma.Sql => part !== null);
-      conditions.push(Prisma.sql`rt."tag_id" IN (
-        SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND (${Prisma.join(either, " OR ")}))`);
+      conditions.push(Prisma.sql`rt."tag_id" IN (${tagsOf(organizationId, filter)})`);
       return Prisma.sql`
         SELECT DISTINCT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
         WHERE ${Prisma.join(conditions, " AND ")}
@@ -710,4 +711,47 @@ export function chunksOf<T>(items: readonly T[], parametersPerItem: number): T[]
   const chunks: T[][] = [];
   for (let start = 0; start < items.length; start += size) chunks.push(items.slice(start, start + size));
   return chunks;
+}
+
+/** The column filters of a reference listing, on the alias `r`. */
+function referenceConditions(query: ReferenceListQuery): Prisma.Sql[] {
+  const conditions: Prisma.Sql[] = [];
+  if (query.active !== undefined) conditions.push(Prisma.sql`r."active" = ${query.active}`);
+  if (query.carrierCode !== undefined) conditions.push(Prisma.sql`r."carrier_code" = ${query.carrierCode}`);
+  if (query.containerId !== undefined) conditions.push(Prisma.sql`r."container_id" = ${query.containerId}`);
+  if (query.billOfLading !== undefined) conditions.push(Prisma.sql`r."bill_of_lading" = ${query.billOfLading}`);
+  if (query.bookingNumber !== undefined) conditions.push(Prisma.sql`r."booking_number" = ${query.bookingNumber}`);
+  if (query.parentReferenceId !== undefined) {
+    conditions.push(Prisma.sql`r."parent_reference_id" = ${query.parentReferenceId}`);
+  }
+  return conditions;
+}
+
+/** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
+function tagsOf(organizationId: string, listed: ListedTags): Prisma.Sql {
+  return Prisma.sql`
+    SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed("t", listed)}`;
+}
+
+/**
+ * The reference `referenceId` carries none of the excluded tags, resolved in the same statement (ids and name
+ * keys of the organization): a probe of the (reference_id, tag_id) key joined to the tag's primary key.
+ */
+function carriesNone(organizationId: string, referenceId: Prisma.Sql, excluded: ListedTags): Prisma.Sql {
+  return Prisma.sql`NOT EXISTS (
+    SELECT 1 FROM "reference_tags" excluded JOIN "tags" et ON et."id" = excluded."tag_id"
+    WHERE excluded."reference_id" = ${referenceId} AND et."organization_id" = ${organizationId}
+      AND ${isListed("et", excluded)})`;
+}
+
+/** The tag aliased `alias` is one of those listed by id or by name key (at least one id or name key is given). */
+function isListed(alias: string, listed: ListedTags): Prisma.Sql {
+  const tag = Prisma.raw(`"${alias}"`);
+  const byId = listed.ids.length > 0 ? Prisma.sql`${tag}."id" IN (${Prisma.join([...listed.ids])})` : null;
+  const byName =
+    listed.nameKeys.length > 0 ? Prisma.sql`${tag}."name_key" IN (${Prisma.join([...listed.nameKeys])})` : null;
+  return Prisma.sql`(${Prisma.join(
+    [byId, byName].filter((part): part is Prisma.Sql => part !== null),
+    " OR ",
+  )})`;
 }

@@ -31,6 +31,9 @@ export interface ListReferencesInput {
   readonly tagIds?: readonly string[];
   readonly tagNames?: readonly string[];
   readonly tagMatch?: "all" | "any";
+  /** References carrying any of these tags are left out; unknown ids and names exclude nothing. */
+  readonly excludeTagIds?: readonly string[];
+  readonly excludeTagNames?: readonly string[];
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;
@@ -136,7 +139,8 @@ export class ReferenceService {
   }
 
   /**
-   * Newest first, filtered (SPEC §12). Unknown tag names or ids match nothing.
+   * Newest first, filtered (SPEC §12). Unknown tag names or ids to include match nothing; unknown ones to
+   * exclude exclude nothing. Exclusions combine with every other filter by AND.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
   async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<TaggedReference>> {
@@ -145,20 +149,31 @@ export class ReferenceService {
     tagIds.forEach((id, index) => {
       if (!isUuid(id)) issues.push({ path: ["tagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
     });
+    const excludeTagIds = (input.excludeTagIds ?? []).map((id) => id.toLowerCase());
+    excludeTagIds.forEach((id, index) => {
+      if (!isUuid(id))
+        issues.push({ path: ["excludeTagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
+    });
     if (input.parentReferenceId !== undefined && !isUuid(input.parentReferenceId)) {
       issues.push({ path: ["parentReferenceId"], code: "INVALID_ID", message: "not an id" });
     }
     if (issues.length > 0) {
       throw new DomainError("INVALID_QUERY_PARAMETER", issues[0]!.message, issues);
     }
-    const filters = referenceFilters({ ...input, tagIds });
+    const filters = referenceFilters({ ...input, tagIds, excludeTagIds });
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
 
-    // Tags are resolved inside the listing's one statement: unknown ids or names match nothing with `all`.
+    // Tags to include and to exclude are resolved inside the listing's one statement: unknown ids or names
+    // match nothing with `all`, and exclude nothing.
     const filtersTags = filters.tagIds.length + filters.tagNames.length > 0;
+    const excludedIds = filters.excludeTagIds ?? [];
+    const excludedNameKeys = filters.excludeTagNames ?? [];
     const rows = await this.store.listReferences(organizationId, {
       ...(filtersTags && {
         tags: { match: filters.tagMatch, ids: filters.tagIds, nameKeys: filters.tagNames },
+      }),
+      ...(excludedIds.length + excludedNameKeys.length > 0 && {
+        excludedTags: { ids: excludedIds, nameKeys: excludedNameKeys },
       }),
       active: filters.active,
       carrierCode: filters.carrierCode,
@@ -633,11 +648,18 @@ export class ReferenceService {
  * is computed from (so equal filters, however written, give interchangeable cursors).
  */
 function referenceFilters(input: ListReferencesInput & { readonly tagIds: readonly string[] }) {
+  const nameKeys = (names: readonly string[] | undefined) =>
+    [...new Set((names ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort();
+  const excludeTagIds = [...new Set(input.excludeTagIds ?? [])].sort();
+  const excludeTagNames = nameKeys(input.excludeTagNames);
   return {
     scope: "references",
     tagIds: [...new Set(input.tagIds)].sort(),
-    tagNames: [...new Set((input.tagNames ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort(),
+    tagNames: nameKeys(input.tagNames),
     tagMatch: input.tagMatch ?? "all",
+    // Present only when given, so that cursors issued before exclusions existed stay valid.
+    ...(excludeTagIds.length > 0 && { excludeTagIds }),
+    ...(excludeTagNames.length > 0 && { excludeTagNames }),
     active: input.active,
     carrierCode: input.carrierCode?.toUpperCase(),
     containerId: input.containerId === undefined ? undefined : normalizeContainerNumber(input.containerId),

@@ -14,12 +14,13 @@ import { LifecycleFeed, type CommitSignals, type LifecycleFeedStore } from "../.
 import { LifecycleStreamService } from "../../domain/lifecycle/lifecycle-stream.ts";
 import type { Caller } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
+import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
 import type { Clock } from "../../domain/shared/clock.ts";
 import { CursorCodec } from "../../domain/shared/cursor.ts";
 import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
-import { checkOperationCost, graphqlValidationRules } from "../limits.ts";
+import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
 import { createLoaders } from "../loaders.ts";
 import { buildGraphqlSchema } from "../schema.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
@@ -65,6 +66,8 @@ export interface SubscriptionDependencies {
   readonly feedStore: LifecycleFeedStore;
   /** Where the subscription gauges are registered (the `/metrics` registry). */
   readonly metrics?: Registry;
+  /** Serves `webhookDeliveryAttempts` (the operator page); its signals are owned by the composition root. */
+  readonly deliveryActivity?: DeliveryActivityService;
 }
 
 /** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
@@ -244,6 +247,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
           loaders: createLoaders(services, caller.organizationId),
           log: session.log.child({ operationId: id }),
           lifecycleStreams: streams,
+          deliveryActivity: deps.deliveryActivity,
         };
         session.log.info(
           { operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind },
@@ -281,7 +285,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   function prepareOperation(payload: SubscribePayload): { document: DocumentNode; kind: string } | GraphQLError[] {
     let document: DocumentNode;
     try {
-      document = parse(payload.query);
+      document = parse(payload.query, graphqlParseOptions(config));
     } catch (error) {
       if (!(error instanceof GraphQLError)) throw error;
       return [withCode(error, "GRAPHQL_PARSE_FAILED")];
