@@ -69,6 +69,13 @@ const GRAPHQL_REFERENCES = `query BenchReferences($names: [String!]) {
   }
 }`;
 
+const GRAPHQL_REFERENCE_WITH_EVENTS = `query BenchReference($id: ID!) {
+  reference(id: $id) {
+    id tags { id name }
+    events(first: 50) { edges { cursor node { id type occurredAt } } pageInfo { hasNextPage endCursor } }
+  }
+}`;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Small helpers
 
@@ -321,7 +328,7 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
       const base = baseUrlOf(app);
       const headers = { "X-API-Key": apiKey.key };
       const tagCount = refs.referencesPerTag.get(settings.tag) ?? 0;
-      const listing = await benchListing(kind, base, headers, tagCount);
+      const listing = await benchListing(kind, base, headers, tagCount, eventLog.referenceId);
       const logRows = await benchLog(kind, base, headers, eventLog.referenceId, eventLog.occurredAt);
       return { kind, seed, tag: { name: settings.tag, references: tagCount }, listing, log: logRows };
     } finally {
@@ -374,6 +381,7 @@ async function benchListing(
   base: string,
   headers: Record<string, string>,
   tagCount: number,
+  logReferenceId: string,
 ): Promise<ListingRow[]> {
   const expected = Math.min(50, tagCount);
   const restUrl = `${base}/v1/references?tag_names=${encodeURIComponent(settings.tag)}`;
@@ -421,6 +429,28 @@ async function benchListing(
     log(`${kind}: GraphQL listing skipped: ${(error as Error).message}`);
     rows.push({ name: graphqlName, result: null, error: (error as Error).message });
   }
+
+  // The issue's rows: a two-tag filtered page of 50, and a reference with its tags and first 50 events.
+  const otherTag = `tag-${String((Number(settings.tag.slice(4)) + 1) % settings.tags).padStart(4, "0")}`;
+  for (const match of ["any", "all"] as const) {
+    const url = `${base}/v1/references?tag_names=${settings.tag}&tag_names=${otherTag}&tag_match=${match}&limit=50`;
+    const page = await getJson<{ data: unknown[] }>(url, { headers });
+    check(Array.isArray(page.data), `two-tag listing (${match}) answered no page`);
+    log(`${kind}: part A, REST two-tag filter (${match})`);
+    rows.push({ name: `REST two tags, tag_match=${match} (limit=50)`, result: await measure({ url, headers }) });
+  }
+  const referenceBody = JSON.stringify({ query: GRAPHQL_REFERENCE_WITH_EVENTS, variables: { id: logReferenceId } });
+  const referenceAnswer = await getJson<{ data?: { reference: { events: { edges: unknown[] } } } }>(`${base}/graphql`, {
+    method: "POST",
+    headers: graphqlHeaders,
+    body: referenceBody,
+  });
+  check(referenceAnswer.data?.reference.events.edges.length === 50, "GraphQL reference: no 50 events");
+  log(`${kind}: part A, GraphQL reference(id) { tags events(first: 50) }`);
+  rows.push({
+    name: "GraphQL reference(id) { tags events(first: 50) }",
+    result: await measure({ url: `${base}/graphql`, method: "POST", headers: graphqlHeaders, body: referenceBody }),
+  });
 
   // Exclusion filters (NOT EXISTS probes of the (reference_id, tag_id) key), next to the inclusion filter above:
   // leaving out the bench tag, and the bench tag's carriers that do not also carry its neighbour tag.

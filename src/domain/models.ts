@@ -33,6 +33,11 @@ export interface Reference {
   readonly updatedAt: Date;
 }
 
+/** A reference with its tags (name order), read together in one statement. */
+export interface TaggedReference extends Reference {
+  readonly tags: readonly Tag[];
+}
+
 export interface ReferenceUpdate {
   readonly id: string;
   readonly organizationId: string;

@@ -1,5 +1,5 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
-import type { Organization, Reference, ReferenceUpdate, Tag } from "./models.ts";
+import type { Organization, Reference, ReferenceUpdate, Tag, TaggedReference } from "./models.ts";
 import type { WebhookStore } from "./webhooks/webhook-store.ts";
 
 /*
@@ -28,11 +28,24 @@ export interface TagListQuery {
   readonly limit: number;
 }
 
+/** Tags listed by id and by name key; only the organization's tags count, unknown ones are none. */
+export interface ListedTags {
+  readonly ids: readonly string[];
+  readonly nameKeys: readonly string[];
+}
+
+/**
+ * Tags a listed reference must carry. With `all`, a listed tag that does not exist matches nothing; with
+ * `any`, it is ignored.
+ */
+export interface ReferenceTagFilter extends ListedTags {
+  readonly match: "all" | "any";
+}
+
 export interface ReferenceListQuery {
-  /** Each inner array is one "any of" group; the reference must match every group. */
-  readonly tagIdGroups: readonly (readonly string[])[];
-  /** References carrying any of these tags are left out. */
-  readonly excludedTagIds: readonly string[];
+  readonly tags?: ReferenceTagFilter;
+  /** References carrying any of these tags are left out; a listed tag that does not exist excludes nothing. */
+  readonly excludedTags?: ListedTags;
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;
@@ -88,6 +101,11 @@ export interface Store {
   /** Inserts the tag unless one with the same name key exists; returns the tag that holds the name. */
   insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }>;
   /**
+   * Inserts each tag unless one with its name key exists, in two statements whatever their number; returns
+   * the tags that hold the names, keyed by name key.
+   */
+  insertTagsIfAbsent(tags: readonly (Tag & { readonly nameKey: string })[]): Promise<Map<string, Tag>>;
+  /**
    * Renames; returns null when another tag already holds the new key, including one that took it in a
    * concurrent transaction (the unique index decides). Call it outside `transaction`: on PostgreSQL a unique
    * violation would abort the surrounding transaction.
@@ -100,21 +118,23 @@ export interface Store {
 
   insertReference(reference: Reference): Promise<void>;
   updateReference(reference: Reference): Promise<void>;
-  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<Reference[]>;
+  /** With their tags, in one statement. */
+  findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
   /**
    * Reads a reference and holds it until the transaction ends: a concurrent transaction that locks the same
    * reference waits for this one to commit and then reads the committed row. Every read-check-write of a
    * reference's state (deactivate, reactivate, failure counts, tag limit, children) starts with it, so that
    * each change is decided on the current row and logged once. Only inside `transaction`.
    */
-  lockReference(organizationId: string, id: string): Promise<Reference | null>;
+  lockReference(organizationId: string, id: string): Promise<TaggedReference | null>;
   /**
    * Inserts a child reference unless its parent already has a child with that container (a unique index on
    * parent and container decides, also between concurrent transactions); returns the child that holds the
    * container and whether this call created it.
    */
   insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }>;
-  listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]>;
+  /** Newest first, with their tags, in one statement (tag filter included). */
+  listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]>;
   /**
    * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
    * whatever the number of tags. Every given tag id is a key of the result.
@@ -124,7 +144,9 @@ export interface Store {
     tagIds: readonly string[],
     limitPerTag: number,
   ): Promise<Map<string, string[]>>;
-  findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, Reference[]>>;
+  /** Oldest first, with their tags, in one statement. */
+  findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>>;
+  /** One multi-row statement whatever the number of tags; links that exist stay as they are. */
   linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
   unlinkTag(referenceId: string, tagId: string): Promise<void>;
   countReferenceTags(referenceId: string): Promise<number>;
@@ -137,5 +159,10 @@ export interface Store {
   /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
   findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
+  /**
+   * `listEvents` for a reference of the organization, checked in the same statement: null when the
+   * organization has no such reference.
+   */
+  listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
 }

@@ -1,4 +1,3 @@
-import type { Reference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound } from "../shared/errors.ts";
@@ -81,19 +80,21 @@ export class LifecycleLogService {
         { path: ["from"], code: "INVALID_RANGE", message: "from is after to" },
       ]);
     }
-    const reference = await this.getReference(organizationId, referenceId);
+    if (!isUuid(referenceId)) throw notFound("reference");
+    const id = referenceId.toLowerCase();
     const order = input.order ?? "asc";
     const filters = {
       scope: "events",
-      referenceId: reference.id,
+      referenceId: id,
       types: types.sort(),
       from: input.from?.toISOString(),
       to: input.to?.toISOString(),
       order,
     };
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isEventPosition) : undefined;
-    const rows = await this.store.listEvents({
-      referenceId: reference.id,
+    // The reference's existence and its page of events, in one statement.
+    const rows = await this.store.listEventsOfReference(organizationId, {
+      referenceId: id,
       types: types as LifecycleEventType[],
       from: input.from,
       to: input.to,
@@ -102,6 +103,7 @@ export class LifecycleLogService {
       after: after && { occurredAt: new Date(after.t), id: after.i },
       limit: input.limit + 1,
     });
+    if (rows === null) throw notFound("reference");
     return pageOf(rows, input.limit, (event) => this.cursorFor(event, filters), after !== undefined);
   }
 
@@ -120,11 +122,5 @@ export class LifecycleLogService {
 
   private cursorFor(event: LifecycleEvent, filters: object): string {
     return this.cursors.encode<EventPosition>({ t: event.occurredAt.toISOString(), i: event.id }, filters);
-  }
-
-  private async getReference(organizationId: string, id: string): Promise<Reference> {
-    const [reference] = isUuid(id) ? await this.store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
-    if (!reference) throw notFound("reference");
-    return reference;
   }
 }

@@ -1,6 +1,6 @@
 import type { LifecycleRecorder } from "../lifecycle/lifecycle-recorder.ts";
 import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
-import type { Reference, ReferenceUpdate, Tag } from "../models.ts";
+import type { Reference, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { parseDateTime } from "../shared/date-time.ts";
@@ -74,7 +74,7 @@ export class ReferenceService {
    * validated before anything is written; on any error nothing is saved.
    * @throws VALIDATION_FAILED (with one issue per bad field), LIMIT_EXCEEDED.
    */
-  async createReference(organizationId: string, input: CreateReferenceInput): Promise<Reference> {
+  async createReference(organizationId: string, input: CreateReferenceInput): Promise<TaggedReference> {
     const issues: FieldIssue[] = [];
     const identifiers = (["containerId", "billOfLading", "bookingNumber"] as const).filter(
       (key) => input[key] !== undefined && input[key] !== null,
@@ -126,12 +126,12 @@ export class ReferenceService {
         reference.createdAt,
       );
       await this.recordCreated(store, reference, tags);
-      return reference;
+      return { ...reference, tags: sortedByName(tags) };
     });
   }
 
-  /** @throws NOT_FOUND */
-  async getReference(organizationId: string, id: string): Promise<Reference> {
+  /** With its tags. @throws NOT_FOUND */
+  async getReference(organizationId: string, id: string): Promise<TaggedReference> {
     return this.getReferenceIn(this.store, organizationId, id);
   }
 
@@ -140,7 +140,7 @@ export class ReferenceService {
    * exclude exclude nothing. Exclusions combine with every other filter by AND.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
-  async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<Reference>> {
+  async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<TaggedReference>> {
     const issues: FieldIssue[] = [];
     const tagIds = (input.tagIds ?? []).map((id) => id.toLowerCase());
     tagIds.forEach((id, index) => {
@@ -160,33 +160,18 @@ export class ReferenceService {
     const filters = referenceFilters({ ...input, tagIds, excludeTagIds });
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
 
-    const byId = await this.store.findTagsByIds(organizationId, filters.tagIds);
-    const byName = await this.store.findTagsByNameKeys(organizationId, filters.tagNames);
-    const found = [...new Set([...byId, ...byName].map((tag) => tag.id))];
-    const empty: Page<Reference> = { items: [], cursors: [], nextCursor: null, hasPreviousPage: after !== undefined };
-    let tagIdGroups: string[][] = [];
-    if (filters.tagIds.length + filters.tagNames.length > 0) {
-      if (filters.tagMatch === "all") {
-        // A listed tag that does not exist cannot be carried, so nothing matches them all.
-        if (byId.length < filters.tagIds.length || byName.length < filters.tagNames.length) return empty;
-        tagIdGroups = found.map((id) => [id]);
-      } else {
-        if (found.length === 0) return empty;
-        tagIdGroups = [found];
-      }
-    }
-    const excludedTagIds = [
-      ...new Set(
-        [
-          ...(await this.store.findTagsByIds(organizationId, filters.excludeTagIds ?? [])),
-          ...(await this.store.findTagsByNameKeys(organizationId, filters.excludeTagNames ?? [])),
-        ].map((tag) => tag.id),
-      ),
-    ];
-
+    // Tags to include and to exclude are resolved inside the listing's one statement: unknown ids or names
+    // match nothing with `all`, and exclude nothing.
+    const filtersTags = filters.tagIds.length + filters.tagNames.length > 0;
+    const excludedIds = filters.excludeTagIds ?? [];
+    const excludedNameKeys = filters.excludeTagNames ?? [];
     const rows = await this.store.listReferences(organizationId, {
-      tagIdGroups,
-      excludedTagIds,
+      ...(filtersTags && {
+        tags: { match: filters.tagMatch, ids: filters.tagIds, nameKeys: filters.tagNames },
+      }),
+      ...(excludedIds.length + excludedNameKeys.length > 0 && {
+        excludedTags: { ids: excludedIds, nameKeys: excludedNameKeys },
+      }),
       active: filters.active,
       carrierCode: filters.carrierCode,
       containerId: filters.containerId,
@@ -250,7 +235,7 @@ export class ReferenceService {
       // Locked before its tags are counted: parallel adds to one reference are counted one after another.
       const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
-      const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+      const current = reference.tags;
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
       this.assertTagCount(combined.size);
       await store.linkTags(
@@ -279,7 +264,7 @@ export class ReferenceService {
    * Deactivates with a reason. An already deactivated reference is returned unchanged (no second event).
    * @throws NOT_FOUND, VALIDATION_FAILED (unknown reason, path `reason`).
    */
-  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<Reference> {
+  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<TaggedReference> {
     if (typeof reason !== "string" || !(DEACTIVATE_REASONS as readonly string[]).includes(reason)) {
       throw validationFailed([
         { path: ["reason"], code: "INVALID_ENUM", message: `reason must be one of ${DEACTIVATE_REASONS.join(", ")}` },
@@ -292,7 +277,7 @@ export class ReferenceService {
   }
 
   /** @throws NOT_FOUND, CONFLICT when the reference is active. */
-  async reactivate(organizationId: string, referenceId: string): Promise<Reference> {
+  async reactivate(organizationId: string, referenceId: string): Promise<TaggedReference> {
     return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       if (reference.active)
         throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
@@ -318,7 +303,11 @@ export class ReferenceService {
    * reference is deactivated by the service itself (`exceeded_extraction_attempt_threshold`, automatic).
    * @throws NOT_FOUND, VALIDATION_FAILED.
    */
-  async recordExtraction(organizationId: string, referenceId: string, outcome: ExtractionOutcome): Promise<Reference> {
+  async recordExtraction(
+    organizationId: string,
+    referenceId: string,
+    outcome: ExtractionOutcome,
+  ): Promise<TaggedReference> {
     return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       const now = this.clock.now();
       if (outcome.status === "succeeded") {
@@ -482,8 +471,8 @@ export class ReferenceService {
           },
         ]);
       }
-      const parentTags = (await store.findTagsByReferenceIds([parent.id])).get(parent.id) ?? [];
-      const existing = new Map(
+      const parentTags = parent.tags;
+      const existing = new Map<string, Reference>(
         ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [
           child.containerId!,
           child,
@@ -528,11 +517,12 @@ export class ReferenceService {
     organizationId: string,
     referenceId: string,
     change: (store: Store, reference: Reference, tags: Tag[]) => Promise<Reference>,
-  ): Promise<Reference> {
+  ): Promise<TaggedReference> {
     return this.store.transaction(async (store) => {
-      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
-      const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
-      return change(store, reference, tags);
+      // The reference, locked, and its tags (the events' snapshot).
+      const { tags, ...reference } = await this.lockReferenceIn(store, organizationId, referenceId);
+      // No change here touches tags, so the ones read are still the reference's.
+      return { ...(await change(store, reference, [...tags])), tags };
     });
   }
 
@@ -577,14 +567,14 @@ export class ReferenceService {
     });
   }
 
-  private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+  private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
     const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
     if (!reference) throw notFound("reference");
     return reference;
   }
 
   /** Like getReferenceIn, holding the reference until the transaction ends (Store.lockReference). */
-  private async lockReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+  private async lockReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
     const reference = isUuid(id) ? await store.lockReference(organizationId, id.toLowerCase()) : null;
     if (!reference) throw notFound("reference");
     return reference;
@@ -655,6 +645,13 @@ function referenceFilters(input: ListReferencesInput & { readonly tagIds: readon
     bookingNumber: input.bookingNumber?.trim(),
     parentReferenceId: input.parentReferenceId?.toLowerCase(),
   };
+}
+
+/** Tags in the order a reference lists them (case-insensitive name, then id), as the store reads them. */
+function sortedByName(tags: readonly Tag[]): Tag[] {
+  const keyed = tags.map((tag) => ({ tag, key: tagNameKey(tag.name) }));
+  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.tag.id < b.tag.id ? -1 : 1));
+  return keyed.map(({ tag }) => tag);
 }
 
 function detailBase(reference: Reference): { reference_id: string; organization_id: string } {

@@ -20,6 +20,17 @@ export function pageOf<T>(
   hasPreviousPage: boolean,
 ): Page<T> {
   const items = rows.slice(0, limit);
-  const cursors = items.map(cursorOf);
-  return { items, cursors, nextCursor: rows.length > limit ? (cursors.at(-1) ?? null) : null, hasPreviousPage };
+  const last = items.at(-1);
+  let cursors: readonly string[] | undefined;
+  return {
+    items,
+    // Signed lazily: a REST page needs only `nextCursor`, and signing 50 cursors it never sends (two HMACs each)
+    // cost the event loop more than the page's statement.
+    get cursors() {
+      cursors ??= items.map(cursorOf);
+      return cursors;
+    },
+    nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null,
+    hasPreviousPage,
+  };
 }

@@ -148,8 +148,11 @@ export class TagService {
       missing = missing.filter(([key]) => !existingByKey.has(key));
     }
     if (missing.length > 0) await this.assertRoomForTags(store, organizationId, missing.length);
-    for (const [key, name] of missing) {
-      const { tag } = await store.insertTagIfAbsent(this.newTag(organizationId, name));
+    // All missing names in one INSERT … ON CONFLICT DO NOTHING and one read of their holders.
+    const created = await store.insertTagsIfAbsent(missing.map(([, name]) => this.newTag(organizationId, name)));
+    for (const [key] of missing) {
+      const tag = created.get(key);
+      if (!tag) throw new Error(`tag "${key}" neither inserted nor found`);
       existingByKey.set(key, tag);
     }
 

@@ -1,3 +1,4 @@
+import type { TaggedReference } from "../../domain/models.ts";
 import { parseExtractionOutcome } from "../../domain/references/extraction-outcome.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
@@ -24,7 +25,9 @@ export const referenceResolvers: Resolvers = {
     parent: (reference, _, { loaders }) =>
       reference.parentReferenceId === null ? null : loaders.referenceById.load(reference.parentReferenceId),
     children: (reference, _, { loaders }) => loaders.childrenByParentId.load(reference.id),
-    tags: (reference, _, { loaders }) => loaders.tagsByReferenceId.load(reference.id),
+    // A reference read by a service carries its tags (read in the same statement); others go through the loader.
+    tags: (reference, _, { loaders }) =>
+      "tags" in reference ? [...(reference as TaggedReference).tags] : loaders.tagsByReferenceId.load(reference.id),
     // One service call per reference: a page of updates is read for one reference at a time (like events).
     updates: async (reference, args, { caller, services }) => {
       const { limit, cursor } = forwardPage(args);

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { Reference } from "../../domain/models.ts";
+import type { Reference, TaggedReference } from "../../domain/models.ts";
 import type { ListReferencesInput } from "../../domain/references/reference-service.ts";
 import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";
@@ -96,13 +96,19 @@ export function toListReferencesInput(query: ListReferencesQuery): ListReference
   };
 }
 
-/** Serializes references with their tags, loaded for the whole page in one query. */
-export async function serializeReferences(services: Services, references: readonly Reference[]) {
+/**
+ * Serializes references with their tags: those the services read with them, or else loaded for the whole page
+ * in one query.
+ */
+export async function serializeReferences(services: Services, references: readonly (Reference | TaggedReference)[]) {
+  if (references.every((reference) => "tags" in reference)) {
+    return references.map((reference) => serializeReference(reference, (reference as TaggedReference).tags));
+  }
   const tagsByReference = await services.batch.findTagsByReferenceIds(references.map((reference) => reference.id));
   return references.map((reference) => serializeReference(reference, tagsByReference.get(reference.id) ?? []));
 }
 
-export async function serializeOneReference(services: Services, reference: Reference) {
+export async function serializeOneReference(services: Services, reference: Reference | TaggedReference) {
   const [serialized] = await serializeReferences(services, [reference]);
   return serialized!;
 }

@@ -1,0 +1,182 @@
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { computeCheckDigit } from "../src/domain/references/container-number.ts";
+import { gqlData } from "./support/graphql-client.ts";
+import { expectStatus, http } from "./support/http.ts";
+import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
+import { withLabel } from "./support/with-label.ts";
+
+/*
+ * Every statement the data layer sends costs far more in the client than in the database, so each hot path
+ * has a fixed statement budget, counted here with the test server's statement hook (every SQL statement the
+ * Prisma client sends, transaction control included) and reset right before each request. A change that adds
+ * a statement to one of these paths fails here, on both databases. Every count includes the API key lookup
+ * that authenticates the request.
+ */
+
+function containerNumber(serial: number): string {
+  const firstTen = `MSCU${String(serial).padStart(6, "0")}`;
+  return `${firstTen}${computeCheckDigit(firstTen)}`;
+}
+
+/** Statements of a write transaction besides its own work: COMMIT (the hook does not report BEGIN). */
+const TRANSACTION_CONTROL = 1;
+
+/**
+ * Statements PostgreSQL spends on locks that serialize concurrent changes (SQLite runs one write transaction
+ * at a time and needs none): the reference's row lock before it is read with its tags.
+ */
+const LOCK_STATEMENTS = { sqlite: 0, postgres: 1 } as const;
+
+describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s", (kind) => {
+  let server: TestServer;
+  let counting = false;
+  let statements: string[] = [];
+  let referenceIds: string[] = [];
+  let tagIds: Record<string, string> = {};
+
+  /** Runs `request` and returns its result and the SQL statements it caused. */
+  async function measure<T>(request: () => Promise<T>): Promise<{ result: T; statements: string[] }> {
+    statements = [];
+    counting = true;
+    try {
+      const result = await request();
+      return { result, statements };
+    } finally {
+      counting = false;
+    }
+  }
+
+  beforeAll(async () => {
+    // The webhook worker polls the outbox on a timer; its statements would land in the counts at random.
+    server = await startTestServer(kind, {
+      onQuery: (sql) => {
+        if (counting) statements.push(sql);
+      },
+      env: { WEBHOOK_WORKER: "off" },
+    });
+    // 60 references: every one tagged "lane", every third "priority", every fifth "customer:acme".
+    for (let index = 0; index < 60; index++) {
+      const tags = [{ name: "lane" }];
+      if (index % 3 === 0) tags.push({ name: "priority" });
+      if (index % 5 === 0) tags.push({ name: "customer:acme" });
+      const created = await http(server, "POST", "/v1/references", {
+        body: { container_id: containerNumber(index), carrier_code: "MSCU", tags },
+      });
+      expect(created.status).toBe(201);
+      referenceIds.push(created.body.reference.id);
+      for (const tag of created.body.reference.tags) tagIds[tag.name] = tag.id;
+    }
+    for (let index = 0; index < 60; index++) {
+      await http(server, "POST", `/v1/references/${referenceIds[0]}/extractions`, { body: { status: "succeeded" } });
+    }
+    // An endpoint, so that events write outbox rows.
+    const endpoint = await http(server, "POST", "/v1/webhooks", { body: { url: "http://127.0.0.1:9/hooks" } });
+    expect(endpoint.status).toBe(201);
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("reads a page of 50 references with their tags in one statement", async () => {
+    const { result, statements } = await measure(() => http(server, "GET", "/v1/references?limit=50"));
+    expect(result.status).toBe(200);
+    expect(result.body.data).toHaveLength(50);
+    expect(result.body.data[0].tags.length).toBeGreaterThan(0);
+    expect(statements).toHaveLength(1 + 1);
+  });
+
+  it("reads a tag-filtered page (all / any, ids and names) in one statement", async () => {
+    const filters = [
+      `tag_names=priority&tag_names=customer:acme`,
+      `tag_names=priority&tag_names=customer:acme&tag_match=any`,
+      `tag_ids=${tagIds["priority"]}&tag_ids=${tagIds["customer:acme"]}`,
+      `tag_ids=${tagIds["priority"]}&tag_names=customer:acme&tag_match=any`,
+      `tag_names=priority&tag_names=no-such-tag`,
+    ];
+    const expected = [4, 28, 4, 28, 0];
+    for (const [index, filter] of filters.entries()) {
+      const { result, statements } = await measure(() => http(server, "GET", `/v1/references?limit=50&${filter}`));
+      withLabel(filter, () => expectStatus(result, 200));
+      withLabel(filter, () => expect(result.body.data).toHaveLength(expected[index]!));
+      withLabel(filter, () => expect(statements).toHaveLength(1 + 1));
+    }
+  });
+
+  it("reads an exclusion-filtered page (alone or with a tag filter, ids and names) in one statement", async () => {
+    // 60 references: 20 "priority", 12 "customer:acme", 4 of them both.
+    const filters = [
+      `exclude_tag_names=priority`,
+      `exclude_tag_ids=${tagIds["priority"]}&exclude_tag_names=customer:acme`,
+      `tag_names=priority&exclude_tag_names=customer:acme`,
+      `tag_ids=${tagIds["priority"]}&tag_names=customer:acme&tag_match=any&exclude_tag_ids=${tagIds["customer:acme"]}`,
+      `tag_names=lane&exclude_tag_names=lane`,
+      `exclude_tag_names=no-such-tag`,
+    ];
+    const expected = [40, 32, 16, 16, 0, 50];
+    for (const [index, filter] of filters.entries()) {
+      const { result, statements } = await measure(() => http(server, "GET", `/v1/references?limit=50&${filter}`));
+      withLabel(filter, () => expectStatus(result, 200));
+      withLabel(filter, () => expect(result.body.data).toHaveLength(expected[index]!));
+      withLabel(filter, () => expect(statements).toHaveLength(1 + 1));
+    }
+  });
+
+  it("reads a page of events, the reference checked in the same statement", async () => {
+    const { result, statements } = await measure(() =>
+      http(server, "GET", `/v1/references/${referenceIds[0]}/events?limit=50`),
+    );
+    expect(result.status).toBe(200);
+    expect(result.body.data).toHaveLength(50);
+    expect(statements).toHaveLength(1 + 1);
+    const missing = await measure(() =>
+      http(server, "GET", `/v1/references/01900000-0000-7000-8000-000000000000/events`),
+    );
+    expect(missing.result.status).toBe(404);
+    expect(missing.statements).toHaveLength(1 + 1);
+  });
+
+  it("reads a reference with its tags and first 50 events over GraphQL in two statements", async () => {
+    const { result, statements } = await measure(() =>
+      gqlData<{ reference: { tags: unknown[]; events: { edges: unknown[] } } }>(
+        server,
+        `query ($id: ID!) { reference(id: $id) { id tags { id name } events(first: 50) { edges { cursor node { id type } } } } }`,
+        { id: referenceIds[0] },
+      ),
+    );
+    expect(result.reference.tags).toHaveLength(3);
+    expect(result.reference.events.edges).toHaveLength(50);
+    expect(statements).toHaveLength(1 + 2);
+  });
+
+  it("writes a lifecycle event with its tag snapshot and outbox rows in a fixed number of statements", async () => {
+    // Read the reference with its tags, update it, insert the event, read the endpoints, insert the outbox rows.
+    const { result, statements } = await measure(() =>
+      http(server, "POST", `/v1/references/${referenceIds[1]}/extractions`, { body: { status: "succeeded" } }),
+    );
+    expect(result.status).toBe(201);
+    expect(statements).toHaveLength(1 + TRANSACTION_CONTROL + LOCK_STATEMENTS[kind] + 5);
+  });
+
+  it("creates a reference with 10 new tags in as many statements as with 1", async () => {
+    const create = (serial: number, tagCount: number) =>
+      measure(() =>
+        http(server, "POST", "/v1/references", {
+          body: {
+            container_id: containerNumber(serial),
+            carrier_code: "MSCU",
+            tags: Array.from({ length: tagCount }, (_, index) => ({ name: `new-${serial}-${index}` })),
+          },
+        }),
+      );
+    const one = await create(500, 1);
+    const ten = await create(501, 10);
+    expect(one.result.status).toBe(201);
+    expect(ten.result.status).toBe(201);
+    expect(ten.result.body.reference.tags).toHaveLength(10);
+    expect(ten.statements).toHaveLength(one.statements.length);
+    // The API key; the tags by name, the organization's lock (PostgreSQL) and a second read of the missing
+    // names under it, their count (the organization's limit), the insert of the missing ones and the read of
+    // their holders; the reference, its tag links, its event, the endpoints, the outbox rows.
+    expect(ten.statements).toHaveLength(1 + TRANSACTION_CONTROL + LOCK_STATEMENTS[kind] + 10);
+  });
+});
