@@ -1,3 +1,4 @@
+import { findInChunks } from "./in-chunks.ts";
 import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
@@ -50,7 +51,10 @@ export class PrismaWebhookStore implements WebhookStore {
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
-    return (await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } } })).map(toEndpoint);
+    const rows = await findInChunks(ids, (chunk) =>
+      this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } } }),
+    );
+    return rows.map(toEndpoint);
   }
 
   async findEnabledEndpoints(organizationId: string): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
@@ -117,10 +121,12 @@ export class PrismaWebhookStore implements WebhookStore {
   async findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
     const byDelivery = new Map<string, WebhookAttempt[]>(deliveryIds.map((id) => [id, []]));
     if (deliveryIds.length === 0) return byDelivery;
-    const rows = await this.client.webhookAttempt.findMany({
-      where: { deliveryId: { in: [...deliveryIds] } },
-      orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
-    });
+    const rows = await findInChunks(deliveryIds, (chunk) =>
+      this.client.webhookAttempt.findMany({
+        where: { deliveryId: { in: chunk } },
+        orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
+      }),
+    );
     for (const row of rows) byDelivery.get(row.deliveryId)?.push(row);
     return byDelivery;
   }

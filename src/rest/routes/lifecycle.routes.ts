@@ -58,10 +58,8 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
           types:
             query.type === undefined
               ? undefined
-              : query.type
-                  .split(",")
-                  .map((type) => type.trim())
-                  .filter(Boolean),
+              : // Empty items are kept: the service refuses `type=` and `type=a,,b` as unknown types.
+                query.type.split(",").map((type) => type.trim()),
           from: dateParameter("from", query.from),
           to: dateParameter("to", query.to),
           order: query.order,
