@@ -46,6 +46,7 @@ const config: CodegenConfig = {
           LifecycleEventType: `${GRAPHQL_ENUMS}#LifecycleEventType`,
           TagMatch: `${GRAPHQL_ENUMS}#TagMatch`,
           WebhookDeliveryStatus: `${GRAPHQL_ENUMS}#WebhookDeliveryStatus`,
+          WebhookTagFilterState: `${GRAPHQL_ENUMS}#WebhookTagFilterState`,
         },
         scalars: {
           ID: "string",
@@ -78,6 +79,7 @@ const config: CodegenConfig = {
           ExtractionStatus: { SUCCEEDED: "succeeded", FAILED: "failed" },
           TagMatch: { ALL: "all", ANY: "any" },
           WebhookDeliveryStatus: { PENDING: "pending", SUCCEEDED: "succeeded", FAILED: "failed" },
+          WebhookTagFilterState: { NONE: "none", ACTIVE: "active", EMPTY: "empty" },
         },
       },
     },

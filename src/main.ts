@@ -1,18 +1,28 @@
 import { buildApp } from "./app.ts";
-import { loadConfig } from "./config.ts";
+import { ConfigError, loadConfig } from "./config.ts";
 import { openDatabase } from "./store/database.ts";
+import { DatabaseSetupError, explainDatabaseError } from "./store/database-hints.ts";
 import { migrateDatabase } from "./store/migrations.ts";
 
 /** Reads config, migrates, builds the app, listens, and shuts down gracefully on SIGTERM / SIGINT. */
 async function main(): Promise<void> {
   const config = loadConfig();
-  const migrations = await migrateDatabase(config.databaseUrl);
+  const migrations = await migrateDatabase(config.databaseUrl).catch((error: unknown) => {
+    throw explainDatabaseError(error, config.databaseUrl);
+  });
   const database = await openDatabase(config.databaseUrl);
   const app = await buildApp({ config, database });
   const log = app.http.log;
   log.info({ applied: migrations.applied, provider: database.provider }, "database migrated");
 
-  if (!config.isProduction) {
+  if (config.isProduction) {
+    // A production server never creates an organization by itself: say how to create the first one.
+    if (!(await app.services.organizations.hasOrganizations())) {
+      log.warn(
+        "no organization exists yet, so no API key can authenticate: create one with `npx reftrail org create <name>` (it prints the first API key)",
+      );
+    }
+  } else {
     const created = await app.services.organizations.ensureDefaultOrganization();
     if (created) {
       // Printed once, on the first start of an empty database: the key is stored only as a hash.
@@ -56,6 +66,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error("reftrail failed to start:", error);
+  // Problems the operator fixes with one setting or one command get one line; anything else its stack trace.
+  if (error instanceof ConfigError || error instanceof DatabaseSetupError) {
+    console.error(`reftrail failed to start: ${error.message}`);
+  } else {
+    console.error("reftrail failed to start:", error);
+  }
   process.exit(1);
 });

@@ -93,6 +93,9 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     expect(second.status).toBe(201);
     expect(second.body).toEqual(first.body);
     expect(second.headers.get("idempotent-replayed")).toBe("true");
+    // The replay names the created resource like the first answer did.
+    expect(first.headers.get("location")).toBe(`/v1/references/${first.body.reference.id}`);
+    expect(second.headers.get("location")).toBe(first.headers.get("location"));
     const listed = await http(server, "GET", "/v1/references?bill_of_lading=BOL-IDEM");
     expect(listed.body.data).toHaveLength(1);
 
@@ -110,6 +113,74 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     );
     for (const result of parallel) expect([201, 409]).toContain(result.status);
     expect((await http(server, "GET", "/v1/references?booking_number=BK-PAR")).body.data).toHaveLength(1);
+  });
+
+  it("sends WWW-Authenticate with every 401, naming Bearer and X-API-Key", async () => {
+    for (const apiKey of [null, "rt_wrong"]) {
+      const result = await http(server, "POST", "/v1/tags", { apiKey, body: { name: "x" } });
+      expect(result.status).toBe(401);
+      expect(result.headers.get("www-authenticate")).toMatch(/^Bearer realm="reftrail"/);
+      expect(result.headers.get("www-authenticate")).toContain("X-API-Key");
+    }
+  });
+
+  it("sends Location with every creation, and the location reads the created resource", async () => {
+    const tag = await http(server, "POST", "/v1/tags", { body: { name: "located" } });
+    const reference = await http(server, "POST", "/v1/references", {
+      body: { booking_number: "BK-LOC", carrier_code: "MAEU" },
+    });
+    const referenceId = reference.body.reference.id as string;
+    const update = await http(server, "POST", `/v1/references/${referenceId}/updates`, {
+      body: { estimated_departure: "2026-12-01T00:00:00Z" },
+    });
+    const webhook = await http(server, "POST", "/v1/webhooks", { body: { url: "http://127.0.0.1:9/hook" } });
+    const expected: [typeof tag, string][] = [
+      [tag, tag.body.id],
+      [reference, referenceId],
+      [update, update.body.id],
+      [webhook, webhook.body.id],
+    ];
+    for (const [created, id] of expected) {
+      expect(created.status).toBe(201);
+      const location = created.headers.get("location");
+      expect(location).toMatch(/^\/v1\//);
+      const read = await http(server, "GET", location!);
+      expect(read.status).toBe(200);
+      expect(read.body.id).toBe(id);
+    }
+  });
+
+  it("takes repeatable query parameters repeated; ids and types also comma-separated, names never split", async () => {
+    const names = ["a,b", "a", "b"];
+    const tags = await Promise.all(names.map((name) => http(server, "POST", "/v1/tags", { body: { name } })));
+    const [commaTag, aTag, bTag] = tags.map((result) => result.body.id as string);
+    const create = (tagIds: string[]) =>
+      http(server, "POST", "/v1/references", {
+        body: { booking_number: "BK-REPEAT", carrier_code: "MAEU", tags: tagIds.map((id) => ({ id })) },
+      });
+    const withComma = (await create([commaTag!])).body.reference.id;
+    const withBoth = (await create([aTag!, bTag!])).body.reference.id;
+    const ids = async (query: string) =>
+      (await http(server, "GET", `/v1/references?booking_number=BK-REPEAT&${query}`)).body.data.map(
+        (reference: { id: string }) => reference.id,
+      );
+
+    // A name is taken whole, commas included; several names are several parameters.
+    expect(await ids("tag_names=a,b")).toEqual([withComma]);
+    expect(await ids("tag_names=a&tag_names=b")).toEqual([withBoth]);
+    // Ids may be repeated or comma-separated: both mean the same.
+    expect(await ids(`tag_ids=${aTag}&tag_ids=${bTag}`)).toEqual([withBoth]);
+    expect(await ids(`tag_ids=${aTag},${bTag}`)).toEqual([withBoth]);
+
+    // Event types likewise.
+    const events = (query: string) => http(server, "GET", `/v1/references/${withBoth}/events?${query}`);
+    const repeated = await events("type=reference_created&type=extraction_failed");
+    expect(repeated.status).toBe(200);
+    expect(repeated.body.data.map((event: { type: string }) => event.type)).toEqual(["reference_created"]);
+    expect((await events("type=reference_created,extraction_failed")).body).toEqual(repeated.body);
+    const unknown = await events("type=reference_created&type=reference_exploded");
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.code).toBe("INVALID_EVENT_TYPE");
   });
 
   it("serves an OpenAPI document generated from the route schemas", async () => {

@@ -1,30 +1,29 @@
+import { readFileSync } from "node:fs";
 import { Command } from "commander";
-import { buildServices } from "../app.ts";
-import { loadConfig } from "../config.ts";
-import type { Services } from "../domain/services.ts";
-import { openDatabase } from "../store/database.ts";
-import { migrateDatabase } from "../store/migrations.ts";
+import type { CommandServices } from "./command-services.ts";
 
 /*
  * The `reftrail` administrative command (SPEC §2). Each subcommand reads DATABASE_URL like the server, applies
  * pending migrations first (so it works on a fresh database), prints JSON to stdout and exits non-zero on error.
+ * The database code loads only when a command needs it, so that `--help` and `--version` answer at once.
  */
 
-async function withServices<T>(work: (services: Services) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  await migrateDatabase(config.databaseUrl);
-  const database = await openDatabase(config.databaseUrl);
-  try {
-    return await work(buildServices(config, database));
-  } finally {
-    await database.close();
-  }
+const PACKAGE_VERSION = (
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
+
+async function withServices<T>(work: (services: CommandServices) => Promise<T>): Promise<T> {
+  const commandServices = await import("./command-services.ts");
+  return commandServices.withServices(work);
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
 export function buildCli(): Command {
-  const program = new Command("reftrail").description("reftrail administration").showHelpAfterError();
+  const program = new Command("reftrail")
+    .description("reftrail administration")
+    .version(PACKAGE_VERSION)
+    .showHelpAfterError();
 
   const org = program.command("org").description("organizations");
   org
@@ -36,6 +35,21 @@ export function buildCli(): Command {
         print({ organization_id: organization.id, api_key: apiKey.key, api_key_id: apiKey.id });
       }),
     );
+  org
+    .command("list")
+    .description('list organizations, oldest first; prints {"organizations":[...]}')
+    .action(() =>
+      withServices(async (services) => {
+        const organizations = await services.organizations.listOrganizations();
+        print({
+          organizations: organizations.map((organization) => ({
+            organization_id: organization.id,
+            name: organization.name,
+            created_at: organization.createdAt.toISOString(),
+          })),
+        });
+      }),
+    );
 
   const key = program.command("key").description("API keys");
   key
@@ -45,6 +59,23 @@ export function buildCli(): Command {
       withServices(async (services) => {
         const issued = await services.organizations.createApiKey(organizationId);
         print({ organization_id: issued.organizationId, api_key: issued.key, api_key_id: issued.id });
+      }),
+    );
+  key
+    .command("list <organization_id>")
+    .description("list an organization's API keys, revoked ones included (prefixes only, never the keys)")
+    .action((organizationId: string) =>
+      withServices(async (services) => {
+        const keys = await services.organizations.listApiKeys(organizationId);
+        print({
+          organization_id: organizationId,
+          api_keys: keys.map((apiKey) => ({
+            api_key_id: apiKey.id,
+            key_prefix: apiKey.keyPrefix,
+            created_at: apiKey.createdAt.toISOString(),
+            revoked_at: apiKey.revokedAt?.toISOString() ?? null,
+          })),
+        });
       }),
     );
   key
@@ -61,7 +92,8 @@ export function buildCli(): Command {
     .command("migrate")
     .description("apply pending database migrations")
     .action(async () => {
-      const result = await migrateDatabase(loadConfig().databaseUrl);
+      const { migrate } = await import("./command-services.ts");
+      const result = await migrate();
       print({ applied: result.applied, already_applied: result.alreadyApplied });
     });
 

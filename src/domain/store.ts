@@ -58,6 +58,16 @@ export interface Store {
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;
   findOrganization(id: string): Promise<Organization | null>;
+  /** Every organization, oldest first (administration only: the CLI). */
+  listOrganizations(): Promise<Organization[]>;
+  /** The organization's keys, revoked ones included, oldest first. */
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>;
+  /**
+   * Holds the organization until the transaction ends: other transactions that lock it wait, so that a count of
+   * its tags taken after the lock stays true until commit (the per-organization tag limit). Only inside
+   * `transaction`. Lock order, to avoid deadlocks: a reference before its organization.
+   */
+  lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
@@ -66,7 +76,11 @@ export interface Store {
   findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]>;
   /** Inserts the tag unless one with the same name key exists; returns the tag that holds the name. */
   insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }>;
-  /** Renames; returns null when another tag already holds the new key. */
+  /**
+   * Renames; returns null when another tag already holds the new key, including one that took it in a
+   * concurrent transaction (the unique index decides). Call it outside `transaction`: on PostgreSQL a unique
+   * violation would abort the surrounding transaction.
+   */
   renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null>;
   deleteTag(organizationId: string, id: string): Promise<boolean>;
   listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { readonly nameKey: string })[]>;
@@ -76,6 +90,19 @@ export interface Store {
   insertReference(reference: Reference): Promise<void>;
   updateReference(reference: Reference): Promise<void>;
   findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<Reference[]>;
+  /**
+   * Reads a reference and holds it until the transaction ends: a concurrent transaction that locks the same
+   * reference waits for this one to commit and then reads the committed row. Every read-check-write of a
+   * reference's state (deactivate, reactivate, failure counts, tag limit, children) starts with it, so that
+   * each change is decided on the current row and logged once. Only inside `transaction`.
+   */
+  lockReference(organizationId: string, id: string): Promise<Reference | null>;
+  /**
+   * Inserts a child reference unless its parent already has a child with that container (a unique index on
+   * parent and container decides, also between concurrent transactions); returns the child that holds the
+   * container and whether this call created it.
+   */
+  insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }>;
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]>;
   /**
    * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
@@ -93,6 +120,7 @@ export interface Store {
 
   insertReferenceUpdate(update: ReferenceUpdate): Promise<void>;
   listReferenceUpdates(referenceId: string, beforeId: string | undefined, limit: number): Promise<ReferenceUpdate[]>;
+  findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;

@@ -1,7 +1,12 @@
 import { DEACTIVATE_REASONS, LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type { ExtractionOutcome, ListReferencesInput } from "../domain/references/reference-service.ts";
-import { DELIVERY_STATUSES, type DeliveryStatus } from "../domain/webhooks/webhook-models.ts";
+import {
+  DELIVERY_STATUSES,
+  TAG_FILTER_STATES,
+  type DeliveryStatus,
+  type TagFilterState,
+} from "../domain/webhooks/webhook-models.ts";
 
 /*
  * GraphQL enums are UPPER_CASE names over the domain's own snake_case strings: resolvers receive and return
@@ -15,6 +20,7 @@ export type { DeactivateReason, LifecycleEventType };
 export type ExtractionStatus = ExtractionOutcome["status"];
 export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
 export type WebhookDeliveryStatus = DeliveryStatus;
+export type WebhookTagFilterState = TagFilterState;
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -27,3 +33,4 @@ export const LIFECYCLE_EVENT_TYPE_NAMES = enumNames<LifecycleEventType>(LIFECYCL
 export const EXTRACTION_STATUS_NAMES = enumNames<ExtractionStatus>(["succeeded", "failed"]);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
+export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);

@@ -2,7 +2,7 @@ import { HeaderMap } from "@apollo/server";
 import { unwrapResolverError } from "@apollo/server/errors";
 import type { GraphQLFormattedError } from "graphql";
 import type { Tag } from "../domain/models.ts";
-import { DomainError, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
+import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { GraphQLError } from "./graphql-js.ts";
 
 /*
@@ -65,6 +65,9 @@ export const AT_ARGUMENTS: InputLocator = underArgument([], { cursor: ["after"] 
 
 const dotted = (path: InputPath): string => path.join(".");
 
+/** Domain field names are GraphQL's own (camelCase), so a `{field}` reference is rendered as it is written. */
+const asGraphqlName = (segment: string): string => segment;
+
 /** A GraphQL argument error (page sizes, argument combinations): BAD_USER_INPUT naming the argument. */
 export function badUserInput(message: string, field: InputPath): GraphQLError {
   return new GraphQLError(message, { extensions: { code: "BAD_USER_INPUT", field: dotted(field) } });
@@ -99,13 +102,13 @@ export function toGraphqlError(
     extensions.issues = error.issues.map((issue) => ({
       field: field(issue),
       code: issue.code,
-      message: issue.message,
+      message: renderFieldNames(issue.message, asGraphqlName),
     }));
   }
   const existingTag = error.meta.existingTag as Tag | undefined;
   if (existingTag) extensions.existingTag = { id: existingTag.id, name: existingTag.name };
   if (typeof error.meta.limit === "number") extensions.limit = error.meta.limit;
-  return new GraphQLError(error.message, { extensions, originalError: error });
+  return new GraphQLError(renderFieldNames(error.message, asGraphqlName), { extensions, originalError: error });
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { DomainError, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
+import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { serializeTag } from "./serializers.ts";
 
 /*
@@ -95,13 +95,13 @@ function fromDomainError(error: DomainError): Problem {
     extra.errors = error.issues.map((issue) => ({
       pointer: pointerFor(issue, location),
       code: issue.code,
-      message: issue.message,
+      message: renderFieldNames(issue.message, snakeCase),
     }));
   }
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
-  return problem(status, error.code, error.message, extra);
+  return problem(status, error.code, renderFieldNames(error.message, snakeCase), extra);
 }
 
 /** ajv error -> issue; `instancePath` is already a JSON pointer. */
@@ -216,7 +216,15 @@ export function toProblem(
   return problem(500, "INTERNAL", "An unexpected error occurred; it has been logged", { request_id: request.id });
 }
 
+/**
+ * RFC 9110 §11.6.1: a 401 names the authentication scheme it wants. Bearer is the standard scheme we accept;
+ * the description mentions the X-API-Key header, which has no scheme of its own.
+ */
+const WWW_AUTHENTICATE =
+  'Bearer realm="reftrail", error_description="send the API key as Authorization: Bearer <key> or X-API-Key: <key>"';
+
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
   if (body.status === 503) reply.header("retry-after", String(RETRY_AFTER_SECONDS));
+  if (body.status === 401) reply.header("www-authenticate", WWW_AUTHENTICATE);
   return reply.code(body.status).type("application/problem+json").send(body);
 }

@@ -13,6 +13,7 @@ import { DomainError } from "../domain/shared/errors.ts";
 import { registerIdempotency, type IdempotencyStore } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
+import { registerResponseSchemas } from "./response-schemas.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
 import { registerReferenceRoutes } from "./routes/references.routes.ts";
 import { registerTagRoutes } from "./routes/tags.routes.ts";
@@ -21,6 +22,10 @@ import { registerWebhookRoutes } from "./routes/webhooks.routes.ts";
 declare module "fastify" {
   interface FastifyRequest {
     caller?: Caller;
+  }
+  interface FastifyContextConfig {
+    /** For a route that creates a resource: its path, from the response body, sent as `Location` with the 201. */
+    locationOf?: (body: never) => string;
   }
 }
 
@@ -64,7 +69,13 @@ export async function registerRest(
     sendProblem(reply, problem(404, "NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}`)),
   );
 
+  registerResponseSchemas(app);
   await app.register(fastifySwagger, {
+    // Components are named after their `$id` (Tag, Reference, Problem…) instead of def-0, def-1…
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
+    // The document describes the REST API only: GraphQL, the explorer and the operations endpoints have their
+    // own contracts (schema.graphql, the README).
+    transform: ({ schema, url }) => ({ schema: url.startsWith("/v1/") ? schema : { ...schema, hide: true }, url }),
     openapi: {
       openapi: "3.1.0",
       info: {
@@ -72,7 +83,11 @@ export async function registerRest(
         version: "1.0.0",
         description:
           "Tags, shipping references and their lifecycle log. Authenticate with `X-API-Key: <key>` or " +
-          "`Authorization: Bearer <key>`. Errors are RFC 9457 problem details. The GraphQL API at /graphql is the primary surface.",
+          "`Authorization: Bearer <key>`. Errors are RFC 9457 problem details (`application/problem+json`). " +
+          "Repeatable query parameters (`tag_ids`, `tag_names`, `type`) are given once per value " +
+          "(`?tag_ids=a&tag_ids=b`); identifiers and event types may also be comma-separated (`?tag_ids=a,b`), " +
+          "tag names may not (a name may contain a comma). POST requests accept an `Idempotency-Key` header. " +
+          "The GraphQL API at /graphql is the primary surface.",
       },
       components: {
         securitySchemes: {
@@ -124,6 +139,16 @@ export async function registerRest(
 
   registerInputGuards(app);
   registerIdempotency(app, idempotency, clock);
+
+  // One place sets `Location` on creations, for fresh and for replayed (Idempotency-Key) responses alike:
+  // the route declares how to find the path in its body.
+  app.addHook("onSend", async (request, reply, payload) => {
+    const locationOf = request.routeOptions.config.locationOf as ((body: unknown) => string) | undefined;
+    if (reply.statusCode === 201 && locationOf && typeof payload === "string") {
+      reply.header("location", locationOf(JSON.parse(payload)));
+    }
+    return payload;
+  });
 
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   await app.register(

@@ -10,6 +10,19 @@ export const uuidParam = (name: string, description: string) => ({
   required: [name],
 });
 
+/** The request header every POST accepts (SPEC §6); see src/rest/idempotency.ts. */
+export const idempotencyKeyHeader = {
+  type: "object",
+  properties: {
+    "idempotency-key": {
+      type: "string",
+      description:
+        "1-255 characters. The same key with the same request within 24 hours replays the first response " +
+        "(with Idempotent-Replayed: true) instead of acting twice",
+    },
+  },
+} as const;
+
 export const tagEntrySchema = {
   type: "object",
   description:
@@ -43,22 +56,14 @@ export const deactivateReasonSchema = {
   ],
 } as const;
 
-export const problemResponse = {
-  description: "RFC 9457 problem details (application/problem+json)",
-  type: "object",
-  additionalProperties: true,
-  properties: {
-    type: { type: "string" },
-    title: { type: "string" },
-    status: { type: "integer" },
-    detail: { type: "string" },
-    code: { type: "string" },
-    errors: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: { pointer: { type: "string" }, code: { type: "string" }, message: { type: "string" } },
-      },
-    },
-  },
-} as const;
+/**
+ * The values of a repeatable query parameter whose values never contain commas (ids, event types): each
+ * occurrence may itself be a comma-separated list, so `?type=a&type=b` and `?type=a,b` mean the same. Names are
+ * not split (a tag name may contain a comma); they are given once per occurrence.
+ */
+export function splitRepeatedValues(values: readonly string[] | undefined): string[] | undefined {
+  return values
+    ?.flatMap((value) => value.split(","))
+    .map((value) => value.trim())
+    .filter(Boolean);
+}

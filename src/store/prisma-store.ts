@@ -4,6 +4,7 @@ import type { ApiKeyRecord, EventListQuery, ReferenceListQuery, Store, TagListQu
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { findInChunks } from "./in-chunks.ts";
+import { isUniqueViolation } from "./unique-violation.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
@@ -35,6 +36,47 @@ function tagFromRow(row: TagRow): Tag {
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
+}
+
+interface ReferenceRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly container_id: string | null;
+  readonly bill_of_lading: string | null;
+  readonly booking_number: string | null;
+  readonly carrier_code: string;
+  readonly parent_reference_id: string | null;
+  readonly active: boolean;
+  readonly deactivate_reason: string | null;
+  readonly auto_unsubscribed: boolean;
+  readonly last_update_status: string | null;
+  readonly consecutive_failures: number;
+  readonly estimated_departure: Date | null;
+  readonly estimated_arrival: Date | null;
+  readonly created_at: Date;
+  readonly updated_at: Date;
+}
+
+/** A raw PostgreSQL row of shipping_references as the domain's Reference. */
+function referenceFromRow(row: ReferenceRow): Reference {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    containerId: row.container_id,
+    billOfLading: row.bill_of_lading,
+    bookingNumber: row.booking_number,
+    carrierCode: row.carrier_code,
+    parentReferenceId: row.parent_reference_id,
+    active: row.active,
+    deactivateReason: row.deactivate_reason,
+    autoUnsubscribed: row.auto_unsubscribed,
+    lastUpdateStatus: row.last_update_status,
+    consecutiveFailures: row.consecutive_failures,
+    estimatedDeparture: row.estimated_departure && new Date(row.estimated_departure),
+    estimatedArrival: row.estimated_arrival && new Date(row.estimated_arrival),
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  } as Reference;
 }
 
 export class PrismaStore implements Store {
@@ -69,6 +111,23 @@ export class PrismaStore implements Store {
 
   findOrganization(id: string): Promise<Organization | null> {
     return this.client.organization.findUnique({ where: { id } });
+  }
+
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  async lockOrganization(organizationId: string): Promise<void> {
+    this.assertInTransaction("lockOrganization");
+    // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
+    // NO KEY UPDATE, not UPDATE: it still serializes lockers but lets inserts that reference the organization
+    // (API keys) check their foreign key without waiting.
+    if (this.database.provider !== "postgres") return;
+    await this.client.$queryRaw`SELECT 1 FROM "organizations" WHERE "id" = ${organizationId} FOR NO KEY UPDATE`;
   }
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
@@ -113,13 +172,18 @@ export class PrismaStore implements Store {
   }
 
   async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
+    // The NOT EXISTS answers the common case; two renames racing to one name both pass it, and the unique index
+    // on (organization_id, name_key) refuses the later one: that is the same answer, not an error.
     const updated = await this.client.$executeRaw`
       UPDATE "tags" SET "name" = ${name}, "name_key" = ${nameKey}, "updated_at" = ${at}
       WHERE "id" = ${id} AND "organization_id" = ${organizationId}
         AND NOT EXISTS (
           SELECT 1 FROM "tags" AS other
           WHERE other."organization_id" = ${organizationId} AND other."name_key" = ${nameKey} AND other."id" <> ${id}
-        )`;
+        )`.catch((error: unknown) => {
+      if (isUniqueViolation(error)) return 0;
+      throw error;
+    });
     if (updated === 0) return null;
     return this.client.tag.findUnique({ where: { id } });
   }
@@ -176,6 +240,46 @@ export class PrismaStore implements Store {
     return findInChunks(ids, (chunk) =>
       this.client.reference.findMany({ where: { organizationId, id: { in: chunk } } }),
     );
+  }
+
+  async lockReference(organizationId: string, id: string): Promise<Reference | null> {
+    this.assertInTransaction("lockReference");
+    if (this.database.provider !== "postgres") {
+      // SQLite runs one write transaction at a time: the row read here cannot change before commit.
+      const [reference] = await this.findReferencesByIds(organizationId, [id]);
+      return reference ?? null;
+    }
+    // NO KEY UPDATE: the lock an UPDATE of non-key columns takes. It serializes the services' read-check-write
+    // of the row and still lets other transactions insert rows that point at it (tag links, events' outbox).
+    const [row] = await this.client.$queryRaw<ReferenceRow[]>`
+      SELECT * FROM "shipping_references"
+      WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+      FOR NO KEY UPDATE`;
+    return row ? referenceFromRow(row) : null;
+  }
+
+  async insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }> {
+    if (child.parentReferenceId === null || child.containerId === null) {
+      throw new Error("insertChildIfAbsent needs a parent reference and a container");
+    }
+    // ON CONFLICT DO NOTHING rather than create-and-catch, for the reason given at insertTagIfAbsent.
+    const inserted = await this.client.$executeRaw`
+      INSERT INTO "shipping_references" ("id", "organization_id", "container_id", "bill_of_lading", "booking_number",
+        "carrier_code", "parent_reference_id", "active", "deactivate_reason", "auto_unsubscribed",
+        "last_update_status", "consecutive_failures", "estimated_departure", "estimated_arrival", "created_at",
+        "updated_at")
+      VALUES (${child.id}, ${child.organizationId}, ${child.containerId}, ${child.billOfLading},
+        ${child.bookingNumber}, ${child.carrierCode}, ${child.parentReferenceId}, ${child.active},
+        ${child.deactivateReason}, ${child.autoUnsubscribed}, ${child.lastUpdateStatus},
+        ${child.consecutiveFailures}, ${child.estimatedDeparture}, ${child.estimatedArrival}, ${child.createdAt},
+        ${child.updatedAt})
+      ON CONFLICT ("parent_reference_id", "container_id") DO NOTHING`;
+    if (inserted === 1) return { reference: child, created: true };
+    const holder = await this.client.reference.findFirst({
+      where: { parentReferenceId: child.parentReferenceId, containerId: child.containerId },
+    });
+    if (!holder) throw new Error(`child ${child.containerId} neither inserted nor found`);
+    return { reference: holder, created: false };
   }
 
   async listReferences(organizationId: string, query: ReferenceListQuery): Promise<Reference[]> {
@@ -306,6 +410,12 @@ export class PrismaStore implements Store {
     return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
   }
 
+  async findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.referenceUpdate.findMany({ where: { organizationId, id: { in: [...ids] } } });
+    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+  }
+
   async insertEvent(event: LifecycleEvent): Promise<void> {
     await this.client.lifecycleEvent.create({
       data: {
@@ -342,6 +452,11 @@ export class PrismaStore implements Store {
       take: query.limit,
     });
     return rows.map(lifecycleEventFromRow);
+  }
+
+  private assertInTransaction(method: string): void {
+    // A lock taken outside a transaction would be released at once and protect nothing.
+    if (!this.inTransaction) throw new Error(`${method} must be called inside store.transaction`);
   }
 
   async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {

@@ -2,6 +2,7 @@ import { findInChunks } from "./in-chunks.ts";
 import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
+  EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
   WebhookEndpoint,
@@ -23,11 +24,31 @@ import { Prisma } from "./__generated__/sqlite/client.ts";
 
 type Client = PrismaClient | PrismaTransaction;
 
-type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqueOrThrow"]>>;
+type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqueOrThrow"]>> & {
+  readonly tags: readonly { readonly tagId: string }[];
+};
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
 
+/** Every endpoint read brings its tag filter along (one more statement per read, never one per endpoint). */
+const WITH_TAGS = { tags: { select: { tagId: true }, orderBy: { tagId: "asc" } } } as const;
+
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  return { ...row, eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null };
+  const { tags, tagFiltered, ...endpoint } = row;
+  return {
+    ...endpoint,
+    eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
+    tagIds: tagFiltered ? tags.map((tag) => tag.tagId) : null,
+  };
+}
+
+/** A JSON column read by `$queryRaw`: text on SQLite, already parsed on PostgreSQL. */
+function jsonColumn(value: unknown): unknown {
+  return typeof value === "string" ? JSON.parse(value) : value;
+}
+
+/** A boolean column read by `$queryRaw`: 0/1 on SQLite, a boolean on PostgreSQL. */
+function booleanColumn(value: unknown): boolean {
+  return value === true || value === 1 || value === 1n;
 }
 
 function toDelivery(row: DeliveryRow): WebhookDelivery {
@@ -45,24 +66,53 @@ export class PrismaWebhookStore implements WebhookStore {
   }
 
   async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId } });
+    const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId }, include: WITH_TAGS });
     return row && toEndpoint(row);
   }
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
     const rows = await findInChunks(ids, (chunk) =>
-      this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } } }),
+      this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } }, include: WITH_TAGS }),
     );
     return rows.map(toEndpoint);
   }
 
-  async findEnabledEndpoints(organizationId: string): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
-    const rows = await this.client.webhookEndpoint.findMany({
-      where: { organizationId, enabled: true },
-      select: { id: true, eventTypes: true },
-    });
-    return rows.map((row) => ({ id: row.id, eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null }));
+  async replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]> {
+    await this.client.webhookEndpointTag.deleteMany({ where: { endpointId } });
+    if (tagIds.length === 0) return [];
+    // The organization's tags among the ids, chosen by the database in the insert itself: an id of another
+    // organization, unknown, or deleted by a concurrent transaction is simply not written.
+    const rows = await this.client.$queryRaw<{ tag_id: string }[]>`
+      INSERT INTO "webhook_endpoint_tags" ("endpoint_id", "tag_id")
+      SELECT CAST(${endpointId} AS TEXT), t."id" FROM "tags" t
+      WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join([...tagIds])})
+      RETURNING "tag_id"`;
+    return rows.map((row) => row.tag_id);
+  }
+
+  async findEnabledEndpoints(organizationId: string): Promise<EndpointRoute[]> {
+    // One statement: the endpoints with their tag ids, one row per (endpoint, tag), folded below.
+    const rows = await this.client.$queryRaw<
+      { id: string; event_types: unknown; tag_filtered: unknown; tag_id: string | null }[]
+    >`
+      SELECT e."id", e."event_types", e."tag_filtered", et."tag_id"
+      FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
+      WHERE e."organization_id" = ${organizationId} AND e."enabled" = ${true}`;
+    const routes = new Map<string, { id: string; eventTypes: LifecycleEventType[] | null; tagIds: string[] | null }>();
+    for (const row of rows) {
+      let route = routes.get(row.id);
+      if (!route) {
+        route = {
+          id: row.id,
+          eventTypes: (jsonColumn(row.event_types) as LifecycleEventType[] | null) ?? null,
+          tagIds: booleanColumn(row.tag_filtered) ? [] : null,
+        };
+        routes.set(row.id, route);
+      }
+      if (row.tag_id !== null) route.tagIds?.push(row.tag_id);
+    }
+    return [...routes.values()];
   }
 
   countEndpoints(organizationId: string): Promise<number> {
@@ -74,6 +124,7 @@ export class PrismaWebhookStore implements WebhookStore {
       where: { organizationId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
       orderBy: { id: "desc" },
       take: limit,
+      include: WITH_TAGS,
     });
     return rows.map(toEndpoint);
   }
@@ -304,9 +355,11 @@ export class PrismaWebhookStore implements WebhookStore {
   }
 
   private endpointData(endpoint: WebhookEndpoint) {
+    const { tagIds, ...columns } = endpoint;
     return {
-      ...endpoint,
+      ...columns,
       eventTypes: endpoint.eventTypes === null ? Prisma.DbNull : [...endpoint.eventTypes],
+      tagFiltered: tagIds !== null,
     };
   }
 }

@@ -60,6 +60,8 @@ export interface StartOptions {
   readonly env?: Record<string, string>;
   readonly clock?: Clock;
   readonly onQuery?: (sql: string) => void;
+  /** Runs on the built app before it listens, e.g. to add a hook that observes every response. */
+  readonly beforeListen?: (app: App) => void;
 }
 
 export interface TestServer {
@@ -82,6 +84,7 @@ export async function startTestServer(kind: DatabaseKind, options: StartOptions 
   const config = loadConfig({ NODE_ENV: "test", LOG_LEVEL: "silent", DATABASE_URL: testDatabase.url, ...options.env });
   const database = await openDatabase(testDatabase.url, { onQuery: options.onQuery });
   const app = await buildApp({ config, database, clock: options.clock });
+  options.beforeListen?.(app);
   await app.http.listen({ host: "127.0.0.1", port: 0 });
   const address = app.http.server.address();
   if (!address || typeof address === "string") throw new Error("server did not bind a TCP port");

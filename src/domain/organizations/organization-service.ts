@@ -12,6 +12,16 @@ export interface IssuedApiKey {
   readonly key: string;
 }
 
+/** An API key as an administrator lists it: never the key itself nor its hash. */
+export interface ApiKeySummary {
+  readonly id: string;
+  readonly organizationId: string;
+  /** The key's first characters (`rt_` and 5 more), enough to recognize it, too few to use it. */
+  readonly keyPrefix: string;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
 export interface Caller {
   readonly organizationId: string;
   readonly apiKeyId: string;
@@ -46,6 +56,29 @@ export class OrganizationService {
   async ensureDefaultOrganization(): Promise<{ organization: Organization; apiKey: IssuedApiKey } | null> {
     if ((await this.store.countOrganizations()) > 0) return null;
     return this.createOrganization("default");
+  }
+
+  /** Whether any organization exists (a production server starts without creating one). */
+  async hasOrganizations(): Promise<boolean> {
+    return (await this.store.countOrganizations()) > 0;
+  }
+
+  /** Every organization, oldest first. */
+  listOrganizations(): Promise<Organization[]> {
+    return this.store.listOrganizations();
+  }
+
+  /** The organization's keys, revoked ones included, oldest first; no secrets. @throws NOT_FOUND. */
+  async listApiKeys(organizationId: string): Promise<ApiKeySummary[]> {
+    if (!isUuid(organizationId) || !(await this.store.findOrganization(organizationId))) throw notFound("organization");
+    const keys = await this.store.listApiKeys(organizationId);
+    return keys.map(({ id, keyPrefix, createdAt, revokedAt }) => ({
+      id,
+      organizationId,
+      keyPrefix,
+      createdAt,
+      revokedAt,
+    }));
   }
 
   /** @throws NOT_FOUND for an unknown organization. */

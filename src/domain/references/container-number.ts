@@ -38,12 +38,12 @@ export function checkContainerNumber(raw: string): ContainerNumberCheck {
     return {
       ok: false,
       code: "INVALID_FORMAT",
-      message: "container_id must be an ISO 6346 number: 3-letter owner code, U/J/Z, 6 digits and a check digit",
+      message: "must be an ISO 6346 container number: 3-letter owner code, U/J/Z, 6 digits and a check digit",
     };
   }
   const expected = computeCheckDigit(value.slice(0, 10));
   if (Number(value[10]) !== expected) {
-    return { ok: false, code: "INVALID_CHECK_DIGIT", message: `container_id check digit should be ${expected}` };
+    return { ok: false, code: "INVALID_CHECK_DIGIT", message: `the check digit should be ${expected}` };
   }
   return { ok: true, value };
 }

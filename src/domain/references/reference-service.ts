@@ -84,7 +84,7 @@ export class ReferenceService {
       issues.push({
         path: identifiers.length === 0 ? [] : [identifiers[1]!],
         code: "ONE_OF",
-        message: "give exactly one of container_id, bill_of_lading or booking_number",
+        message: "give exactly one of {containerId}, {billOfLading} or {bookingNumber}",
       });
     }
     let containerId: string | null = null;
@@ -244,7 +244,8 @@ export class ReferenceService {
       throw validationFailed([{ path: ["tags"], code: "REQUIRED", message: "tags is required" }]);
     }
     return this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      // Locked before its tags are counted: parallel adds to one reference are counted one after another.
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       const current = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
@@ -428,6 +429,15 @@ export class ReferenceService {
     return stored!;
   }
 
+  /** One stored update of the reference. @throws NOT_FOUND (also for another organization's update). */
+  async getUpdate(organizationId: string, referenceId: string, updateId: string): Promise<ReferenceUpdate> {
+    const [update] = isUuid(updateId)
+      ? await this.store.findReferenceUpdatesByIds(organizationId, [updateId.toLowerCase()])
+      : [];
+    if (!update || update.referenceId !== referenceId.toLowerCase()) throw notFound("Reference update");
+    return update;
+  }
+
   /** Stored updates, newest first. @throws NOT_FOUND, INVALID_CURSOR. */
   async listUpdates(
     organizationId: string,
@@ -451,7 +461,7 @@ export class ReferenceService {
   async reportChildren(organizationId: string, parentId: string, containerIds: unknown): Promise<Reference[]> {
     if (!Array.isArray(containerIds) || containerIds.length === 0) {
       throw validationFailed([
-        { path: ["containerIds"], code: "REQUIRED", message: "container_ids must be a non-empty array" },
+        { path: ["containerIds"], code: "REQUIRED", message: "{containerIds} must be a non-empty array" },
       ]);
     }
     const issues: FieldIssue[] = [];
@@ -470,7 +480,9 @@ export class ReferenceService {
 
     const events: LifecycleEvent[] = [];
     const children = await this.store.transaction(async (store) => {
-      const parent = await this.getReferenceIn(store, organizationId, parentId);
+      // Locked so that parallel reports of one parent see each other's children; the unique index on
+      // (parent, container) behind insertChildIfAbsent is the last word if anything else inserts children.
+      const parent = await this.lockReferenceIn(store, organizationId, parentId);
       if (parent.containerId !== null) {
         throw validationFailed([
           {
@@ -491,20 +503,24 @@ export class ReferenceService {
       for (const containerId of new Set(numbers)) {
         let child = existing.get(containerId);
         if (!child) {
-          child = this.newReference(organizationId, {
-            containerId,
-            billOfLading: null,
-            bookingNumber: null,
-            carrierCode: parent.carrierCode,
-            parentReferenceId: parent.id,
-          });
-          await store.insertReference(child);
-          await store.linkTags(
-            child.id,
-            parentTags.map((tag) => tag.id),
-            child.createdAt,
+          const { reference, created } = await store.insertChildIfAbsent(
+            this.newReference(organizationId, {
+              containerId,
+              billOfLading: null,
+              bookingNumber: null,
+              carrierCode: parent.carrierCode,
+              parentReferenceId: parent.id,
+            }),
           );
-          events.push(await this.recordCreated(store, child, parentTags));
+          child = reference;
+          if (created) {
+            await store.linkTags(
+              child.id,
+              parentTags.map((tag) => tag.id),
+              child.createdAt,
+            );
+            events.push(await this.recordCreated(store, child, parentTags));
+          }
           existing.set(containerId, child);
         }
         result.push(child);
@@ -515,6 +531,11 @@ export class ReferenceService {
     return children;
   }
 
+  /**
+   * Runs `change` on the reference locked for the transaction: concurrent changes of one reference (on any
+   * instance) run one after another, each deciding on the row as the previous one committed it. So a state
+   * change is made and logged once, and every failure gets its own count.
+   */
   private async mutate(
     organizationId: string,
     referenceId: string,
@@ -522,7 +543,7 @@ export class ReferenceService {
   ): Promise<Reference> {
     const events: LifecycleEvent[] = [];
     const result = await this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const tags = (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
       return change(store, reference, tags, events);
     });
@@ -576,6 +597,13 @@ export class ReferenceService {
 
   private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
     const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
+    if (!reference) throw notFound("reference");
+    return reference;
+  }
+
+  /** Like getReferenceIn, holding the reference until the transaction ends (Store.lockReference). */
+  private async lockReferenceIn(store: Store, organizationId: string, id: string): Promise<Reference> {
+    const reference = isUuid(id) ? await store.lockReference(organizationId, id.toLowerCase()) : null;
     if (!reference) throw notFound("reference");
     return reference;
   }
@@ -649,7 +677,7 @@ function checkCarrierCode(raw: unknown, issues: FieldIssue[]): string {
     issues.push({
       path: ["carrierCode"],
       code: raw === undefined || raw === null ? "REQUIRED" : "INVALID_FORMAT",
-      message: "carrier_code must be a 2 to 4 letter SCAC",
+      message: "{carrierCode} must be a 2 to 4 letter SCAC",
     });
     return "";
   }

@@ -49,9 +49,11 @@ export class CursorCodec {
 
   private open<P>(cursor: string, isPosition: (value: unknown) => value is P, parameter: string): CursorEnvelope<P> {
     const invalid = () =>
-      new DomainError("INVALID_CURSOR", "The cursor is malformed or was altered; use a next_cursor value as given", [
-        { path: [parameter], code: "INVALID_CURSOR", message: "malformed or altered cursor" },
-      ]);
+      new DomainError(
+        "INVALID_CURSOR",
+        "The cursor is malformed or was altered; pass a cursor exactly as the API returned it",
+        [{ path: [parameter], code: "INVALID_CURSOR", message: "malformed or altered cursor" }],
+      );
     const [payload, signature, ...rest] = cursor.split(".");
     if (!payload || !signature || rest.length > 0) throw invalid();
     const expected = Buffer.from(this.sign(payload));

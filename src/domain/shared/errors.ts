@@ -22,7 +22,12 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** One problem with one input field. `path` is relative to the operation's input: `["tags", 2, "name"]`. */
+/**
+ * One problem with one input field. `path` is relative to the operation's input: `["tags", 2, "name"]`, in the
+ * domain's (camelCase) names. A message that names a field writes it in braces, `"{carrierCode} must be a SCAC"`,
+ * because each surface spells fields its own way: REST renders `carrier_code`, GraphQL `carrierCode` (see
+ * {@link renderFieldNames}). The same holds for a DomainError's own message.
+ */
 export interface FieldIssue {
   readonly path: readonly (string | number)[];
   readonly code: string;
@@ -43,13 +48,24 @@ export class DomainError extends Error {
   }
 }
 
+const FIELD_REFERENCE = /\{([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)*)\}/g;
+
+/**
+ * A domain message with its `{field}` references spelled by `spell`, one path segment at a time
+ * (`{tags.2.tagId}` -> `tags.2.tag_id` for REST). Braces around anything else (`{ id }`) are left alone.
+ */
+export function renderFieldNames(message: string, spell: (segment: string) => string): string {
+  return message.replace(FIELD_REFERENCE, (_match, path: string) => path.split(".").map(spell).join("."));
+}
+
 export function notFound(what: string): DomainError {
   return new DomainError("NOT_FOUND", `${what} not found`);
 }
 
 export function validationFailed(issues: readonly FieldIssue[]): DomainError {
   const first = issues[0];
-  const summary = first ? `${first.message} (at ${first.path.join(".") || "input"})` : "invalid input";
+  const at = first && first.path.length > 0 ? `{${first.path.join(".")}}` : "input";
+  const summary = first ? `${first.message} (at ${at})` : "invalid input";
   return new DomainError(
     "VALIDATION_FAILED",
     issues.length > 1 ? `${summary} and ${issues.length - 1} more` : summary,

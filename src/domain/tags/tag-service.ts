@@ -45,6 +45,7 @@ export class TagService {
   async createTag(organizationId: string, rawName: unknown): Promise<Tag> {
     const name = this.checkName(rawName);
     return this.store.transaction(async (store) => {
+      await store.lockOrganization(organizationId);
       const [existing] = await store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
       if (existing) throw this.nameTaken(existing);
       await this.assertRoomForTags(store, organizationId, 1);
@@ -85,13 +86,16 @@ export class TagService {
    */
   async renameTag(organizationId: string, id: string, rawName: unknown): Promise<Tag> {
     const name = this.checkName(rawName);
-    return this.store.transaction(async (store) => {
-      const tag = await this.getTagIn(store, organizationId, id);
-      const renamed = await store.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
-      if (renamed) return renamed;
-      const [holder] = await store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
-      throw this.nameTaken(holder ?? tag);
-    });
+    // No transaction: the rename is one conditional statement, and on PostgreSQL the unique violation a
+    // concurrent rename can cause would abort a surrounding transaction before the holder could be read.
+    const tag = await this.getTag(organizationId, id);
+    const renamed = await this.store.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
+    if (renamed) return renamed;
+    // Nothing renamed: another tag holds the name, or this tag was deleted meanwhile (NOT_FOUND then).
+    const [holder] = await this.store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+    if (holder) throw this.nameTaken(holder);
+    await this.getTag(organizationId, tag.id);
+    throw this.nameTaken(tag);
   }
 
   /** Deletes a tag and, through the foreign key's cascade, its links to every reference. */
@@ -130,7 +134,19 @@ export class TagService {
     const existingByKey = new Map(
       (await store.findTagsByNameKeys(organizationId, [...names.keys()])).map((tag) => [tagNameKey(tag.name), tag]),
     );
-    const missing = [...names].filter(([key]) => !existingByKey.has(key));
+    let missing = [...names].filter(([key]) => !existingByKey.has(key));
+    if (missing.length > 0) {
+      // Counted under the organization's lock, so that parallel requests cannot all see room for their tags;
+      // names created by a request that held the lock before are found again rather than counted twice.
+      await store.lockOrganization(organizationId);
+      for (const tag of await store.findTagsByNameKeys(
+        organizationId,
+        missing.map(([key]) => key),
+      )) {
+        existingByKey.set(tagNameKey(tag.name), tag);
+      }
+      missing = missing.filter(([key]) => !existingByKey.has(key));
+    }
     if (missing.length > 0) await this.assertRoomForTags(store, organizationId, missing.length);
     for (const [key, name] of missing) {
       const { tag } = await store.insertTagIfAbsent(this.newTag(organizationId, name));
@@ -143,12 +159,6 @@ export class TagService {
       resolved.set(tag.id, tag);
     }
     return [...resolved.values()];
-  }
-
-  private async getTagIn(store: Store, organizationId: string, id: string): Promise<Tag> {
-    const [tag] = isUuid(id) ? await store.findTagsByIds(organizationId, [id.toLowerCase()]) : [];
-    if (!tag) throw notFound("tag");
-    return tag;
   }
 
   private async assertRoomForTags(store: Store, organizationId: string, adding: number): Promise<void> {

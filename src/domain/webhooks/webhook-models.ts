@@ -22,6 +22,12 @@ export interface WebhookEndpoint {
   readonly url: string;
   /** null: every event type. */
   readonly eventTypes: readonly LifecycleEventType[] | null;
+  /**
+   * The tag filter: null, no filter (every reference); otherwise only events whose reference carried one of
+   * these tags when the event was written (its tag snapshot). Deleting a tag removes it from every filter, so
+   * an empty array is a filter whose tags were all deleted: it matches nothing (see `tagFilterStateOf`).
+   */
+  readonly tagIds: readonly string[] | null;
   readonly description: string | null;
   readonly enabled: boolean;
   /** Why the service disabled the endpoint (410, failing too long); null when enabled or disabled by hand. */
@@ -36,6 +42,18 @@ export interface WebhookEndpoint {
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
+
+export const TAG_FILTER_STATES = ["none", "active", "empty"] as const;
+/** none: no tag filter; active: a filter with tags; empty: every tag of the filter was deleted, nothing matches. */
+export type TagFilterState = (typeof TAG_FILTER_STATES)[number];
+
+export function tagFilterStateOf(endpoint: Pick<WebhookEndpoint, "tagIds">): TagFilterState {
+  if (endpoint.tagIds === null) return "none";
+  return endpoint.tagIds.length > 0 ? "active" : "empty";
+}
+
+/** What the outbox needs of an enabled endpoint to decide whether an event goes to it. */
+export type EndpointRoute = Pick<WebhookEndpoint, "id" | "eventTypes" | "tagIds">;
 
 export interface WebhookDelivery {
   readonly id: string;

@@ -2,31 +2,33 @@ import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import { newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
 import { buildEventBody } from "./webhook-body.ts";
-import type { WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import type { EndpointRoute, WebhookDelivery } from "./webhook-models.ts";
 
 /**
  * The transactional outbox (SPEC §9): called by the LifecycleRecorder inside the transaction that writes an
  * event, it writes one pending delivery per enabled endpoint of the organization whose filter matches. So an
  * event and its deliveries commit together or not at all, and a process that dies after the commit loses
  * nothing: the worker finds the rows.
+ *
+ * Routing: an endpoint receives an event when its event-type filter (null: every type) lists the event's type
+ * AND its tag filter (null: every reference) shares a tag with the event's `referenceTags`, the snapshot of the
+ * reference's tags taken when the event was written. So an event keeps the routing it had when it happened,
+ * whatever is done to the reference's tags later; and a filter emptied by tag deletions matches nothing.
  */
 export class WebhookOutbox {
   /**
    * The organization's enabled endpoints, read once per transaction (a transaction that records many events,
    * such as reporting 100 containers, asks once). Keyed by the transaction's store, so forgotten with it.
    */
-  private readonly endpointsByTransaction = new WeakMap<
-    Store,
-    Map<string, Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]>>
-  >();
+  private readonly endpointsByTransaction = new WeakMap<Store, Map<string, Promise<EndpointRoute[]>>>();
 
   /** @param firstDelayMs the retry schedule's first entry: how long after the event the first attempt is due. */
   constructor(private readonly firstDelayMs: number) {}
 
   /** Writes the deliveries of `event` through `store` (a transaction's store). */
   async enqueue(store: Store, event: LifecycleEvent): Promise<void> {
-    const endpoints = (await this.enabledEndpoints(store, event.organizationId)).filter(
-      (endpoint) => endpoint.eventTypes === null || endpoint.eventTypes.includes(event.type),
+    const endpoints = (await this.enabledEndpoints(store, event.organizationId)).filter((endpoint) =>
+      routesTo(endpoint, event),
     );
     if (endpoints.length === 0) return;
     const body = buildEventBody(event);
@@ -49,10 +51,7 @@ export class WebhookOutbox {
     await store.webhooks.insertDeliveries(deliveries);
   }
 
-  private enabledEndpoints(
-    store: Store,
-    organizationId: string,
-  ): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]> {
+  private enabledEndpoints(store: Store, organizationId: string): Promise<EndpointRoute[]> {
     let byOrganization = this.endpointsByTransaction.get(store);
     if (!byOrganization) this.endpointsByTransaction.set(store, (byOrganization = new Map()));
     let endpoints = byOrganization.get(organizationId);
@@ -60,4 +59,12 @@ export class WebhookOutbox {
       byOrganization.set(organizationId, (endpoints = store.webhooks.findEnabledEndpoints(organizationId)));
     return endpoints;
   }
+}
+
+/** Whether `event` goes to `endpoint`: both filters must pass (see the class comment). */
+export function routesTo(endpoint: EndpointRoute, event: LifecycleEvent): boolean {
+  if (endpoint.eventTypes !== null && !endpoint.eventTypes.includes(event.type)) return false;
+  if (endpoint.tagIds === null) return true;
+  const tagIds = endpoint.tagIds;
+  return event.referenceTags.some((tag) => tagIds.includes(tag.id));
 }

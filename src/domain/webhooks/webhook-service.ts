@@ -23,6 +23,8 @@ export interface WebhookEndpointInput {
   readonly url?: unknown;
   /** null: every event type. */
   readonly eventTypes?: unknown;
+  /** null: no tag filter (every reference); else a non-empty list of the organization's tag ids. */
+  readonly tagIds?: unknown;
   /** null: no description. */
   readonly description?: unknown;
   readonly enabled?: unknown;
@@ -44,6 +46,8 @@ export interface EndpointWithSecret {
 export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 60 * 60 * 1000;
 export const MAX_ENDPOINTS_PER_ORGANIZATION = 50;
 export const MAX_DESCRIPTION_LENGTH = 500;
+/** The most tags one endpoint's tag filter may list. */
+export const MAX_FILTER_TAGS = 100;
 
 type IdPosition = { readonly i: string };
 const isIdPosition = (value: unknown): value is IdPosition =>
@@ -66,7 +70,8 @@ export class WebhookService {
 
   /**
    * Creates an endpoint (enabled unless `enabled: false`) with a new secret, returned here only.
-   * @throws VALIDATION_FAILED (url syntax or refused target, unknown event types, description), LIMIT_EXCEEDED.
+   * @throws VALIDATION_FAILED (url syntax or refused target, unknown event types, tag ids that are not tags of
+   *   the organization, description), LIMIT_EXCEEDED. Nothing is written then.
    */
   async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
     if (input.url === undefined)
@@ -79,6 +84,7 @@ export class WebhookService {
       organizationId,
       url: changes.url!,
       eventTypes: changes.eventTypes ?? null,
+      tagIds: changes.tagIds ? [...new Set(changes.tagIds)].sort() : null,
       description: changes.description ?? null,
       enabled: changes.enabled ?? true,
       disabledReason: null,
@@ -101,6 +107,7 @@ export class WebhookService {
         );
       }
       await store.webhooks.insertEndpoint(endpoint);
+      if (changes.tagIds) await this.writeTagFilter(store, endpoint, changes.tagIds);
     });
     return { endpoint, secret };
   }
@@ -124,8 +131,8 @@ export class WebhookService {
   /**
    * Changes the given fields. Disabling fails the deliveries waiting for the endpoint; enabling a disabled
    * endpoint clears why it was disabled and its failure streak. Deliveries it missed while disabled are not
-   * sent (re-send them by hand).
-   * @throws NOT_FOUND, VALIDATION_FAILED.
+   * sent (re-send them by hand). `tagIds` replaces the tag filter; it applies to events written from then on.
+   * @throws NOT_FOUND, VALIDATION_FAILED (nothing is changed then).
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
     const current = await this.getEndpoint(organizationId, id);
@@ -135,6 +142,7 @@ export class WebhookService {
       ...current,
       ...(changes.url !== undefined && { url: changes.url }),
       ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
+      ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
       ...(changes.description !== undefined && { description: changes.description }),
       ...(changes.enabled !== undefined && { enabled: changes.enabled }),
       ...((enabling || changes.enabled === false) && { disabledReason: null }),
@@ -143,6 +151,7 @@ export class WebhookService {
     };
     await this.store.transaction(async (store) => {
       await store.webhooks.updateEndpoint(updated);
+      if (changes.tagIds !== undefined) await this.writeTagFilter(store, updated, changes.tagIds ?? []);
       // A disabled endpoint receives nothing: what was waiting for it fails now (it can be re-sent by hand).
       if (current.enabled && !updated.enabled)
         await store.webhooks.failPendingDeliveries(updated.id, updated.updatedAt);
@@ -296,6 +305,23 @@ export class WebhookService {
     return delivery;
   }
 
+  /**
+   * Writes the endpoint's tag filter rows inside the caller's transaction. The insert itself keeps only tags of
+   * the organization, so an id that is unknown, of another organization or deleted meanwhile is refused here
+   * and the transaction rolls back. `asSent` is the list as the caller sent it (duplicates included), so that
+   * an issue's index points into the request.
+   */
+  private async writeTagFilter(store: Store, endpoint: WebhookEndpoint, asSent: readonly string[]): Promise<void> {
+    const wanted = endpoint.tagIds ?? [];
+    const written = new Set(await store.webhooks.replaceEndpointTags(endpoint.organizationId, endpoint.id, wanted));
+    const issues: FieldIssue[] = asSent.flatMap((id, index) =>
+      written.has(id)
+        ? []
+        : [{ path: ["tagIds", index], code: "UNKNOWN_TAG", message: `no tag with id ${id} in this organization` }],
+    );
+    if (issues.length > 0) throw validationFailed(issues);
+  }
+
   private async getEndpointIn(store: Store, organizationId: string, id: string): Promise<WebhookEndpoint> {
     const endpoint = isUuid(id) ? await store.webhooks.findEndpoint(organizationId, id.toLowerCase()) : null;
     if (!endpoint) throw notFound("webhook endpoint");
@@ -315,6 +341,7 @@ export class WebhookService {
   private async validate(input: WebhookEndpointInput): Promise<{
     url?: string;
     eventTypes?: LifecycleEventType[] | null;
+    tagIds?: string[] | null;
     description?: string | null;
     enabled?: boolean;
   }> {
@@ -338,7 +365,7 @@ export class WebhookService {
         issues.push({
           path: ["eventTypes"],
           code: "INVALID_TYPE",
-          message: "event_types must be a non-empty array of event types, or null for every type",
+          message: "{eventTypes} must be a non-empty array of event types, or null for every type",
         });
       } else {
         input.eventTypes.forEach((type: unknown, index) => {
@@ -351,6 +378,27 @@ export class WebhookService {
           }
         });
         eventTypes = [...new Set(input.eventTypes as LifecycleEventType[])];
+      }
+    }
+    let tagIds: string[] | null | undefined;
+    if (input.tagIds === null) tagIds = null;
+    else if (input.tagIds !== undefined) {
+      if (!Array.isArray(input.tagIds) || input.tagIds.length === 0 || input.tagIds.length > MAX_FILTER_TAGS) {
+        issues.push({
+          path: ["tagIds"],
+          code: "INVALID_TYPE",
+          message: `tag_ids must be an array of 1 to ${MAX_FILTER_TAGS} tag ids, or null for every reference`,
+        });
+      } else {
+        input.tagIds.forEach((id: unknown, index) => {
+          if (typeof id !== "string" || !isUuid(id))
+            issues.push({
+              path: ["tagIds", index],
+              code: "INVALID_ID",
+              message: `${JSON.stringify(id)} is not a tag id`,
+            });
+        });
+        tagIds = input.tagIds.map((id) => String(id).toLowerCase());
       }
     }
     let description: string | null | undefined;
@@ -373,6 +421,6 @@ export class WebhookService {
       else enabled = input.enabled;
     }
     if (issues.length > 0) throw validationFailed(issues);
-    return { url, eventTypes, description, enabled };
+    return { url, eventTypes, tagIds, description, enabled };
   }
 }

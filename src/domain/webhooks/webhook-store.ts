@@ -1,4 +1,10 @@
-import type { DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import type {
+  DeliveryStatus,
+  EndpointRoute,
+  WebhookAttempt,
+  WebhookDelivery,
+  WebhookEndpoint,
+} from "./webhook-models.ts";
 
 /*
  * What webhooks need from persistence, implemented in src/store/webhook-store.ts. It is reached as
@@ -42,11 +48,19 @@ export interface SucceededAttempt {
 }
 
 export interface WebhookStore {
+  /** Inserts the endpoint without its tag filter rows: write those with `replaceEndpointTags`. */
   insertEndpoint(endpoint: WebhookEndpoint): Promise<void>;
+  /**
+   * Replaces the endpoint's tag filter rows with those of `tagIds` that are tags of the organization (the
+   * insert picks them itself) and returns the ids it wrote: an id missing from the result is unknown (or was deleted
+   * concurrently), so the caller can refuse it and roll back. Run it inside the transaction that writes the
+   * endpoint.
+   */
+  replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]>;
   findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
   findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]>;
-  /** The organization's enabled endpoints: what an event's outbox rows are written for. */
-  findEnabledEndpoints(organizationId: string): Promise<Pick<WebhookEndpoint, "id" | "eventTypes">[]>;
+  /** The organization's enabled endpoints with their filters, in one statement: what the outbox routes by. */
+  findEnabledEndpoints(organizationId: string): Promise<EndpointRoute[]>;
   countEndpoints(organizationId: string): Promise<number>;
   /** Newest first. */
   listEndpoints(organizationId: string, beforeId: string | undefined, limit: number): Promise<WebhookEndpoint[]>;

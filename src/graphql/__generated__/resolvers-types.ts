@@ -3,7 +3,7 @@ import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } f
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -90,6 +90,12 @@ export type CreateWebhookEndpointInput = {
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** The event types to send (at least one); null or absent: every type. */
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /**
+   * Send only events whose reference carried at least one of these tags (1 to 100 ids of the organization's
+   * tags) when the event was written; null or absent: every reference. An id that is not a tag of the
+   * organization is a VALIDATION_FAILED error whose `field` points at it, and nothing is created.
+   */
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
   /** Where to send events: an https or http URL, at most 2,048 characters, without credentials or fragment. */
   url: Scalars['String']['input'];
 };
@@ -905,6 +911,11 @@ export type UpdateWebhookEndpointInput = {
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
   /** The endpoint to change. */
   id: Scalars['ID']['input'];
+  /**
+   * A new tag filter (1 to 100 tag ids), replacing the current one for events written from now on; an explicit
+   * null removes the filter (every reference).
+   */
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
   /** A new URL. */
   url?: InputMaybe<Scalars['String']['input']>;
 };
@@ -1036,6 +1047,15 @@ export type WebhookEndpoint = {
    * rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
+  tagFilterState: WebhookTagFilterState;
+  /**
+   * The tag filter: only events whose reference carried at least one of these tags when the event was written
+   * (the event's tag snapshot, not the reference's tags today) are sent; combined with `eventTypes` by AND.
+   * Null: no tag filter. An empty list: every tag of the filter was deleted, so nothing is sent (see
+   * `tagFilterState`).
+   */
+  tagIds?: Maybe<Array<Scalars['ID']['output']>>;
   /** When the endpoint last changed. */
   updatedAt: Scalars['DateTime']['output'];
   /** Where events are sent: an https or http URL. */
@@ -1071,6 +1091,18 @@ export type WebhookEndpointEdge = {
   /** The endpoint. */
   node: WebhookEndpoint;
 };
+
+/** The state of a webhook endpoint's tag filter. */
+export type WebhookTagFilterState =
+  /** Only events whose reference carried one of `tagIds` when the event was written are sent. */
+  | 'active'
+  /**
+   * Every tag of the filter was deleted: the endpoint receives no events (never all of them) until its filter
+   * is replaced or removed.
+   */
+  | 'empty'
+  /** No tag filter: events of every reference are sent (subject to the event-type filter). */
+  | 'none';
 
 export type WithIndex<TObject> = TObject & Record<string, any>;
 export type ResolversObject<TObject> = WithIndex<TObject>;
@@ -1222,6 +1254,7 @@ export type ResolversTypes = ResolversObject<{
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
+  WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
 /** Mapping between all available schema types and the resolvers parents */
@@ -1568,6 +1601,8 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   failingSince?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
+  tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
 }>;
@@ -1581,6 +1616,8 @@ export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentTyp
   cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   node?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
+
+export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
 export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   AddTagsToReferencePayload?: AddTagsToReferencePayloadResolvers<ContextType>;
@@ -1632,5 +1669,6 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
+  WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

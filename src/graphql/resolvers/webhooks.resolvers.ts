@@ -1,4 +1,4 @@
-import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
+import { tagFilterStateOf, type WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
@@ -14,6 +14,8 @@ export const webhookResolvers: Resolvers = {
       services.webhooks.getDelivery(caller.organizationId, null, id),
   },
   WebhookEndpoint: {
+    tagIds: (endpoint) => (endpoint.tagIds === null ? null : [...endpoint.tagIds]),
+    tagFilterState: (endpoint) => tagFilterStateOf(endpoint),
     // One service call per endpoint, like Reference.events: each endpoint's deliveries are their own listing.
     deliveries: async (endpoint, args, { caller, services }) =>
       toConnection(
@@ -37,8 +39,8 @@ export const webhookResolvers: Resolvers = {
       return { webhookEndpoint: endpoint, secret };
     },
     updateWebhookEndpoint: async (_, { input: { id, url, ...changes } }, { caller, services }) => ({
-      // An explicit null means "every type" for eventTypes and "none" for description; a null url or enabled
-      // changes nothing.
+      // An explicit null means "every type" for eventTypes, "every reference" for tagIds and "none" for
+      // description; a null url or enabled changes nothing.
       webhookEndpoint: await services.webhooks.updateEndpoint(caller.organizationId, id, {
         ...changes,
         url: url ?? undefined,

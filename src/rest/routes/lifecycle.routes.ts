@@ -3,13 +3,14 @@ import type { Services } from "../../domain/services.ts";
 import { parseDateTime } from "../../domain/shared/date-time.ts";
 import { DomainError } from "../../domain/shared/errors.ts";
 import { callerOf } from "../rest-api.ts";
-import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { problems, success } from "../response-schemas.ts";
+import { pageQuery, uuidParam } from "../schemas.ts";
 import { serializeEvent } from "../serializers.ts";
 
 interface EventsQuery {
   limit: number;
   cursor?: string;
-  type?: string;
+  type?: string[];
   from?: string;
   to?: string;
   order: "asc" | "desc";
@@ -40,13 +41,17 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
           type: "object",
           properties: {
             ...pageQuery,
-            type: { type: "string", description: "Comma-separated event types" },
+            type: {
+              type: "array",
+              items: { type: "string" },
+              description: "Event types; repeat the parameter (type=a&type=b) or separate with commas (type=a,b)",
+            },
             from: { type: "string", description: "Inclusive lower bound on occurred_at (date-time with offset)" },
             to: { type: "string", description: "Inclusive upper bound on occurred_at (date-time with offset)" },
             order: { type: "string", enum: ["asc", "desc"], default: "asc" },
           },
         },
-        response: { 400: problemResponse, 401: problemResponse, 404: problemResponse },
+        response: { 200: success("A page of the log", "LifecycleEventPage"), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -55,11 +60,9 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
         callerOf(request).organizationId,
         request.params.referenceId,
         {
-          types:
-            query.type === undefined
-              ? undefined
-              : // Empty items are kept: the service refuses `type=` and `type=a,,b` as unknown types.
-                query.type.split(",").map((type) => type.trim()),
+          // Not splitRepeatedValues: empty items are kept, so that the service refuses `type=` and `type=a,,b` as
+          // unknown types instead of reading them as "every type".
+          types: query.type?.flatMap((value) => value.split(",")).map((type) => type.trim()),
           from: dateParameter("from", query.from),
           to: dateParameter("to", query.to),
           order: query.order,

@@ -3,17 +3,18 @@ import type { Reference } from "../../domain/models.ts";
 import type { ListReferencesInput } from "../../domain/references/reference-service.ts";
 import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";
-import { deactivateReasonSchema, pageQuery, problemResponse, tagsArraySchema, uuidParam } from "../schemas.ts";
+import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
+import {
+  deactivateReasonSchema,
+  idempotencyKeyHeader,
+  pageQuery,
+  splitRepeatedValues,
+  tagsArraySchema,
+  uuidParam,
+} from "../schemas.ts";
 import { serializeReference, serializeTagRef, serializeUpdate } from "../serializers.ts";
 
 const tags = ["references"];
-const errors = {
-  400: problemResponse,
-  401: problemResponse,
-  404: problemResponse,
-  409: problemResponse,
-  422: problemResponse,
-};
 const referenceIdParam = uuidParam("referenceId", "Reference id");
 
 export interface ListReferencesQuery {
@@ -37,9 +38,15 @@ export const listReferencesQuerySchema = {
     tag_ids: {
       type: "array",
       items: { type: "string" },
-      description: "Repeatable; comma-separated lists are accepted too",
+      description: "Tag ids; repeat the parameter (tag_ids=a&tag_ids=b) or separate with commas (tag_ids=a,b)",
     },
-    tag_names: { type: "array", items: { type: "string" }, description: "Repeatable; matched case-insensitively" },
+    tag_names: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Tag names, matched case-insensitively; repeat the parameter for several (tag_names=a&tag_names=b). " +
+        "Not split on commas: a name may contain one",
+    },
     tag_match: {
       type: "string",
       enum: ["all", "any"],
@@ -57,10 +64,7 @@ export const listReferencesQuerySchema = {
 
 export function toListReferencesInput(query: ListReferencesQuery): ListReferencesInput {
   return {
-    tagIds: query.tag_ids
-      ?.flatMap((value) => value.split(","))
-      .map((id) => id.trim())
-      .filter(Boolean),
+    tagIds: splitRepeatedValues(query.tag_ids),
     tagNames: query.tag_names,
     tagMatch: query.tag_match,
     active: query.active,
@@ -105,10 +109,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
       schema: {
         tags,
         summary: "Create a reference from exactly one of container_id, bill_of_lading, booking_number",
-        headers: {
-          type: "object",
-          properties: { "idempotency-key": { type: "string", description: "Replays the first response for 24 h" } },
-        },
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: {
@@ -121,7 +122,13 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           required: ["carrier_code"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          201: success("The created reference", "ReferenceCreated", { location: true, replayable: true }),
+          ...problems(...BODY_PROBLEMS),
+        },
+      },
+      config: {
+        locationOf: (body: { reference: { id: string } }) => `/v1/references/${body.reference.id}`,
       },
     },
     async (request, reply) => {
@@ -147,7 +154,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "List references, newest first, filtered",
         querystring: listReferencesQuerySchema,
-        response: errors,
+        response: { 200: success("A page of references", "ReferencePage"), ...problems(400) },
       },
     },
     async (request) => referencePage(services, callerOf(request).organizationId, toListReferencesInput(request.query)),
@@ -155,7 +162,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
 
   app.get<{ Params: { referenceId: string } }>(
     "/references/:referenceId",
-    { schema: { tags, summary: "Read a reference", params: referenceIdParam, response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Read a reference",
+        params: referenceIdParam,
+        response: { 200: success("The reference", "Reference"), ...problems(404) },
+      },
+    },
     async (request) =>
       serializeOneReference(
         services,
@@ -170,7 +184,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Deactivate with reason customer_unsubscribed",
         params: referenceIdParam,
-        response: errors,
+        response: { 200: success("The deactivated reference", "Reference"), ...problems(404) },
       },
     },
     async (request) => {
@@ -190,13 +204,17 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Add tags (idempotent)",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { tags: tagsArraySchema },
           required: ["tags"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("The reference's tags after the change", "ReferenceTags", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {
@@ -220,7 +238,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           properties: { referenceId: { type: "string" }, tagId: { type: "string" } },
           required: ["referenceId", "tagId"],
         },
-        response: errors,
+        response: { 204: noContent("Removed, or was not there"), ...problems(404) },
       },
     },
     async (request, reply) => {
@@ -240,13 +258,17 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Deactivate with a reason (no-op when already deactivated)",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { reason: deactivateReasonSchema },
           required: ["reason"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("The deactivated reference", "Reference", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {
@@ -266,7 +288,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Reactivate a deactivated reference (409 when active)",
         params: referenceIdParam,
-        response: errors,
+        headers: idempotencyKeyHeader,
+        response: {
+          200: success("The reactivated reference", "Reference", { replayable: true }),
+          ...problems(404, 409, 422),
+        },
       },
     },
     async (request) => {
@@ -286,8 +312,11 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
-        summary: "Record an extraction outcome (tracking side)",
+        summary:
+          "Record an extraction outcome (tracking side). The outcome is an event of the reference's log, not a " +
+          "resource of its own: the response is the reference, without Location",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         // Shape only; what the outcome means (error required when failed and only then, non-empty code and
         // message) is judged by the service, with the same codes and messages as over GraphQL.
         body: {
@@ -310,7 +339,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           required: ["status"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          201: success("The reference after the outcome", "Reference", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request, reply) => {
@@ -330,6 +362,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Record a reference update; estimated_departure / estimated_arrival are recognized",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: {
@@ -338,7 +371,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           },
           additionalProperties: true,
         },
-        response: errors,
+        response: {
+          201: success("The stored update", "ReferenceUpdate", { location: true, replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
+      },
+      config: {
+        locationOf: (update: { id: string; reference_id: string }) =>
+          `/v1/references/${update.reference_id}/updates/${update.id}`,
       },
     },
     async (request, reply) => {
@@ -359,7 +399,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         summary: "Stored updates, newest first",
         params: referenceIdParam,
         querystring: { type: "object", properties: pageQuery },
-        response: errors,
+        response: { 200: success("A page of updates", "ReferenceUpdatePage"), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -373,6 +413,33 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     },
   );
 
+  app.get<{ Params: { referenceId: string; updateId: string } }>(
+    "/references/:referenceId/updates/:updateId",
+    {
+      schema: {
+        tags,
+        summary: "Read one stored update (the Location of its creation)",
+        params: {
+          type: "object",
+          properties: {
+            referenceId: { type: "string", description: "Reference id" },
+            updateId: { type: "string", description: "Update id" },
+          },
+          required: ["referenceId", "updateId"],
+        },
+        response: { 200: success("The update", "ReferenceUpdate"), ...problems(404) },
+      },
+    },
+    async (request) =>
+      serializeUpdate(
+        await services.references.getUpdate(
+          callerOf(request).organizationId,
+          request.params.referenceId,
+          request.params.updateId,
+        ),
+      ),
+  );
+
   app.post<{ Params: { referenceId: string }; Body: { container_ids: string[] } }>(
     "/references/:referenceId/children",
     {
@@ -380,13 +447,17 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         tags,
         summary: "Report containers found on a bill of lading / booking; new ones become child references",
         params: referenceIdParam,
+        headers: idempotencyKeyHeader,
         body: {
           type: "object",
           properties: { container_ids: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 500 } },
           required: ["container_ids"],
           additionalProperties: false,
         },
-        response: errors,
+        response: {
+          200: success("Every child reported, new or existing", "ReferenceList", { replayable: true }),
+          ...problems(...BODY_PROBLEMS, 404, 409),
+        },
       },
     },
     async (request) => {

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";
-import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
+import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 import { serializeTag } from "../serializers.ts";
 import {
   listReferencesQuerySchema,
@@ -24,18 +25,23 @@ const nameBody = {
   required: ["name"],
   additionalProperties: false,
 } as const;
-const errors = {
-  400: problemResponse,
-  401: problemResponse,
-  404: problemResponse,
-  409: problemResponse,
-  422: problemResponse,
-};
 
 export function registerTagRoutes(app: FastifyInstance, services: Services): void {
   app.post<{ Body: { name: string } }>(
     "/tags",
-    { schema: { tags, summary: "Create a tag", body: nameBody, response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Create a tag",
+        headers: idempotencyKeyHeader,
+        body: nameBody,
+        response: {
+          201: success("The created tag", "Tag", { location: true, replayable: true }),
+          ...problems(...BODY_PROBLEMS, 409),
+        },
+      },
+      config: { locationOf: (tag: { id: string }) => `/v1/tags/${tag.id}` },
+    },
     async (request, reply) => {
       const tag = await services.tags.createTag(callerOf(request).organizationId, request.body.name);
       return reply.code(201).send(serializeTag(tag));
@@ -55,7 +61,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
             ...pageQuery,
           },
         },
-        response: errors,
+        response: { 200: success("A page of tags", "TagPage"), ...problems(400) },
       },
     },
     async (request) => {
@@ -70,14 +76,27 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
 
   app.get<{ Params: { tagId: string } }>(
     "/tags/:tagId",
-    { schema: { tags, summary: "Read a tag", params: uuidParam("tagId", "Tag id"), response: errors } },
+    {
+      schema: {
+        tags,
+        summary: "Read a tag",
+        params: uuidParam("tagId", "Tag id"),
+        response: { 200: success("The tag", "Tag"), ...problems(404) },
+      },
+    },
     async (request) => serializeTag(await services.tags.getTag(callerOf(request).organizationId, request.params.tagId)),
   );
 
   app.patch<{ Params: { tagId: string }; Body: { name: string } }>(
     "/tags/:tagId",
     {
-      schema: { tags, summary: "Rename a tag", params: uuidParam("tagId", "Tag id"), body: nameBody, response: errors },
+      schema: {
+        tags,
+        summary: "Rename a tag",
+        params: uuidParam("tagId", "Tag id"),
+        body: nameBody,
+        response: { 200: success("The renamed tag", "Tag"), ...problems(...BODY_PROBLEMS, 404, 409) },
+      },
     },
     async (request) =>
       serializeTag(
@@ -92,7 +111,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
         tags,
         summary: "Delete a tag and remove it from every reference",
         params: uuidParam("tagId", "Tag id"),
-        response: errors,
+        response: { 204: noContent("Deleted"), ...problems(404) },
       },
     },
     async (request, reply) => {
@@ -109,7 +128,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
         summary: "References carrying the tag, newest first (same filters as GET /references)",
         params: uuidParam("tagId", "Tag id"),
         querystring: listReferencesQuerySchema,
-        response: errors,
+        response: { 200: success("A page of references", "ReferencePage"), ...problems(400, 404) },
       },
     },
     async (request) => {

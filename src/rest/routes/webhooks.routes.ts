@@ -3,24 +3,19 @@ import { LIFECYCLE_EVENT_TYPES } from "../../domain/lifecycle/lifecycle-event.ts
 import type { Services } from "../../domain/services.ts";
 import {
   DELIVERY_STATUSES,
+  tagFilterStateOf,
   type WebhookAttempt,
   type WebhookDelivery,
   type WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
-import { MAX_DESCRIPTION_LENGTH } from "../../domain/webhooks/webhook-service.ts";
+import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-service.ts";
 import { callerOf } from "../rest-api.ts";
-import { pageQuery, problemResponse, uuidParam } from "../schemas.ts";
+import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
+import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 
 /* Webhook endpoints and their deliveries under /v1/webhooks (SPEC §9, §14). */
 
 const tags = ["webhooks"];
-const errors = {
-  400: problemResponse,
-  401: problemResponse,
-  404: problemResponse,
-  409: problemResponse,
-  422: problemResponse,
-};
 const webhookIdParam = uuidParam("webhookId", "Webhook endpoint id");
 const deliveryParams = {
   type: "object",
@@ -46,6 +41,16 @@ const endpointProperties = {
     description: "https or http URL; private, loopback and link-local targets are refused unless allowed",
   },
   event_types: eventTypesSchema,
+  tag_ids: {
+    type: ["array", "null"],
+    items: { type: "string" },
+    minItems: 1,
+    maxItems: MAX_FILTER_TAGS,
+    description:
+      "Send only events whose reference carried at least one of these tags (ids of the organization's tags) " +
+      "when the event was written (the event's tag snapshot); null or absent: every reference. Combined with " +
+      "event_types by AND. An id that is not a tag of the organization: 422 with a pointer to it.",
+  },
   description: { type: ["string", "null"], maxLength: MAX_DESCRIPTION_LENGTH, description: "A note for people" },
   enabled: { type: "boolean", description: "Disabled endpoints receive nothing" },
 } as const;
@@ -53,6 +58,7 @@ const endpointProperties = {
 interface EndpointBody {
   url?: string;
   event_types?: string[] | null;
+  tag_ids?: string[] | null;
   description?: string | null;
   enabled?: boolean;
 }
@@ -64,6 +70,9 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
     id: endpoint.id,
     url: endpoint.url,
     event_types: endpoint.eventTypes,
+    // null: no tag filter; []: every tag of the filter was deleted and nothing is sent (tag_filter_state "empty").
+    tag_ids: endpoint.tagIds,
+    tag_filter_state: tagFilterStateOf(endpoint),
     description: endpoint.description,
     enabled: endpoint.enabled,
     disabled_reason: endpoint.disabledReason,
@@ -104,6 +113,7 @@ export function serializeWebhookAttempt(attempt: WebhookAttempt) {
 const toInput = (body: EndpointBody) => ({
   url: body.url,
   eventTypes: body.event_types,
+  tagIds: body.tag_ids,
   description: body.description,
   enabled: body.enabled,
 });
@@ -115,9 +125,17 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       schema: {
         tags,
         summary: "Create a webhook endpoint; the response holds its signing secret, shown this once",
+        headers: idempotencyKeyHeader,
         body: { type: "object", properties: endpointProperties, required: ["url"], additionalProperties: false },
-        response: errors,
+        response: {
+          201: success("The endpoint with its secret", "WebhookEndpointWithSecret", {
+            location: true,
+            replayable: true,
+          }),
+          ...problems(...BODY_PROBLEMS),
+        },
       },
+      config: { locationOf: (endpoint: { id: string }) => `/v1/webhooks/${endpoint.id}` },
     },
     async (request, reply) => {
       const { endpoint, secret } = await services.webhooks.createEndpoint(
@@ -135,7 +153,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "List webhook endpoints, newest first",
         querystring: { type: "object", properties: pageQuery },
-        response: errors,
+        response: { 200: success("A page of endpoints", "WebhookEndpointPage"), ...problems(400) },
       },
     },
     async (request) => {
@@ -147,7 +165,12 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
   app.get<{ Params: { webhookId: string } }>(
     "/webhooks/:webhookId",
     {
-      schema: { tags, summary: "Read a webhook endpoint (never its secret)", params: webhookIdParam, response: errors },
+      schema: {
+        tags,
+        summary: "Read a webhook endpoint (never its secret)",
+        params: webhookIdParam,
+        response: { 200: success("The endpoint", "WebhookEndpoint"), ...problems(404) },
+      },
     },
     async (request) =>
       serializeWebhookEndpoint(
@@ -163,7 +186,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         summary: "Change a webhook endpoint's url, event types, description or enabled flag",
         params: webhookIdParam,
         body: { type: "object", properties: endpointProperties, additionalProperties: false },
-        response: errors,
+        response: { 200: success("The changed endpoint", "WebhookEndpoint"), ...problems(...BODY_PROBLEMS, 404) },
       },
     },
     async (request) =>
@@ -183,7 +206,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "Delete a webhook endpoint with its deliveries",
         params: webhookIdParam,
-        response: errors,
+        response: { 204: noContent("Deleted"), ...problems(404) },
       },
     },
     async (request, reply) => {
@@ -199,7 +222,11 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "Issue a new signing secret (shown this once); the previous one keeps signing beside it for 24 hours",
         params: webhookIdParam,
-        response: errors,
+        headers: idempotencyKeyHeader,
+        response: {
+          200: success("The endpoint with its new secret", "WebhookEndpointWithSecret", { replayable: true }),
+          ...problems(404, 409, 422),
+        },
       },
     },
     async (request) => {
@@ -218,7 +245,11 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "Queue a webhook_test event for the endpoint",
         params: webhookIdParam,
-        response: errors,
+        headers: idempotencyKeyHeader,
+        response: {
+          202: success("The queued test delivery", "WebhookDelivery", { replayable: true }),
+          ...problems(404, 409, 422),
+        },
       },
     },
     async (request, reply) => {
@@ -244,7 +275,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
             status: { type: "string", enum: [...DELIVERY_STATUSES], description: "Only deliveries in this status" },
           },
         },
-        response: errors,
+        response: { 200: success("A page of deliveries", "WebhookDeliveryPage"), ...problems(400, 404) },
       },
     },
     async (request) => {
@@ -264,7 +295,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "One delivery with every attempt, oldest first",
         params: deliveryParams,
-        response: errors,
+        response: { 200: success("The delivery", "WebhookDeliveryWithAttempts"), ...problems(404) },
       },
     },
     async (request) => {
@@ -281,7 +312,11 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         summary: "Send a delivery again now, with the same webhook-id and body",
         params: deliveryParams,
-        response: errors,
+        headers: idempotencyKeyHeader,
+        response: {
+          202: success("The requeued delivery", "WebhookDelivery", { replayable: true }),
+          ...problems(404, 409, 422),
+        },
       },
     },
     async (request, reply) => {

@@ -1,0 +1,50 @@
+import { loadConfig, type Config } from "../config.ts";
+import { LifecycleLogService } from "../domain/lifecycle/lifecycle-log-service.ts";
+import { OrganizationService } from "../domain/organizations/organization-service.ts";
+import { systemClock } from "../domain/shared/clock.ts";
+import { CursorCodec } from "../domain/shared/cursor.ts";
+import { openDatabase, type Database } from "../store/database.ts";
+import { explainDatabaseError } from "../store/database-hints.ts";
+import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
+import { PrismaStore } from "../store/prisma-store.ts";
+
+/**
+ * The services the `reftrail` commands use. They are built here rather than by app.ts's `buildServices`,
+ * because app.ts loads Fastify, Apollo and the GraphQL schema (about 1.5 s of CPU) and a command must answer in
+ * well under a second.
+ */
+function buildCommandServices(config: Config, database: Database) {
+  const store = new PrismaStore(database);
+  return {
+    organizations: new OrganizationService(store, systemClock),
+    lifecycleLog: new LifecycleLogService(
+      store,
+      systemClock,
+      new CursorCodec(config.cursorSecret),
+      config.retentionMonths,
+    ),
+  };
+}
+
+export type CommandServices = ReturnType<typeof buildCommandServices>;
+
+/** Applies pending migrations to DATABASE_URL; a missing database is reported with the command that creates it. */
+export async function migrate(config: Config = loadConfig()): Promise<MigrationResult> {
+  try {
+    return await migrateDatabase(config.databaseUrl);
+  } catch (error) {
+    throw explainDatabaseError(error, config.databaseUrl);
+  }
+}
+
+/** Migrates, opens DATABASE_URL, runs `work`, and closes the database. */
+export async function withServices<T>(work: (services: CommandServices) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  await migrate(config);
+  const database = await openDatabase(config.databaseUrl);
+  try {
+    return await work(buildCommandServices(config, database));
+  } finally {
+    await database.close();
+  }
+}

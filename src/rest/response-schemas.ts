@@ -1,0 +1,319 @@
+import type { FastifyInstance } from "fastify";
+import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
+import { DELIVERY_STATUSES, TAG_FILTER_STATES } from "../domain/webhooks/webhook-models.ts";
+import { deactivateReasonSchema } from "./schemas.ts";
+
+/*
+ * Response bodies of the /v1 routes, as shared JSON Schemas (`app.addSchema`). They do two jobs at once:
+ * Fastify serializes every response with them (fast-json-stringify), and @fastify/swagger publishes them as
+ * `components.schemas` of /v1/openapi.json, where each operation refers to them. So the document cannot drift
+ * from what is sent. Two rules keep that honest:
+ * - every object lists all its fields as `required` (absent values are `null`, never missing), so a schema
+ *   field that the serializer stops producing fails with a 500 instead of vanishing;
+ * - every object is `additionalProperties: false`, so a field a serializer adds without documenting it would be
+ *   stripped; test/openapi.test.ts checks every handler's output against these schemas before serialization,
+ *   so such a field fails the test instead of disappearing silently.
+ * Free-form JSON (an event's `detail`, an update document, a webhook body) is `additionalProperties: true`.
+ */
+
+const dateTime = { type: "string", format: "date-time", description: "ISO 8601, UTC, milliseconds" } as const;
+const nullableDateTime = {
+  type: ["string", "null"],
+  format: "date-time",
+  description: "ISO 8601, UTC, milliseconds; null when unset",
+} as const;
+const uuid = { type: "string", format: "uuid" } as const;
+const nullableUuid = { type: ["string", "null"], format: "uuid" } as const;
+const freeForm = { type: "object", additionalProperties: true } as const;
+
+/** An object schema whose every property is required and which admits no other property. */
+function record(description: string, properties: Record<string, object>) {
+  return {
+    type: "object",
+    description,
+    properties,
+    required: Object.keys(properties),
+    additionalProperties: false,
+  } as const;
+}
+
+function page(description: string, itemRef: string) {
+  return record(description, {
+    data: { type: "array", items: { $ref: `${itemRef}#` } },
+    next_cursor: {
+      type: ["string", "null"],
+      description: "Pass as `cursor` to read the next page; null on the last page",
+    },
+  });
+}
+
+const tagProperties = {
+  id: { ...uuid, description: "Tag id" },
+  name: { type: "string", description: "The name as created (unique case-insensitively)" },
+};
+
+const webhookEndpointProperties = {
+  id: { ...uuid, description: "Endpoint id" },
+  url: { type: "string", description: "Where deliveries are POSTed" },
+  event_types: {
+    type: ["array", "null"],
+    items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+    description: "The event types sent to the endpoint; null: every type",
+  },
+  tag_ids: {
+    type: ["array", "null"],
+    items: uuid,
+    description:
+      "Only events whose reference carried one of these tags when the event was written; null: no tag filter; " +
+      "[]: every tag of the filter was deleted, nothing is sent",
+  },
+  tag_filter_state: {
+    type: "string",
+    enum: [...TAG_FILTER_STATES],
+    description: "none: no tag filter; active: a filter with tags; empty: its tags were all deleted",
+  },
+  description: { type: ["string", "null"] },
+  enabled: { type: "boolean" },
+  disabled_reason: {
+    type: ["string", "null"],
+    description: "Why the service disabled the endpoint (410 Gone, failing too long); null otherwise",
+  },
+  failing_since: { ...nullableDateTime, description: "First failed attempt since the last success" },
+  previous_secret_expires_at: {
+    ...nullableDateTime,
+    description: "Until then the secret before the last rotation signs beside the current one",
+  },
+  created_at: dateTime,
+  updated_at: dateTime,
+};
+
+const webhookDeliveryProperties = {
+  id: { ...uuid, description: "Delivery id: the webhook-id header of every attempt" },
+  endpoint_id: { ...uuid, description: "The endpoint it is sent to" },
+  event_id: { ...uuid, description: "The event's id (the body's `id`)" },
+  event_type: { type: "string", description: "A lifecycle event type, or webhook_test" },
+  status: { type: "string", enum: [...DELIVERY_STATUSES] },
+  attempt_count: { type: "integer", description: "Attempts since it was (re)queued" },
+  next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
+  body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
+  created_at: dateTime,
+  updated_at: dateTime,
+};
+
+const webhookAttempt = record("One HTTP request of a delivery", {
+  id: { ...uuid, description: "Attempt id" },
+  attempted_at: dateTime,
+  status_code: { type: ["integer", "null"], description: "The HTTP status received; null when none arrived" },
+  error: { type: ["string", "null"], description: "Why it failed without a status (timeout, refused target…)" },
+  latency_ms: { type: "integer" },
+  response_body: { type: ["string", "null"], description: "The first 2 KB of the response body" },
+});
+
+const problemIssue = record("One problem with one input", {
+  pointer: {
+    type: "string",
+    description: "JSON pointer into the body (`/tags/2/name`), or the name of the query parameter or header",
+  },
+  code: { type: "string", description: "Stable, machine-readable code of this issue" },
+  message: { type: "string" },
+});
+
+/** Every component, in the order they appear in the document; `$id` is the component's name. */
+export const RESPONSE_SCHEMAS = [
+  { $id: "TagRef", ...record("A tag as listed on a reference", tagProperties) },
+  { $id: "Tag", ...record("A label of the organization", { ...tagProperties, created_at: dateTime }) },
+  { $id: "TagPage", ...page("A page of tags in case-insensitive name order", "Tag") },
+  {
+    $id: "Reference",
+    ...record("A shipping reference (container, bill of lading or booking)", {
+      id: { ...uuid, description: "Reference id" },
+      reference_id: { ...uuid, description: "Equals `id` (compatibility with the original service)" },
+      organization_id: uuid,
+      container_id: { type: ["string", "null"], description: "ISO 6346 container number" },
+      bill_of_lading: { type: ["string", "null"] },
+      booking_number: { type: ["string", "null"] },
+      carrier_code: { type: "string", description: "SCAC, upper-case" },
+      carrier_scac: { type: "string", description: "Equals `carrier_code`" },
+      parent_reference_id: {
+        ...nullableUuid,
+        description: "The bill of lading / booking a container was found on",
+      },
+      active: { type: "boolean" },
+      deactivate_reason: { type: ["string", "null"], enum: [...deactivateReasonSchema.enum, null] },
+      auto_unsubscribed: { type: "boolean", description: "Deactivated by the service itself" },
+      last_update_status: { type: ["string", "null"], enum: ["succeeded", "failed", null] },
+      consecutive_failures: { type: "integer", description: "Failed extractions since the last success" },
+      estimated_departure: nullableDateTime,
+      estimated_arrival: nullableDateTime,
+      tags: { type: "array", items: { $ref: "TagRef#" } },
+      created_at: dateTime,
+      updated_at: dateTime,
+    }),
+  },
+  { $id: "ReferencePage", ...page("A page of references, newest first", "Reference") },
+  {
+    $id: "ReferenceCreated",
+    ...record("The created reference", {
+      message: { type: "string", const: "Reference created successfully." },
+      reference: { $ref: "Reference#" },
+    }),
+  },
+  {
+    $id: "ReferenceTags",
+    ...record("Every tag on the reference after the change", {
+      reference_id: uuid,
+      tags: { type: "array", items: { $ref: "TagRef#" } },
+    }),
+  },
+  {
+    $id: "ReferenceList",
+    ...record("References (not paged)", { data: { type: "array", items: { $ref: "Reference#" } } }),
+  },
+  {
+    $id: "ReferenceUpdate",
+    ...record("A reference update as stored", {
+      id: { ...uuid, description: "Update id" },
+      reference_id: uuid,
+      organization_id: uuid,
+      update: { ...freeForm, description: "The JSON document as received" },
+      created_at: dateTime,
+    }),
+  },
+  { $id: "ReferenceUpdatePage", ...page("A page of updates, newest first", "ReferenceUpdate") },
+  {
+    $id: "LifecycleEvent",
+    ...record("An entry of a reference's lifecycle log", {
+      id: { ...uuid, description: "Event id (also the webhook body's `id`)" },
+      occurred_at: dateTime,
+      reference_id: uuid,
+      organization_id: uuid,
+      type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+      detail: { ...freeForm, description: "Type-specific facts (see the README); always has reference_id" },
+    }),
+  },
+  { $id: "LifecycleEventPage", ...page("A page of the lifecycle log", "LifecycleEvent") },
+  { $id: "WebhookEndpoint", ...record("A webhook endpoint (never its secret)", webhookEndpointProperties) },
+  {
+    $id: "WebhookEndpointWithSecret",
+    ...record("A webhook endpoint with its signing secret, shown this once", {
+      ...webhookEndpointProperties,
+      secret: { type: "string", description: "`whsec_` + base64; store it now, it is never shown again" },
+    }),
+  },
+  { $id: "WebhookEndpointPage", ...page("A page of webhook endpoints, newest first", "WebhookEndpoint") },
+  { $id: "WebhookDelivery", ...record("One event for one endpoint", webhookDeliveryProperties) },
+  { $id: "WebhookDeliveryPage", ...page("A page of deliveries, newest first", "WebhookDelivery") },
+  { $id: "WebhookAttempt", ...webhookAttempt },
+  {
+    $id: "WebhookDeliveryWithAttempts",
+    ...record("A delivery with every attempt, oldest first", {
+      ...webhookDeliveryProperties,
+      attempts: { type: "array", items: { $ref: "WebhookAttempt#" } },
+    }),
+  },
+  { $id: "ProblemIssue", ...problemIssue },
+  {
+    $id: "Problem",
+    type: "object",
+    description:
+      "RFC 9457 problem details. `code` is the stable identifier; `errors` lists each input at fault. " +
+      "Extension members beyond those listed may be added (RFC 9457 §3.2).",
+    properties: {
+      type: { type: "string", description: "Always about:blank (no documentation URL exists)" },
+      title: { type: "string" },
+      status: { type: "integer" },
+      detail: { type: "string" },
+      code: { type: "string" },
+      errors: { type: "array", items: { $ref: "ProblemIssue#" } },
+      existing_tag: { $ref: "Tag#", description: "On a name conflict (409): the tag that holds the name" },
+      limit: { type: "integer", description: "With LIMIT_EXCEEDED: the limit that was reached" },
+      request_id: { type: "string", description: "With INTERNAL: quote it when reporting the error" },
+    },
+    required: ["type", "title", "status", "detail", "code"],
+    additionalProperties: true,
+  },
+] as const;
+
+export type ResponseSchemaName = (typeof RESPONSE_SCHEMAS)[number]["$id"];
+
+export function registerResponseSchemas(app: FastifyInstance): void {
+  for (const schema of RESPONSE_SCHEMAS) app.addSchema(schema);
+}
+
+const ref = (name: ResponseSchemaName) => ({ $ref: `${name}#` });
+
+const idempotentReplayedHeader = {
+  "Idempotent-Replayed": {
+    type: "string",
+    enum: ["true"],
+    description: "Present when this is the stored response of an earlier request with the same Idempotency-Key",
+  },
+};
+
+export interface SuccessOptions {
+  /** 201: the `Location` header names the created resource. */
+  readonly location?: boolean;
+  /** POST: the response may be a replay (Idempotency-Key). */
+  readonly replayable?: boolean;
+}
+
+/** A 2xx response with a JSON body of a shared schema, and its headers. */
+export function success(description: string, schema: ResponseSchemaName, options: SuccessOptions = {}) {
+  const headers = {
+    ...(options.location && {
+      Location: { type: "string", description: "Path of the created resource, e.g. /v1/tags/{tagId}" },
+    }),
+    ...(options.replayable && idempotentReplayedHeader),
+  };
+  return {
+    description,
+    ...(Object.keys(headers).length > 0 && { headers }),
+    content: { "application/json": { schema: ref(schema) } },
+  };
+}
+
+/** A 204: no body. */
+export const noContent = (description: string) => ({ description, type: "null" }) as const;
+
+const PROBLEM_DESCRIPTIONS: Record<number, string> = {
+  400: "Malformed input: syntax, a query parameter, a cursor (`code` says which)",
+  401: "Missing, invalid or revoked API key (UNAUTHENTICATED)",
+  404: "No such resource in the caller's organization (NOT_FOUND)",
+  409: "Conflicts with the current state (CONFLICT, IDEMPOTENCY_KEY_IN_USE)",
+  413: "The body is larger than the server accepts (PAYLOAD_TOO_LARGE)",
+  415: "The body is not application/json (UNSUPPORTED_MEDIA_TYPE)",
+  422: "Well-formed but invalid (VALIDATION_FAILED, LIMIT_EXCEEDED, IDEMPOTENCY_KEY_REUSED)",
+  429: "Rate limited (RATE_LIMITED); retry after Retry-After",
+  500: "Unexpected error (INTERNAL); nothing internal is disclosed",
+};
+
+const PROBLEM_HEADERS: Record<number, Record<string, object>> = {
+  401: {
+    "WWW-Authenticate": {
+      type: "string",
+      description: 'Bearer realm="reftrail"; the key may also be sent as X-API-Key',
+    },
+  },
+  429: { "Retry-After": { type: "integer", description: "Seconds to wait before retrying" } },
+};
+
+/**
+ * Problem responses (application/problem+json) for the given statuses, plus those every /v1 operation can
+ * answer: 401 (authentication), 429 (rate limit) and 500.
+ */
+export function problems(...statuses: number[]) {
+  const all = [...new Set([...statuses, 401, 429, 500])].sort((a, b) => a - b);
+  return Object.fromEntries(
+    all.map((status) => [
+      status,
+      {
+        description: PROBLEM_DESCRIPTIONS[status] ?? "Problem details",
+        ...(PROBLEM_HEADERS[status] && { headers: PROBLEM_HEADERS[status] }),
+        content: { "application/problem+json": { schema: ref("Problem") } },
+      },
+    ]),
+  );
+}
+
+/** Statuses a request with a JSON body may also get. */
+export const BODY_PROBLEMS = [400, 413, 415, 422] as const;
