@@ -1,11 +1,8 @@
-// Prisma CLI configuration for the SQLite schema. The JavaScript engine with a driver adapter lets
-// `prisma generate` and `prisma migrate diff` run with no engine binary to download.
-import { PrismaBetterSQLite3 } from "@prisma/adapter-better-sqlite3";
+// Prisma CLI configuration for the SQLite schema. Only `prisma generate` runs here: the application connects
+// through a driver adapter (src/store/database.ts) and applies migrations with its own runner
+// (src/store/migrations.ts), so no datasource URL is configured.
 import { defineConfig } from "prisma/config";
 
 export default defineConfig({
-  experimental: { adapter: true },
-  engine: "js",
   schema: "sqlite/schema.prisma",
-  adapter: async () => new PrismaBetterSQLite3({ url: "file::memory:" }),
 });

@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import type { Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
+import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
 import type { Services } from "./domain/services.ts";
@@ -44,6 +45,7 @@ export function buildServices(config: Config, database: Database, clock: Clock =
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
+  const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   return {
     organizations: new OrganizationService(store, clock),
     tags,
@@ -51,7 +53,8 @@ export function buildServices(config: Config, database: Database, clock: Clock =
       maxTagsPerReference: config.maxTagsPerReference,
       extractionFailureThreshold: config.extractionFailureThreshold,
     }),
-    lifecycleLog: new LifecycleLogService(store, clock, cursors, config.retentionMonths),
+    lifecycleLog,
+    nodes: new NodeService(store, lifecycleLog),
     recorder,
     webhooks: new WebhookService(store, clock, cursors, createWebhookTargetPolicy(config)),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {

@@ -16,6 +16,13 @@ export function presentedApiKey(headers: Record<string, unknown>): string | null
   return null;
 }
 
+/**
+ * The `WWW-Authenticate` challenge of every 401 (RFC 9110 §11.6.1), REST and GraphQL alike: Bearer is the
+ * standard scheme we accept; the description mentions X-API-Key, which has no scheme of its own.
+ */
+export const AUTHENTICATION_CHALLENGE =
+  'Bearer realm="reftrail", error_description="send the API key as Authorization: Bearer <key> or X-API-Key: <key>"';
+
 export async function authenticateHeaders(
   services: Services,
   headers: Record<string, unknown>,

@@ -4,12 +4,15 @@
  * scripts/ensure-chromium.sh), and every request that leaves 127.0.0.1 blocked and counted.
  */
 import { request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { startTestServer, type TestServer } from "./support/test-server.ts";
 
 const ENDPOINT = "/graphql";
-const SCREENSHOT_PATH = "/tmp/explorer.png";
+const SCREENSHOT_PATH = join(tmpdir(), "reftrail-explorer.png");
+const FIRST_SCREEN_PATH = join(tmpdir(), "reftrail-explorer-first-screen.png");
 
 /** A tag the server holds, so that a query has something recognisable to return. */
 const TAG_NAME = "explorer-check";
@@ -138,6 +141,54 @@ describe("GraphQL explorer", () => {
     expect(await page(BROWSER_ACCEPT, `?query=${encodeURIComponent(QUERY)}`)).not.toMatch(/^text\/html/);
   });
 
+  it("first use: explains where the key goes, loads the schema once it is given, remembers it", async () => {
+    await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
+      const page = await context.newPage();
+      const pageErrors: string[] = [];
+      page.on("pageerror", (error) => pageErrors.push(error.message));
+      const graphqlRequests = () => seen.filter((url) => new URL(url).pathname === ENDPOINT).length;
+
+      // The first screen: where the key goes and where it came from; no error, and nothing asked of the API.
+      await page.goto(`${host.origin}${ENDPOINT}`);
+      const welcome = page.locator("#key-welcome");
+      await welcome.waitFor({ state: "visible" });
+      expect(await welcome.innerText()).toMatch(/API key/);
+      expect(await welcome.innerText()).toMatch(/printed one when it first started/);
+      expect(await page.locator("#key-bar").innerText()).toMatch(/kept in this browser \(localStorage\)/);
+      expect(await page.locator("body").innerText()).not.toMatch(/invalid|revoked|error/i);
+      expect(graphqlRequests()).toBe(1);
+      await page.screenshot({ path: FIRST_SCREEN_PATH });
+
+      // A wrong key gets one clear answer, and is not kept.
+      await enterApiKey(page, "rt_not-a-real-key");
+      await expect.poll(() => page.locator("#key-error").innerText()).toMatch(/not valid/);
+      expect(await page.evaluate("window.localStorage.length")).toBe(0);
+
+      // The right key: GraphiQL starts and its Docs panel shows the schema, with no reload.
+      await enterApiKey(page, server.apiKey);
+      const docs = await openDocs(page);
+      await expect.poll(() => docs.innerText(), { timeout: 30_000 }).toMatch(/Query/);
+      expect(await docs.innerText()).not.toMatch(/Error fetching schema/);
+      await page.screenshot({ path: SCREENSHOT_PATH });
+
+      // Reload: still authenticated, straight into GraphiQL, the schema there again.
+      await page.reload();
+      await page.locator(".graphiql-query-editor .monaco-editor").waitFor({ state: "visible", timeout: 30_000 });
+      expect(await page.locator("#key-form").isVisible()).toBe(false);
+      expect(await page.locator("#key-status").innerText()).toMatch(/remembered in this browser/);
+      const docsAgain = await openDocs(page);
+      await expect.poll(() => docsAgain.innerText(), { timeout: 30_000 }).toMatch(/Query/);
+
+      // Forget: back to the first screen, nothing stored.
+      await page.getByRole("button", { name: "Forget key" }).click();
+      await page.locator("#key-welcome").waitFor({ state: "visible" });
+      expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBeNull();
+
+      expect(pageErrors).toEqual([]);
+      expect(blocked).toEqual([]);
+    });
+  }, 120_000);
+
   it("renders GraphiQL in headless Chromium and runs a query against the endpoint", async () => {
     await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
       const page = await context.newPage();
@@ -146,17 +197,10 @@ describe("GraphQL explorer", () => {
       const workers: string[] = [];
       page.on("worker", (worker) => workers.push(worker.url()));
 
-      const { queryEditor } = await openExplorer(page, host.origin);
+      const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
       await expect
         .poll(async () => editorText(await queryEditor.locator(".view-lines").innerText()))
         .toContain("tags(first: 10)");
-
-      // The headers tab is open and shows how to authenticate; the user pastes a key and reloads the schema.
-      const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
-      await expect
-        .poll(async () => editorText(await headersEditor.innerText()))
-        .toContain('"X-API-Key": "<paste your API key>"');
-      await enterApiKey(page, server.apiKey);
 
       // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
       // unknown field shows that the worker started and the schema was fetched from the endpoint.
@@ -176,7 +220,7 @@ describe("GraphQL explorer", () => {
       await page.locator(".graphiql-execute-button").click();
       const answered = await graphqlResponse;
       expect(answered.status()).toBe(200);
-      // Whatever is in the headers editor is sent as HTTP headers.
+      // The key given in the key bar goes with every request.
       expect(await answered.request().headerValue("x-api-key")).toBe(server.apiKey);
       expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
 
@@ -198,7 +242,7 @@ describe("GraphQL explorer", () => {
     });
   }, 120_000);
 
-  it("runs a subscription over graphql-ws on the same host and path, authenticated by the headers editor", async () => {
+  it("runs a subscription over graphql-ws on the same host and path, authenticated by the key bar", async () => {
     const { references, lifecycleLog } = server.app.services;
     const reference = await references.createReference(server.organizationId, {
       bookingNumber: "BK-EXPLORER",
@@ -218,8 +262,7 @@ describe("GraphQL explorer", () => {
       const page = await context.newPage();
       const pageErrors: string[] = [];
       page.on("pageerror", (error) => pageErrors.push(error.message));
-      const { queryEditor } = await openExplorer(page, host.origin);
-      await enterApiKey(page, server.apiKey);
+      const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
       await replaceQuery(
         page,
         queryEditor,
@@ -284,23 +327,34 @@ async function withIsolatedBrowser(browser: Browser, run: (isolated: IsolatedBro
   }
 }
 
-/** Opens the explorer and waits until its query editor (a Monaco instance, so React and Monaco both started) shows. */
-async function openExplorer(page: Page, origin: string): Promise<{ queryEditor: Locator }> {
+/**
+ * Opens the explorer, gives it `apiKey` in the key bar as a user would (unless the browser remembers one), and
+ * waits until its query editor (a Monaco instance, so React and Monaco both started) shows.
+ */
+async function openExplorer(page: Page, origin: string, apiKey: string): Promise<{ queryEditor: Locator }> {
   const navigation = await page.goto(`${origin}${ENDPOINT}`);
   expect(navigation?.status()).toBe(200);
+  await enterApiKey(page, apiKey);
   const queryEditor = page.locator(".graphiql-query-editor .monaco-editor");
   await queryEditor.waitFor({ state: "visible", timeout: 30_000 });
   return { queryEditor };
 }
 
-/**
- * Puts an API key into the headers editor, as a user pastes one, and reloads the schema with it (GraphiQL
- * introspects on load, before any key was there).
- */
+/** Pastes a key into the key bar and submits it. */
 async function enterApiKey(page: Page, apiKey: string): Promise<void> {
-  const headersEditor = page.locator('.graphiql-editor-tool .monaco-editor[data-uri$="request-headers.json"]');
-  await replaceEditorText(page, headersEditor, `{ "X-API-Key": "${apiKey}" }`);
-  await page.locator('button[aria-label^="Re-fetch GraphQL schema"]').click();
+  const input = page.locator("#api-key");
+  await input.waitFor({ state: "visible", timeout: 30_000 });
+  await input.fill(apiKey);
+  await page.getByRole("button", { name: "Use this key" }).click();
+}
+
+/** Opens the Docs panel (GraphiQL remembers it open across reloads) and returns its content. */
+async function openDocs(page: Page): Promise<Locator> {
+  const docs = page.locator(".graphiql-doc-explorer");
+  const toggle = page.locator('button[aria-label$="Documentation Explorer"]');
+  await toggle.waitFor({ state: "visible", timeout: 30_000 });
+  if (!(await docs.isVisible())) await toggle.click();
+  return docs;
 }
 
 /**

@@ -21,7 +21,7 @@ import { eventually } from "./support/webhooks.ts";
  */
 
 type Doc = {
-  paths: Record<string, Record<string, { responses: Record<string, DocResponse> }>>;
+  paths: Record<string, Record<string, { operationId: string; responses: Record<string, DocResponse> }>>;
   components: { schemas: Record<string, unknown> };
 };
 type DocResponse = {
@@ -142,8 +142,12 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     expect(Object.keys(doc.components.schemas)).toEqual(
       expect.arrayContaining(["Tag", "Reference", "LifecycleEvent", "WebhookEndpoint", "WebhookDelivery", "Problem"]),
     );
+    const operationIds: string[] = [];
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
+        // Generators name client methods after it.
+        expect(operation.operationId, `${method} ${path}`).toMatch(/^[a-z][A-Za-z]+$/);
+        operationIds.push(operation.operationId);
         const statuses = Object.keys(operation.responses);
         expect(
           statuses.some((status) => status.startsWith("2")),
@@ -167,6 +171,7 @@ describe("OpenAPI document against real responses (sqlite)", () => {
         expect(Object.keys(operation.responses["401"]?.headers ?? {})).toContain("WWW-Authenticate");
       }
     }
+    expect(new Set(operationIds).size).toBe(operationIds.length);
   });
 
   it("answers every operation as documented, and no handler produces an undocumented field", async () => {

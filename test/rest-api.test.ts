@@ -115,13 +115,21 @@ describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
     expect((await http(server, "GET", "/v1/references?booking_number=BK-PAR")).body.data).toHaveLength(1);
   });
 
-  it("sends WWW-Authenticate with every 401, naming Bearer and X-API-Key", async () => {
+  it("sends WWW-Authenticate with every 401, naming Bearer and X-API-Key (GraphQL too)", async () => {
     for (const apiKey of [null, "rt_wrong"]) {
       const result = await http(server, "POST", "/v1/tags", { apiKey, body: { name: "x" } });
       expect(result.status).toBe(401);
       expect(result.headers.get("www-authenticate")).toMatch(/^Bearer realm="reftrail"/);
       expect(result.headers.get("www-authenticate")).toContain("X-API-Key");
     }
+    // GraphQL answers with the same challenge.
+    const graphql = await fetch(`${server.url}/graphql`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ query: "{ __typename }" }),
+    });
+    expect(graphql.status).toBe(401);
+    expect(graphql.headers.get("www-authenticate")).toMatch(/^Bearer realm="reftrail".*X-API-Key/);
   });
 
   it("sends Location with every creation, and the location reads the created resource", async () => {

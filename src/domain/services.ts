@@ -1,5 +1,6 @@
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
 import type { LifecycleRecorder } from "./lifecycle/lifecycle-recorder.ts";
+import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
@@ -13,6 +14,8 @@ export interface Services {
   readonly tags: TagService;
   readonly references: ReferenceService;
   readonly lifecycleLog: LifecycleLogService;
+  /** Any object by its id alone (global object identification). */
+  readonly nodes: NodeService;
   readonly recorder: LifecycleRecorder;
   /** Webhook endpoints and deliveries as the organization manages them. */
   readonly webhooks: WebhookService;

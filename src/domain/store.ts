@@ -123,6 +123,8 @@ export interface Store {
   findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]>;
 
   insertEvent(event: LifecycleEvent): Promise<void>;
+  /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
+  findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]>;
   listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
 }

@@ -1,6 +1,7 @@
 import { HeaderMap } from "@apollo/server";
 import { unwrapResolverError } from "@apollo/server/errors";
 import type { GraphQLFormattedError } from "graphql";
+import { AUTHENTICATION_CHALLENGE } from "../authentication.ts";
 import type { Tag } from "../domain/models.ts";
 import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { GraphQLError } from "./graphql-js.ts";
@@ -78,7 +79,7 @@ export function unauthenticated(message: string): GraphQLError {
   return new GraphQLError(message, {
     extensions: {
       code: "UNAUTHENTICATED",
-      http: { status: 401, headers: new HeaderMap([["www-authenticate", 'Bearer realm="reftrail"']]) },
+      http: { status: 401, headers: new HeaderMap([["www-authenticate", AUTHENTICATION_CHALLENGE]]) },
     },
   });
 }

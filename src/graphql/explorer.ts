@@ -13,6 +13,16 @@
  *
  * The package does not tell Monaco where those workers live (the host page must set `MonacoEnvironment`), and
  * Yoga's own HTML template pulls everything from a CDN, so we serve the files ourselves and write our own page.
+ *
+ * Why not @fastify/static for the files: the bundle is ~5 MB and the package ships no precompressed copies, so
+ * @fastify/static (whose `preCompressed` option only serves `.gz`/`.br` files found beside the originals) would
+ * send it uncompressed, and @fastify/compress would gzip it again on every request. The route below gzips each
+ * file once and keeps it, serves only the files listed at startup (no path ever reaches the file system), and
+ * is a few dozen lines.
+ *
+ * First use: the page asks for the API key in its own bar before GraphiQL starts (GraphiQL introspects as it
+ * starts, which without a key could only fail), checks it once, keeps it in localStorage (saying so, with a
+ * "Forget key" button) and hands it to GraphiQL for every HTTP request and as graphql-ws connectionParams.
  */
 import { createReadStream } from "node:fs";
 import { readdir, readFile, stat } from "node:fs/promises";
@@ -69,10 +79,8 @@ const DEFAULT_QUERY = `query {
 }
 `;
 
-// Shown in the headers editor so users see how to authenticate without reading docs first.
-const DEFAULT_HEADERS = `{
-  "X-API-Key": "<paste your API key>"
-}`;
+/** Where the page keeps the API key between visits (see the key bar in {@link renderExplorerPage}). */
+const API_KEY_STORAGE_KEY = "reftrail.explorer.apiKey";
 
 export interface ExplorerOptions {
   /** Path of the GraphQL endpoint, e.g. "/graphql". Assets are served below `${endpoint}/explorer/`. */
@@ -147,7 +155,7 @@ export function renderExplorerPage(options: ExplorerOptions): string {
     json: assetUrl(WORKER_FILES.json),
     graphql: assetUrl(WORKER_FILES.graphql),
   };
-  const config = { endpoint, defaultQuery: DEFAULT_QUERY, defaultHeaders: DEFAULT_HEADERS };
+  const config = { endpoint, defaultQuery: DEFAULT_QUERY, storageKey: API_KEY_STORAGE_KEY };
 
   return `<!doctype html>
 <html lang="en">
@@ -159,12 +167,46 @@ export function renderExplorerPage(options: ExplorerOptions): string {
     <link rel="icon" href="data:," />
     <link rel="stylesheet" href="${escapeHtml(assetUrl(STYLES_FILE))}" />
     <style>
-      html, body, #explorer { height: 100%; margin: 0; }
+      html, body { height: 100%; margin: 0; }
+      [hidden] { display: none !important; }
+      body { display: flex; flex-direction: column; font: 14px/1.4 system-ui, sans-serif; color: #1b2240; }
+      #explorer { flex: 1; min-height: 0; }
+      #key-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 12px; padding: 8px 16px;
+        background: #f3f5fa; border-bottom: 1px solid #d8dce8; }
+      #key-bar form { display: contents; }
+      #key-bar input { flex: 0 1 28em; padding: 5px 8px; border: 1px solid #b8bfd3; border-radius: 4px; font: inherit; }
+      #key-bar button { padding: 5px 12px; border: 1px solid #8a93b0; border-radius: 4px; background: #fff; font: inherit;
+        cursor: pointer; }
+      #key-bar code { background: #e4e8f2; padding: 0 4px; border-radius: 3px; }
+      #key-error { color: #b00020; }
+      #key-welcome { max-width: 44em; margin: 48px auto; padding: 0 16px; }
+      #key-welcome h1 { font-size: 22px; }
     </style>
   </head>
   <body>
     <noscript>The GraphQL explorer needs JavaScript.</noscript>
-    <div id="explorer"></div>
+    <div id="key-bar" role="region" aria-label="API key">
+      <form id="key-form" hidden>
+        <label for="api-key">API key</label>
+        <input id="api-key" name="api-key" type="password" autocomplete="off" spellcheck="false"
+          placeholder="rt_…" required />
+        <button type="submit">Use this key</button>
+        <span>It is kept in this browser (localStorage) until you forget it.</span>
+        <span id="key-error" role="alert"></span>
+      </form>
+      <span id="key-status" hidden>
+        Using API key <code id="key-hint"></code>, remembered in this browser (localStorage).
+        <button id="forget-key" type="button">Forget key</button>
+      </span>
+    </div>
+    <div id="key-welcome" hidden>
+      <h1>reftrail GraphQL explorer</h1>
+      <p>Every request needs an API key of your organization. Paste it in the <b>API key</b> field above.</p>
+      <p>The server printed one when it first started on an empty database (the line <code>API key (shown once,
+        store it now)</code>). You can issue another with <code>npx reftrail key create &lt;organization_id&gt;</code>.</p>
+      <p>The schema, the documentation and your queries appear as soon as the key is accepted.</p>
+    </div>
+    <div id="explorer" hidden></div>
     <script>
       // Must exist before Monaco starts its first editor. The package's workers are classic (non-module)
       // scripts, so they are created here as classic workers; Monaco's own fallback would start them as
@@ -185,26 +227,102 @@ export function renderExplorerPage(options: ExplorerOptions): string {
       (function () {
         var config = ${scriptJson(config)};
         var wsProtocol = window.location.protocol === "https:" ? "wss:" : "ws:";
-        window.YogaGraphiQL.renderYogaGraphiQL(document.getElementById("explorer"), {
-          title: "reftrail",
-          endpoint: config.endpoint,
-          // Same path as HTTP: the server hosts graphql-ws on the GraphQL endpoint itself.
-          subscriptionsProtocol: "WS",
-          subscriptionsEndpoint: wsProtocol + "//" + window.location.host + config.endpoint,
-          // Yoga always passes an initialQuery (its welcome text), which would open a fresh tab on every visit;
-          // clearing it lets GraphiQL restore the user's saved tabs and use defaultQuery only on a first visit.
-          initialQuery: undefined,
-          defaultQuery: config.defaultQuery,
-          defaultHeaders: config.defaultHeaders,
-          defaultEditorToolsVisibility: "headers",
-          // Headers hold the API key; GraphiQL would otherwise keep them in localStorage, readable by any
-          // script on this origin. Users paste the key again after a reload; queries and tabs are still kept.
-          shouldPersistHeaders: false,
-          // Yoga mirrors the query into "?query=" on every keystroke. This page lives at the endpoint itself,
-          // where a GET with a "query" parameter executes GraphQL instead of serving the page, so a reload
-          // would stop showing the explorer. Passing our own handler replaces Yoga's.
-          onEditQuery: function () {},
+        var byId = function (id) { return document.getElementById(id); };
+
+        // GraphiQL starts only once there is a key: it introspects the schema as it starts, and without a key
+        // that request could only fail. So the first screen explains where the key goes and sends nothing.
+        function startExplorer(apiKey) {
+          byId("key-form").hidden = true;
+          byId("key-welcome").hidden = true;
+          byId("key-status").hidden = false;
+          byId("key-hint").textContent = apiKey.slice(0, 6) + "…";
+          byId("explorer").hidden = false;
+          window.YogaGraphiQL.renderYogaGraphiQL(byId("explorer"), {
+            title: "reftrail",
+            endpoint: config.endpoint,
+            // Sent with every HTTP request (queries, mutations, the schema's introspection)...
+            additionalHeaders: { "X-API-Key": apiKey },
+            // ...and as graphql-ws connectionParams: subscriptions share the path of the endpoint.
+            subscriptionsProtocol: "WS",
+            subscriptionsEndpoint: wsProtocol + "//" + window.location.host + config.endpoint,
+            connectionParams: { "x-api-key": apiKey },
+            // Yoga always passes an initialQuery (its welcome text), which would open a fresh tab on every visit;
+            // clearing it lets GraphiQL restore the user's saved tabs and use defaultQuery only on a first visit.
+            initialQuery: undefined,
+            defaultQuery: config.defaultQuery,
+            // Extra headers still work; the key is not repeated there (it would be stored with the tabs).
+            defaultHeaders: "",
+            shouldPersistHeaders: false,
+            // Yoga mirrors the query into "?query=" on every keystroke. This page lives at the endpoint itself,
+            // where a GET with a "query" parameter executes GraphQL instead of serving the page, so a reload
+            // would stop showing the explorer. Passing our own handler replaces Yoga's.
+            onEditQuery: function () {},
+          });
+        }
+
+        function askForKey(message) {
+          byId("key-form").hidden = false;
+          byId("key-welcome").hidden = false;
+          byId("key-error").textContent = message || "";
+          byId("api-key").focus();
+        }
+
+        // A key is checked before GraphiQL starts with it, so that a typo or a revoked key gets one clear answer
+        // here rather than an error in every panel.
+        function useKey(apiKey, rejected) {
+          byId("key-error").textContent = "Checking…";
+          fetch(config.endpoint, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-api-key": apiKey },
+            body: JSON.stringify({ query: "{ __typename }" }),
+          }).then(function (response) {
+            if (response.status === 401) return rejected();
+            if (!response.ok) return askForKey("The server answered " + response.status + "; try again.");
+            try {
+              window.localStorage.setItem(config.storageKey, apiKey);
+            } catch (error) {
+              // Storage may be disabled; the key then lasts until the page is left.
+            }
+            startExplorer(apiKey);
+          }, function () {
+            askForKey("The server could not be reached; try again.");
+          });
+        }
+
+        byId("key-form").addEventListener("submit", function (event) {
+          event.preventDefault();
+          var apiKey = byId("api-key").value.trim();
+          if (!apiKey) return;
+          useKey(apiKey, function () {
+            askForKey("This key is not valid (unknown or revoked). Check that you pasted all of it.");
+          });
         });
+
+        function forgetKey() {
+          try {
+            window.localStorage.removeItem(config.storageKey);
+          } catch (error) {
+            // Nothing was stored.
+          }
+        }
+
+        byId("forget-key").addEventListener("click", function () {
+          forgetKey();
+          window.location.reload();
+        });
+
+        var remembered = null;
+        try {
+          remembered = window.localStorage.getItem(config.storageKey);
+        } catch (error) {
+          remembered = null;
+        }
+        if (!remembered) askForKey();
+        else
+          useKey(remembered, function () {
+            forgetKey();
+            askForKey("The key remembered in this browser is no longer valid (revoked?); paste another one.");
+          });
       })();
     </script>
   </body>

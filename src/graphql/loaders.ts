@@ -1,5 +1,6 @@
 import DataLoader from "dataloader";
 import type { Reference, Tag } from "../domain/models.ts";
+import type { DomainNode } from "../domain/nodes/node-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { Page } from "../domain/shared/page.ts";
 import type { WebhookAttempt } from "../domain/webhooks/webhook-models.ts";
@@ -27,6 +28,8 @@ export interface Loaders {
   readonly referencesByTag: DataLoader<TagReferencesKey, Page<Reference>, string>;
   /** A webhook delivery's attempts, oldest first (the delivery was read through the caller's organization). */
   readonly webhookAttemptsByDeliveryId: DataLoader<string, WebhookAttempt[]>;
+  /** Any object of the caller's organization by (lower-case) id, whatever its type; null when there is none. */
+  readonly nodeById: DataLoader<string, DomainNode | null>;
   /** Forgets everything loaded so far; a mutation calls it before it changes anything. */
   clearAll(): void;
 }
@@ -92,8 +95,15 @@ export function createLoaders(services: Services, organizationId: string): Loade
     return ids.map((id) => byDelivery.get(id) ?? []);
   });
 
+  // Every id of an operation (Query.node fields, Query.nodes lists) in one lookup: one query per kind of node.
+  const nodeById = new DataLoader<string, DomainNode | null>(async (ids) => {
+    const found = await services.nodes.findNodesByIds(organizationId, ids);
+    return ids.map((id) => found.get(id) ?? null);
+  });
+
   return {
     tagsByReferenceId,
+    nodeById,
     referenceById,
     childrenByParentId,
     referencesByTag,
@@ -104,6 +114,7 @@ export function createLoaders(services: Services, organizationId: string): Loade
       childrenByParentId.clearAll();
       referencesByTag.clearAll();
       webhookAttemptsByDeliveryId.clearAll();
+      nodeById.clearAll();
     },
   };
 }

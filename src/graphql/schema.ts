@@ -13,6 +13,7 @@ import {
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
 import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
+import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
 import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.resolvers.ts";
 import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
@@ -69,7 +70,8 @@ function withSharedBehaviour(resolvers: Resolvers): Resolvers {
   const wrapType = (typeName: string, fields: Record<string, unknown>) =>
     Object.fromEntries(
       Object.entries(fields).map(([fieldName, resolve]) => {
-        if (typeof resolve !== "function") return [fieldName, resolve];
+        // `__resolveType` and the like are type resolvers, not field resolvers: they take no arguments.
+        if (typeof resolve !== "function" || fieldName.startsWith("__")) return [fieldName, resolve];
         const locate =
           INPUT_LOCATORS[`${typeName}.${fieldName}`] ?? (typeName === "Mutation" ? MUTATION_INPUT : AT_ARGUMENTS);
         const isMutation = typeName === "Mutation";
@@ -114,7 +116,14 @@ function mergeResolvers(parts: readonly Resolvers[]): Resolvers {
  */
 export function buildGraphqlSchema(): GraphQLSchema {
   const resolvers = withSharedBehaviour(
-    mergeResolvers([tagResolvers, referenceResolvers, lifecycleResolvers, subscriptionResolvers, webhookResolvers]),
+    mergeResolvers([
+      tagResolvers,
+      referenceResolvers,
+      lifecycleResolvers,
+      subscriptionResolvers,
+      webhookResolvers,
+      nodeResolvers,
+    ]),
   );
   return makeExecutableSchema({
     typeDefs: readFileSync(SCHEMA_FILE, "utf8"),

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { AUTHENTICATION_CHALLENGE } from "../authentication.ts";
 import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { serializeTag } from "./serializers.ts";
 
@@ -216,15 +217,8 @@ export function toProblem(
   return problem(500, "INTERNAL", "An unexpected error occurred; it has been logged", { request_id: request.id });
 }
 
-/**
- * RFC 9110 §11.6.1: a 401 names the authentication scheme it wants. Bearer is the standard scheme we accept;
- * the description mentions the X-API-Key header, which has no scheme of its own.
- */
-const WWW_AUTHENTICATE =
-  'Bearer realm="reftrail", error_description="send the API key as Authorization: Bearer <key> or X-API-Key: <key>"';
-
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
   if (body.status === 503) reply.header("retry-after", String(RETRY_AFTER_SECONDS));
-  if (body.status === 401) reply.header("www-authenticate", WWW_AUTHENTICATE);
+  if (body.status === 401) reply.header("www-authenticate", AUTHENTICATION_CHALLENGE);
   return reply.code(body.status).type("application/problem+json").send(body);
 }

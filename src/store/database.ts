@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { PrismaBetterSQLite3 } from "@prisma/adapter-better-sqlite3";
+import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient as SqlitePrismaClient } from "./__generated__/sqlite/client.ts";
 import { PrismaClient as PostgresPrismaClient } from "./__generated__/postgres/client.ts";
@@ -45,7 +45,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
   if (provider === "sqlite") {
     const file = sqliteFilePath(url);
     mkdirSync(dirname(file), { recursive: true });
-    prisma = new SqlitePrismaClient({ adapter: new PrismaBetterSQLite3({ url: `file:${file}` }), log });
+    prisma = new SqlitePrismaClient({ adapter: new PrismaBetterSqlite3({ url: `file:${file}` }), log });
     // WAL lets readers run beside the single writer; busy_timeout makes a second process wait for the write
     // lock instead of failing at once; SQLite enforces foreign keys only when asked, per connection.
     await prisma.$queryRawUnsafe("PRAGMA journal_mode = WAL");

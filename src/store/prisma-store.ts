@@ -416,6 +416,14 @@ export class PrismaStore implements Store {
     return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
   }
 
+  async findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.lifecycleEvent.findMany({
+      where: { organizationId, id: { in: [...ids] }, occurredAt: { gte: notBefore } },
+    });
+    return rows.map(lifecycleEventFromRow);
+  }
+
   async insertEvent(event: LifecycleEvent): Promise<void> {
     await this.client.lifecycleEvent.create({
       data: {

@@ -156,6 +156,17 @@ export class PrismaWebhookStore implements WebhookStore {
     return row && toDelivery(row);
   }
 
+  async findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.client.webhookDelivery.findMany({ where: { organizationId, id: { in: [...ids] } } });
+    return rows.map(toDelivery);
+  }
+
+  async findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {
+    if (ids.length === 0) return [];
+    return this.client.webhookAttempt.findMany({ where: { id: { in: [...ids] }, delivery: { organizationId } } });
+  }
+
   async listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
     const rows = await this.client.webhookDelivery.findMany({
       where: {

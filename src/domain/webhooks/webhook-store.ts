@@ -70,6 +70,10 @@ export interface WebhookStore {
 
   insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void>;
   findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null>;
+  /** The organization's deliveries among `ids` (one query). */
+  findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]>;
+  /** The attempts among `ids` of the organization's deliveries (one query). */
+  findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]>;
   listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
   /** Attempts of each delivery, oldest first; every given id is a key of the result. */
   findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>>;

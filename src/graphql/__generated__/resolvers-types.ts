@@ -186,7 +186,7 @@ export type ExtractionStatus =
   | 'succeeded';
 
 /** One entry of a reference's append-only lifecycle log. Events are never changed once written. */
-export type LifecycleEvent = {
+export type LifecycleEvent = Node & {
   __typename?: 'LifecycleEvent';
   /**
    * The event's data, with snake_case keys (the same object as a webhook's `payload`); always includes
@@ -426,6 +426,17 @@ export type MutationUpdateWebhookEndpointArgs = {
   input: UpdateWebhookEndpointInput;
 };
 
+/**
+ * An object that can be fetched again by its id alone, whatever its type, with `Query.node` or `Query.nodes`
+ * (Relay's global object identification, which normalized client caches such as Relay, Apollo Client and urql
+ * rely on). Ids are the plain UUIDv7 identifiers used on every surface (REST, webhooks, the lifecycle log): a
+ * UUIDv7 is unique across all types, so an id names one object.
+ */
+export type Node = {
+  /** The object's identifier (a UUIDv7), unique across every type. */
+  id: Scalars['ID']['output'];
+};
+
 /** Where a page of a connection sits in the whole list. */
 export type PageInfo = {
   __typename?: 'PageInfo';
@@ -445,6 +456,17 @@ export type PageInfo = {
 /** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
 export type Query = {
   __typename?: 'Query';
+  /**
+   * The object with this id, whatever its type (Tag, Reference, ReferenceUpdate, LifecycleEvent, WebhookEndpoint,
+   * WebhookDelivery, WebhookAttempt); null when there is none. An object of another organization, a malformed id
+   * and an event past retention are null too: indistinguishable from missing.
+   */
+  node?: Maybe<Node>;
+  /**
+   * The objects with these ids, in the order of `ids`, each null when there is none (as for `node`). At most 100
+   * ids; any number of them costs a fixed number of database queries.
+   */
+  nodes: Array<Maybe<Node>>;
   /** One reference; a NOT_FOUND error when there is none with this id. */
   reference?: Maybe<Reference>;
   /** The organization's references, newest first. */
@@ -459,6 +481,18 @@ export type Query = {
   webhookEndpoint?: Maybe<WebhookEndpoint>;
   /** The organization's webhook endpoints, newest first. */
   webhookEndpoints: WebhookEndpointConnection;
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryNodeArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+export type QueryNodesArgs = {
+  ids: Array<Scalars['ID']['input']>;
 };
 
 
@@ -563,7 +597,7 @@ export type RecordReferenceUpdatePayload = {
  * the tracking side later reports as child references). Exactly one of `containerId`, `billOfLading` and
  * `bookingNumber` is set.
  */
-export type Reference = {
+export type Reference = Node & {
   __typename?: 'Reference';
   /** False once the reference is deactivated. */
   active: Scalars['Boolean']['output'];
@@ -675,7 +709,7 @@ export type ReferenceFilter = {
 };
 
 /** A JSON document the tracking side reported for a reference, stored as given. */
-export type ReferenceUpdate = {
+export type ReferenceUpdate = Node & {
   __typename?: 'ReferenceUpdate';
   /** When the update was recorded. */
   createdAt: Scalars['DateTime']['output'];
@@ -827,7 +861,7 @@ export type SubscriptionLifecycleEventsArgs = {
  * A label an organization puts on references. Names are unique per organization regardless of case
  * (`Urgent` and `urgent` are the same tag); the stored name keeps the spelling it was created with.
  */
-export type Tag = {
+export type Tag = Node & {
   __typename?: 'Tag';
   /** When the tag was created. */
   createdAt: Scalars['DateTime']['output'];
@@ -928,7 +962,7 @@ export type UpdateWebhookEndpointPayload = {
 };
 
 /** One HTTP request of a delivery and what came of it. */
-export type WebhookAttempt = {
+export type WebhookAttempt = Node & {
   __typename?: 'WebhookAttempt';
   /** When the request started. */
   attemptedAt: Scalars['DateTime']['output'];
@@ -951,7 +985,7 @@ export type WebhookAttempt = {
  * One event for one endpoint. Every attempt sends the same body with the same `webhook-id` header, which is
  * this delivery's `id`.
  */
-export type WebhookDelivery = {
+export type WebhookDelivery = Node & {
   __typename?: 'WebhookDelivery';
   /** Attempts since the delivery was queued (or last re-sent by hand); the retry schedule counts these. */
   attemptCount: Scalars['Int']['output'];
@@ -1021,7 +1055,7 @@ export type WebhookDeliveryStatus =
  * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
  * `rotateWebhookEndpointSecret`.
  */
-export type WebhookEndpoint = {
+export type WebhookEndpoint = Node & {
   __typename?: 'WebhookEndpoint';
   /** When the endpoint was created. */
   createdAt: Scalars['DateTime']['output'];
@@ -1175,6 +1209,18 @@ export type DirectiveResolverFn<TResult = Record<PropertyKey, never>, TParent = 
 
 
 
+/** Mapping of interface types */
+export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = ResolversObject<{
+  Node:
+    | ( LifecycleEventModel )
+    | ( ReferenceModel )
+    | ( ReferenceUpdateModel )
+    | ( TagModel )
+    | ( WebhookAttemptModel )
+    | ( WebhookDeliveryModel )
+    | ( WebhookEndpointModel )
+  ;
+}>;
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = ResolversObject<{
@@ -1207,6 +1253,7 @@ export type ResolversTypes = ResolversObject<{
   LifecycleEventFilter: LifecycleEventFilter;
   LifecycleEventType: ResolverTypeWrapper<LifecycleEventTypeModel>;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
+  Node: ResolverTypeWrapper<ResolversInterfaceTypes<ResolversTypes>['Node']>;
   PageInfo: ResolverTypeWrapper<PageInfo>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   ReactivateReferenceInput: ReactivateReferenceInput;
@@ -1285,6 +1332,7 @@ export type ResolversParentTypes = ResolversObject<{
   LifecycleEventEdge: Omit<LifecycleEventEdge, 'node'> & { node: ResolversParentTypes['LifecycleEvent'] };
   LifecycleEventFilter: LifecycleEventFilter;
   Mutation: Record<PropertyKey, never>;
+  Node: ResolversInterfaceTypes<ResolversParentTypes>['Node'];
   PageInfo: PageInfo;
   Query: Record<PropertyKey, never>;
   ReactivateReferenceInput: ReactivateReferenceInput;
@@ -1385,6 +1433,7 @@ export type LifecycleEventResolvers<ContextType = GraphqlContext, ParentType ext
   referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   referenceTags?: Resolver<Array<ResolversTypes['TagSnapshot']>, ParentType, ContextType>;
   type?: Resolver<ResolversTypes['LifecycleEventType'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type LifecycleEventConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['LifecycleEventConnection'] = ResolversParentTypes['LifecycleEventConnection']> = ResolversObject<{
@@ -1419,6 +1468,10 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   updateWebhookEndpoint?: Resolver<ResolversTypes['UpdateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
 }>;
 
+export type NodeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Node'] = ResolversParentTypes['Node']> = ResolversObject<{
+  __resolveType: TypeResolveFn<'LifecycleEvent' | 'Reference' | 'ReferenceUpdate' | 'Tag' | 'WebhookAttempt' | 'WebhookDelivery' | 'WebhookEndpoint', ParentType, ContextType>;
+}>;
+
 export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['PageInfo'] = ResolversParentTypes['PageInfo']> = ResolversObject<{
   endCursor?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   hasNextPage?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
@@ -1427,6 +1480,8 @@ export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends R
 }>;
 
 export type QueryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = ResolversObject<{
+  node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
+  nodes?: Resolver<Array<Maybe<ResolversTypes['Node']>>, ParentType, ContextType, RequireFields<QueryNodesArgs, 'ids'>>;
   reference?: Resolver<Maybe<ResolversTypes['Reference']>, ParentType, ContextType, RequireFields<QueryReferenceArgs, 'id'>>;
   references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<QueryReferencesArgs>>;
   tag?: Resolver<Maybe<ResolversTypes['Tag']>, ParentType, ContextType, RequireFields<QueryTagArgs, 'id'>>;
@@ -1469,6 +1524,7 @@ export type ReferenceResolvers<ContextType = GraphqlContext, ParentType extends 
   tags?: Resolver<Array<ResolversTypes['Tag']>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   updates?: Resolver<ResolversTypes['ReferenceUpdateConnection'], ParentType, ContextType, Partial<ReferenceUpdatesArgs>>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type ReferenceConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReferenceConnection'] = ResolversParentTypes['ReferenceConnection']> = ResolversObject<{
@@ -1486,6 +1542,7 @@ export type ReferenceUpdateResolvers<ContextType = GraphqlContext, ParentType ex
   document?: Resolver<ResolversTypes['JSONObject'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type ReferenceUpdateConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReferenceUpdateConnection'] = ResolversParentTypes['ReferenceUpdateConnection']> = ResolversObject<{
@@ -1533,6 +1590,7 @@ export type TagResolvers<ContextType = GraphqlContext, ParentType extends Resolv
   name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<TagReferencesArgs>>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type TagConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['TagConnection'] = ResolversParentTypes['TagConnection']> = ResolversObject<{
@@ -1563,6 +1621,7 @@ export type WebhookAttemptResolvers<ContextType = GraphqlContext, ParentType ext
   latencyMs?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   responseBody?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   statusCode?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDelivery'] = ResolversParentTypes['WebhookDelivery']> = ResolversObject<{
@@ -1577,6 +1636,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookDeliveryConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDeliveryConnection'] = ResolversParentTypes['WebhookDeliveryConnection']> = ResolversObject<{
@@ -1605,6 +1665,7 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type WebhookEndpointConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpointConnection'] = ResolversParentTypes['WebhookEndpointConnection']> = ResolversObject<{
@@ -1637,6 +1698,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   LifecycleEventEdge?: LifecycleEventEdgeResolvers<ContextType>;
   LifecycleEventType?: LifecycleEventTypeResolvers;
   Mutation?: MutationResolvers<ContextType>;
+  Node?: NodeResolvers<ContextType>;
   PageInfo?: PageInfoResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;
   ReactivateReferencePayload?: ReactivateReferencePayloadResolvers<ContextType>;

@@ -35,6 +35,7 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags: ["lifecycle"],
+        operationId: "listReferenceEvents",
         summary: "The reference's lifecycle log in (occurred_at, id) order",
         params: uuidParam("referenceId", "Reference id"),
         querystring: {

@@ -108,6 +108,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "createReference",
         summary: "Create a reference from exactly one of container_id, bill_of_lading, booking_number",
         headers: idempotencyKeyHeader,
         body: {
@@ -152,6 +153,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "listReferences",
         summary: "List references, newest first, filtered",
         querystring: listReferencesQuerySchema,
         response: { 200: success("A page of references", "ReferencePage"), ...problems(400) },
@@ -165,6 +167,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "getReference",
         summary: "Read a reference",
         params: referenceIdParam,
         response: { 200: success("The reference", "Reference"), ...problems(404) },
@@ -182,6 +185,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "unsubscribeReference",
         summary: "Deactivate with reason customer_unsubscribed",
         params: referenceIdParam,
         response: { 200: success("The deactivated reference", "Reference"), ...problems(404) },
@@ -202,6 +206,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "addReferenceTags",
         summary: "Add tags (idempotent)",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
@@ -232,6 +237,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "removeReferenceTag",
         summary: "Remove a tag from the reference (the tag remains); 204 also when it was not there",
         params: {
           type: "object",
@@ -256,6 +262,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "deactivateReference",
         summary: "Deactivate with a reason (no-op when already deactivated)",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
@@ -286,6 +293,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "reactivateReference",
         summary: "Reactivate a deactivated reference (409 when active)",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
@@ -312,6 +320,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "recordExtraction",
         summary:
           "Record an extraction outcome (tracking side). The outcome is an event of the reference's log, not a " +
           "resource of its own: the response is the reference, without Location",
@@ -360,6 +369,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "recordReferenceUpdate",
         summary: "Record a reference update; estimated_departure / estimated_arrival are recognized",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
@@ -396,6 +406,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "listReferenceUpdates",
         summary: "Stored updates, newest first",
         params: referenceIdParam,
         querystring: { type: "object", properties: pageQuery },
@@ -418,6 +429,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "getReferenceUpdate",
         summary: "Read one stored update (the Location of its creation)",
         params: {
           type: "object",
@@ -445,6 +457,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
     {
       schema: {
         tags,
+        operationId: "reportChildContainers",
         summary: "Report containers found on a bill of lading / booking; new ones become child references",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,

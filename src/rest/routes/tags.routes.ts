@@ -32,6 +32,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "createTag",
         summary: "Create a tag",
         headers: idempotencyKeyHeader,
         body: nameBody,
@@ -53,6 +54,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "listTags",
         summary: "List tags in case-insensitive name order",
         querystring: {
           type: "object",
@@ -79,6 +81,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "getTag",
         summary: "Read a tag",
         params: uuidParam("tagId", "Tag id"),
         response: { 200: success("The tag", "Tag"), ...problems(404) },
@@ -92,6 +95,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "renameTag",
         summary: "Rename a tag",
         params: uuidParam("tagId", "Tag id"),
         body: nameBody,
@@ -109,6 +113,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "deleteTag",
         summary: "Delete a tag and remove it from every reference",
         params: uuidParam("tagId", "Tag id"),
         response: { 204: noContent("Deleted"), ...problems(404) },
@@ -125,6 +130,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
     {
       schema: {
         tags,
+        operationId: "listTagReferences",
         summary: "References carrying the tag, newest first (same filters as GET /references)",
         params: uuidParam("tagId", "Tag id"),
         querystring: listReferencesQuerySchema,

@@ -124,6 +124,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "createWebhookEndpoint",
         summary: "Create a webhook endpoint; the response holds its signing secret, shown this once",
         headers: idempotencyKeyHeader,
         body: { type: "object", properties: endpointProperties, required: ["url"], additionalProperties: false },
@@ -151,6 +152,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "listWebhookEndpoints",
         summary: "List webhook endpoints, newest first",
         querystring: { type: "object", properties: pageQuery },
         response: { 200: success("A page of endpoints", "WebhookEndpointPage"), ...problems(400) },
@@ -167,6 +169,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "getWebhookEndpoint",
         summary: "Read a webhook endpoint (never its secret)",
         params: webhookIdParam,
         response: { 200: success("The endpoint", "WebhookEndpoint"), ...problems(404) },
@@ -183,6 +186,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "updateWebhookEndpoint",
         summary: "Change a webhook endpoint's url, event types, description or enabled flag",
         params: webhookIdParam,
         body: { type: "object", properties: endpointProperties, additionalProperties: false },
@@ -204,6 +208,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "deleteWebhookEndpoint",
         summary: "Delete a webhook endpoint with its deliveries",
         params: webhookIdParam,
         response: { 204: noContent("Deleted"), ...problems(404) },
@@ -220,6 +225,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "rotateWebhookEndpointSecret",
         summary: "Issue a new signing secret (shown this once); the previous one keeps signing beside it for 24 hours",
         params: webhookIdParam,
         headers: idempotencyKeyHeader,
@@ -243,6 +249,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "sendTestWebhook",
         summary: "Queue a webhook_test event for the endpoint",
         params: webhookIdParam,
         headers: idempotencyKeyHeader,
@@ -266,6 +273,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "listWebhookDeliveries",
         summary: "The endpoint's deliveries, newest first",
         params: webhookIdParam,
         querystring: {
@@ -293,6 +301,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "getWebhookDelivery",
         summary: "One delivery with every attempt, oldest first",
         params: deliveryParams,
         response: { 200: success("The delivery", "WebhookDeliveryWithAttempts"), ...problems(404) },
@@ -310,6 +319,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
     {
       schema: {
         tags,
+        operationId: "resendWebhookDelivery",
         summary: "Send a delivery again now, with the same webhook-id and body",
         params: deliveryParams,
         headers: idempotencyKeyHeader,
