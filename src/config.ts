@@ -1,3 +1,5 @@
+import ms, { type StringValue } from "ms";
+
 /**
  * The only reader of `process.env`. Every setting has a working default so that `npm start` runs with no
  * configuration; the README's configuration table lists the same names and defaults.
@@ -15,7 +17,15 @@ export interface Config {
   readonly maxTagsPerReference: number;
   readonly maxTagsPerOrganization: number;
   readonly extractionFailureThreshold: number;
+  /**
+   * `/metrics` access: a bearer token it requires (null: none), and a port of its own on HOST (null: served on
+   * PORT beside the API). A production server with neither does not serve metrics at all.
+   */
+  readonly metricsToken: string | null;
+  readonly metricsPort: number | null;
   readonly graphqlMaxDepth: number;
+  readonly graphqlMaxAliases: number;
+  readonly graphqlMaxTokens: number;
   readonly graphqlMaxCost: number;
   /** Key for the HMAC that makes page cursors tamper-evident. */
   readonly cursorSecret: string;
@@ -56,13 +66,18 @@ export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
-const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Parses `250ms`, `5s`, `5m`, `2h`, `1d`. */
+/**
+ * Parses `250ms`, `5s`, `5m`, `2h`, `1d` (anything `ms` reads: also `1.5h`, `10 minutes`, `1w`). A number without a
+ * unit is refused although `ms` would read it as milliseconds: `WEBHOOK_TIMEOUT=15` almost surely meant seconds.
+ */
 export function parseDuration(text: string, name: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(text);
-  if (!match) throw new ConfigError(`${name}: "${text}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`);
-  return Math.round(Number(match[1]) * DURATION_UNITS_MS[match[2]!]!);
+  const trimmed = text.trim();
+  // ms throws on an empty string and returns undefined for text it cannot read.
+  const value = trimmed === "" || /^\d+(\.\d+)?$/.test(trimmed) ? undefined : ms(trimmed as StringValue);
+  if (value === undefined || !Number.isFinite(value) || value < 0) {
+    throw new ConfigError(`${name}: "${text}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`);
+  }
+  return Math.round(value);
 }
 
 function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -111,7 +126,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
     maxTagsPerOrganization: parseInteger(env, "MAX_TAGS_PER_ORGANIZATION", 10_000, 1),
     extractionFailureThreshold: parseInteger(env, "EXTRACTION_FAILURE_THRESHOLD", 10, 1),
+    metricsToken: env.METRICS_TOKEN?.trim() || null,
+    metricsPort:
+      env.METRICS_PORT === undefined || env.METRICS_PORT === "" ? null : parseInteger(env, "METRICS_PORT", 0),
     graphqlMaxDepth: parseInteger(env, "GRAPHQL_MAX_DEPTH", 12, 1),
+    graphqlMaxAliases: parseInteger(env, "GRAPHQL_MAX_ALIASES", 30, 1),
+    graphqlMaxTokens: parseInteger(env, "GRAPHQL_MAX_TOKENS", 10_000, 1),
     graphqlMaxCost: parseInteger(env, "GRAPHQL_MAX_COST", 50_000, 1),
     cursorSecret,
     retentionMonths: parseInteger(env, "RETENTION_MONTHS", 18, 1),

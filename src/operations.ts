@@ -1,4 +1,5 @@
-import type { FastifyInstance } from "fastify";
+import { createHash, timingSafeEqual } from "node:crypto";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Database } from "./store/database.ts";
@@ -10,12 +11,15 @@ export interface OperationsDependencies {
 }
 
 /**
- * SPEC §1 operations endpoints, without authentication: `/healthz` (the process answers), `/readyz` (the
- * database answers and every migration is applied), `/metrics` (Prometheus text).
+ * SPEC §1 operations endpoints, without an API key: `/healthz` (the process answers), `/readyz` (the database
+ * answers and every migration is applied), `/metrics` (Prometheus text). `/metrics` tells request rates, routes
+ * and queue depths, so it is guarded on its own terms: `METRICS_TOKEN` (a bearer token) and/or `METRICS_PORT` (a
+ * port of its own, which a deployment keeps off the public network); a production server with neither does not
+ * serve it.
  */
 export async function registerOperations(
   app: FastifyInstance,
-  { database }: OperationsDependencies,
+  { database, config }: OperationsDependencies,
 ): Promise<Registry> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -47,8 +51,41 @@ export async function registerOperations(
       return reply.code(503).send({ status: "database_unavailable" });
     }
   });
-  app.get("/metrics", { schema: { hide: true } }, async (_request, reply) =>
-    reply.type(registry.contentType).send(await registry.metrics()),
-  );
+  const serveMetrics = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (config.metricsToken !== null && !presentsToken(request, config.metricsToken)) {
+      return reply
+        .code(401)
+        .header("www-authenticate", 'Bearer realm="metrics"')
+        .type("application/problem+json")
+        .send({
+          type: "about:blank",
+          title: "Unauthorized",
+          status: 401,
+          code: "UNAUTHENTICATED",
+          detail: "/metrics requires Authorization: Bearer <METRICS_TOKEN>",
+        });
+    }
+    return reply.type(registry.contentType).send(await registry.metrics());
+  };
+
+  if (config.metricsPort !== null) {
+    const metricsServer = Fastify({ logger: false });
+    metricsServer.get("/metrics", serveMetrics);
+    const address = await metricsServer.listen({ host: config.host, port: config.metricsPort });
+    app.log.info({ address }, `metrics listening at ${address}/metrics`);
+    app.addHook("onClose", async () => metricsServer.close());
+  } else if (config.metricsToken !== null || !config.isProduction) {
+    app.get("/metrics", { schema: { hide: true } }, serveMetrics);
+  } else {
+    app.log.warn("/metrics is not served: set METRICS_TOKEN (a bearer token) or METRICS_PORT (a port of its own)");
+  }
   return registry;
+}
+
+/** Whether the request carries `Authorization: Bearer <token>`, compared in constant time. */
+function presentsToken(request: FastifyRequest, token: string): boolean {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "");
+  if (!match) return false;
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(match[1]!), digest(token));
 }

@@ -284,6 +284,30 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
       );
     });
 
+    it("rejects an operation with more aliases than the maximum, naming the count", async () => {
+      const aliases = (count: number) =>
+        Array.from({ length: count }, (_, i) => `r${i}: reference(id: $id) { id }`).join(" ");
+      const { status, body } = await gql(server, `query ($id: ID!) { ${aliases(31)} }`, { id: MISSING_ID });
+      expect(status).toBe(400);
+      expect(body.errors?.[0]).toMatchObject({
+        message: "The operation uses 31 aliases; the maximum is 30. Split it into several operations.",
+        extensions: { code: "GRAPHQL_VALIDATION_FAILED", limit: { kind: "aliases", maximum: 30, actual: 31 } },
+      });
+      const atLimit = await gql(server, `query ($id: ID!) { ${aliases(30)} }`, { id: MISSING_ID });
+      expect(atLimit.status).toBe(200);
+      expect(atLimit.body.errors?.[0]?.extensions?.code).toBe("NOT_FOUND");
+    });
+
+    it("stops parsing a document past the maximum number of tokens", async () => {
+      const { status, body } = await gql(server, `{ ${"__typename ".repeat(10_000)}}`);
+      expect(status).toBe(400);
+      expect(body.errors?.[0]).toMatchObject({
+        message: expect.stringMatching(/Document contains more th[ae]t? 10000 tokens/),
+        extensions: { code: "GRAPHQL_PARSE_FAILED" },
+      });
+      expect((await gql(server, `{ ${"__typename ".repeat(200)}}`)).status).toBe(200);
+    });
+
     it("accepts an operation at the maximum depth", async () => {
       const nested = `${"parent { ".repeat(10)}id${" }".repeat(10)}`;
       const { status, body } = await gql(server, `query ($id: ID!) { reference(id: $id) { ${nested} } }`, {

@@ -316,6 +316,16 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
       code: "GRAPHQL_VALIDATION_FAILED",
       limit: { kind: "depth" },
     });
+    const aliased = `subscription { lifecycleEvents { node { ${Array.from({ length: 31 }, (_, i) => `a${i}: id`).join(" ")} } } }`;
+    expect((await errorsOf(aliased))[0]?.extensions).toMatchObject({
+      code: "GRAPHQL_VALIDATION_FAILED",
+      limit: { kind: "aliases", maximum: 30, actual: 31 },
+    });
+    const long = `subscription { lifecycleEvents { node { ${"id ".repeat(10_000)} } } }`;
+    expect((await errorsOf(long))[0]).toMatchObject({
+      message: expect.stringMatching(/Document contains more th[ae]t? 10000 tokens/),
+      extensions: { code: "GRAPHQL_PARSE_FAILED" },
+    });
     const costly = `subscription { lifecycleEvents { node { reference { events(first: 500) { edges { node { reference { events(first: 500) { edges { node { id } } } } } } } } } } }`;
     expect((await errorsOf(costly))[0]?.extensions).toMatchObject({
       code: "GRAPHQL_VALIDATION_FAILED",

@@ -15,7 +15,7 @@ import {
   variableIssueError,
 } from "./errors.ts";
 import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
-import { graphqlValidationRules, operationCostPlugin } from "./limits.ts";
+import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "./graphql-js.ts";
 import { buildGraphqlSchema } from "./schema.ts";
 
@@ -124,6 +124,7 @@ export async function registerGraphql(
   const apollo = new ApolloServer<GraphqlContext>({
     schema: buildGraphqlSchema(),
     validationRules: graphqlValidationRules(config),
+    parseOptions: graphqlParseOptions(config),
     formatError: (formatted, error) =>
       isServiceUnavailable(unwrapResolverError(error))
         ? {

@@ -8,6 +8,9 @@ import type {
   ValidationContext,
   ValidationRule,
 } from "graphql";
+import { maxAliasesRule } from "@escape.tech/graphql-armor-max-aliases";
+import { maxDepthRule } from "@escape.tech/graphql-armor-max-depth";
+import type { ParseOptions } from "graphql";
 import { createComplexityRule, type ComplexityEstimator } from "graphql-query-complexity";
 import type { Config } from "../config.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
@@ -22,19 +25,25 @@ import {
 } from "./graphql-js.ts";
 
 /*
- * SPEC §13: depth and cost limits with a clear error. Glossary:
- * - depth: how many fields deep the operation's selections nest (`{ a { b } }` is 2). Introspection
- *   (`__schema`, `__type`, `__typename`) does not count, so that GraphiQL's standard introspection query works;
- *   introspection has its own bound instead: `fields`/`inputFields`/`interfaces`/`possibleTypes` may nest at
- *   most twice (the rule graphql-js 17 applies), which the standard query (once) respects.
+ * SPEC §13: limits on the shape of an operation, each with a clear error. Glossary:
+ * - depth: how many fields deep the operation's selections nest (`{ a { b } }` is 2; fragments add nothing).
+ *   `__schema` does not count, so that GraphiQL's standard introspection query works; introspection has its own
+ *   bound instead: `fields`/`inputFields`/`interfaces`/`possibleTypes` may nest at most twice (the rule
+ *   graphql-js 17 applies), which the standard query (once) respects.
+ * - aliases: how many aliased fields the operation holds (`a: reference(…) b: reference(…)` is 2), which bounds
+ *   how many times one field can be asked for in one request.
+ * - tokens: the lexical tokens of the document; parsing stops past the maximum, before any work is done.
  * - cost: an estimate of the rows an operation may read. Each field costs 1 plus its children; a connection
  *   multiplies its children by its page size (`first` or `last`, default 50); any other list of objects by
  *   ASSUMED_LIST_SIZE. Introspection costs nothing (bounded as above).
  *
- * The depth rule needs only the document, so it is an ordinary validation rule. The cost rule needs the
- * variables (`first: $n`), which Apollo does not give to validation rules, so Apollo runs it once the
- * operation is resolved ({@link operationCostPlugin}); graphql-ws can run both in its `onSubscribe`.
- * Both report GRAPHQL_VALIDATION_FAILED with `extensions.limit = { kind, maximum, actual }`.
+ * Depth and aliases are GraphQL Armor's validation rules (`@escape.tech/graphql-armor-max-*`, the packages its
+ * `ApolloArmor` wraps, used directly so that the same rules serve Apollo and graphql-ws); tokens are graphql-js's
+ * own `maxTokens` parse option (what Armor's token plugin re-implements with its own lexer). The cost rule needs
+ * the variables (`first: $n`), which Apollo does not give to validation rules, so Apollo runs it once the
+ * operation is resolved ({@link operationCostPlugin}); graphql-ws runs every check in its `onSubscribe`. Limit
+ * errors are GRAPHQL_VALIDATION_FAILED with `extensions.limit = { kind, maximum, actual }` (tokens:
+ * GRAPHQL_PARSE_FAILED, from the parser).
  */
 
 /** How many items a list that is not a connection (a reference's tags, its children) is assumed to hold. */
@@ -43,7 +52,7 @@ export const ASSUMED_LIST_SIZE = 10;
 const MAX_INTROSPECTION_LIST_NESTING = 2;
 const INTROSPECTION_LIST_FIELDS = new Set(["fields", "inputFields", "interfaces", "possibleTypes"]);
 
-type LimitKind = "depth" | "cost" | "introspection-depth";
+type LimitKind = "depth" | "aliases" | "cost" | "introspection-depth";
 
 function limitError(
   kind: LimitKind,
@@ -58,11 +67,12 @@ function limitError(
   });
 }
 
-/** Walks selection sets through fragments; a fragment cycle (reported by the standard rules) counts as 0. */
-class SelectionMeasure {
+/**
+ * Measures how deeply introspection list fields nest, through fragments. Hand-written: GraphQL Armor's depth rule
+ * skips `__schema` entirely, and graphql-js 16 has no such rule yet (17 adds it).
+ */
+class IntrospectionMeasure {
   private readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
-  private readonly depthOfFragment = new Map<string, number>();
-  private readonly visiting = new Set<string>();
 
   constructor(document: DocumentNode) {
     this.fragments = new Map(
@@ -70,22 +80,6 @@ class SelectionMeasure {
         definition.kind === Kind.FRAGMENT_DEFINITION ? [[definition.name.value, definition] as const] : [],
       ),
     );
-  }
-
-  /** Depth of the non-introspection selections. */
-  depth(selectionSet: SelectionSetNode): number {
-    let deepest = 0;
-    for (const selection of selectionSet.selections) {
-      if (selection.kind === Kind.FIELD) {
-        if (selection.name.value.startsWith("__")) continue;
-        deepest = Math.max(deepest, 1 + (selection.selectionSet ? this.depth(selection.selectionSet) : 0));
-      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-        deepest = Math.max(deepest, this.depth(selection.selectionSet));
-      } else {
-        deepest = Math.max(deepest, this.fragmentDepth(selection.name.value));
-      }
-    }
-    return deepest;
   }
 
   /** The deepest nesting of introspection list fields below the introspection roots. */
@@ -115,38 +109,14 @@ class SelectionMeasure {
     }
     return deepest;
   }
-
-  private fragmentDepth(name: string): number {
-    const known = this.depthOfFragment.get(name);
-    if (known !== undefined) return known;
-    const fragment = this.fragments.get(name);
-    if (!fragment || this.visiting.has(name)) return 0;
-    this.visiting.add(name);
-    const depth = this.depth(fragment.selectionSet);
-    this.visiting.delete(name);
-    this.depthOfFragment.set(name, depth);
-    return depth;
-  }
 }
 
-/** Rejects operations nested deeper than `maxDepth` fields, and deeply nested introspection. */
-export function depthLimitRule(maxDepth: number): ValidationRule {
+/** Rejects introspection whose list fields nest deeper than {@link MAX_INTROSPECTION_LIST_NESTING}. */
+export function introspectionDepthRule(): ValidationRule {
   return (context: ValidationContext) => {
-    const measure = new SelectionMeasure(context.getDocument());
+    const measure = new IntrospectionMeasure(context.getDocument());
     return {
       OperationDefinition(operation) {
-        const depth = measure.depth(operation.selectionSet);
-        if (depth > maxDepth) {
-          context.reportError(
-            limitError(
-              "depth",
-              `The operation is nested ${depth} fields deep; the maximum is ${maxDepth}. Split it into several operations.`,
-              maxDepth,
-              depth,
-              operation,
-            ),
-          );
-        }
         const nesting = measure.introspectionNesting(operation.selectionSet);
         if (nesting > MAX_INTROSPECTION_LIST_NESTING) {
           context.reportError(
@@ -162,6 +132,54 @@ export function depthLimitRule(maxDepth: number): ValidationRule {
       },
     };
   };
+}
+
+/**
+ * Armor reports a rejection as a generic "Syntax Error: … limit of N exceeded, found M." and throws it out of
+ * validation; instead it is reported as this project's limit error, with the count Armor found.
+ */
+function reportRejection(kind: LimitKind, maximum: number, message: (actual: number) => string) {
+  return (context: ValidationContext | null, error: GraphQLError) => {
+    const found = /found (\d+)/.exec(error.message)?.[1];
+    const actual = found === undefined ? null : Number(found);
+    context?.reportError(limitError(kind, message(actual ?? maximum + 1), maximum, actual));
+  };
+}
+
+/** Rejects operations nested deeper than `maxDepth` fields (GraphQL Armor). */
+export function depthLimitRule(maxDepth: number): ValidationRule {
+  return maxDepthRule({
+    n: maxDepth,
+    ignoreIntrospection: true,
+    flattenFragments: true,
+    exposeLimits: true,
+    propagateOnRejection: false,
+    onReject: [
+      reportRejection(
+        "depth",
+        maxDepth,
+        (actual) =>
+          `The operation is nested ${actual} fields deep; the maximum is ${maxDepth}. Split it into several operations.`,
+      ),
+    ],
+  }) as unknown as ValidationRule;
+}
+
+/** Rejects operations with more than `maxAliases` aliased fields (GraphQL Armor; `__typename` aliases are free). */
+export function aliasLimitRule(maxAliases: number): ValidationRule {
+  return maxAliasesRule({
+    n: maxAliases,
+    exposeLimits: true,
+    propagateOnRejection: false,
+    onReject: [
+      reportRejection(
+        "aliases",
+        maxAliases,
+        (actual) =>
+          `The operation uses ${actual} aliases; the maximum is ${maxAliases}. Split it into several operations.`,
+      ),
+    ],
+  }) as unknown as ValidationRule;
 }
 
 const costEstimator: ComplexityEstimator = ({ type, field, args, childComplexity }) => {
@@ -205,8 +223,15 @@ export function costLimitRule(maxCost: number, request: OperationRequest = {}): 
 }
 
 /** The rules that need only the document: add them to Apollo's `validationRules` and to graphql-ws's validation. */
-export function graphqlValidationRules(config: Pick<Config, "graphqlMaxDepth">): ValidationRule[] {
-  return [depthLimitRule(config.graphqlMaxDepth)];
+export function graphqlValidationRules(
+  config: Pick<Config, "graphqlMaxDepth" | "graphqlMaxAliases">,
+): ValidationRule[] {
+  return [depthLimitRule(config.graphqlMaxDepth), aliasLimitRule(config.graphqlMaxAliases), introspectionDepthRule()];
+}
+
+/** Options for every parse of an operation (Apollo's `parseOptions`, graphql-ws's `parse`). */
+export function graphqlParseOptions(config: Pick<Config, "graphqlMaxTokens">): ParseOptions {
+  return { maxTokens: config.graphqlMaxTokens };
 }
 
 /**

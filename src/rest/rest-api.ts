@@ -1,3 +1,4 @@
+import { SerializerSelector } from "@fastify/fast-json-stringify-compiler";
 import fastifySwagger from "@fastify/swagger";
 import rateLimit from "@fastify/rate-limit";
 import { Ajv } from "ajv";
@@ -70,6 +71,19 @@ export async function registerRest(
   );
 
   registerResponseSchemas(app);
+  // Many responses share one schema (every problem response is `Problem`, many bodies are `Reference`):
+  // compile each distinct schema once instead of once per route and status, which keeps startup short.
+  const compileSerializer = SerializerSelector()(app.getSchemas(), {});
+  const serializers = new Map<string, ReturnType<typeof compileSerializer>>();
+  app.setSerializerCompiler((route) => {
+    const key = JSON.stringify(route.schema);
+    let serialize = serializers.get(key);
+    if (!serialize) {
+      serialize = compileSerializer(route as Parameters<typeof compileSerializer>[0]);
+      serializers.set(key, serialize);
+    }
+    return serialize;
+  });
   await app.register(fastifySwagger, {
     // Components are named after their `$id` (Tag, Reference, Problem…) instead of def-0, def-1…
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },

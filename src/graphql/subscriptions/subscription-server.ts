@@ -20,7 +20,7 @@ import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-inp
 import { formatGraphqlError, isUnexpectedError, parseFailedError, variableIssueError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
-import { checkOperationCost, graphqlValidationRules } from "../limits.ts";
+import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
 import { createLoaders } from "../loaders.ts";
 import { buildGraphqlSchema } from "../schema.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
@@ -282,7 +282,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   function prepareOperation(payload: SubscribePayload): { document: DocumentNode; kind: string } | GraphQLError[] {
     let document: DocumentNode;
     try {
-      document = parse(payload.query);
+      document = parse(payload.query, graphqlParseOptions(config));
     } catch (error) {
       // A deeply nested document overflows the parser's stack: say only that it could not be parsed.
       if (!(error instanceof GraphQLError)) {

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig, parseDuration } from "./config.ts";
+
+describe("durations in settings", () => {
+  it("reads units from milliseconds to days, as ms does", () => {
+    expect(parseDuration("250ms", "X")).toBe(250);
+    expect(parseDuration(" 5s ", "X")).toBe(5_000);
+    expect(parseDuration("1.5h", "X")).toBe(5_400_000);
+    expect(parseDuration("10 minutes", "X")).toBe(600_000);
+    expect(parseDuration("1d", "X")).toBe(86_400_000);
+  });
+
+  it("refuses a number without a unit, negative durations and text", () => {
+    for (const text of ["15", "-5s", "soon", ""]) {
+      expect(() => parseDuration(text, "WEBHOOK_TIMEOUT")).toThrow(ConfigError);
+    }
+    expect(() => parseDuration("15", "WEBHOOK_TIMEOUT")).toThrow(/WEBHOOK_TIMEOUT: "15" is not a duration/);
+  });
+
+  it("applies to every duration setting", () => {
+    const config = loadConfig({ WEBHOOK_TIMEOUT: "2s", WEBHOOK_LEASE: "1m", WEBHOOK_RETRY_SCHEDULE: "0s,1.5s,2m" });
+    expect(config.webhookTimeoutMs).toBe(2_000);
+    expect(config.webhookLeaseMs).toBe(60_000);
+    expect(config.webhookRetryScheduleMs).toEqual([0, 1_500, 120_000]);
+    expect(loadConfig({ RETENTION_PRUNE_INTERVAL: "0" }).retentionPruneIntervalMs).toBe(0);
+  });
+});
