@@ -1,5 +1,6 @@
 // Lint rules that keep the architecture honest: adapters -> domain <- store, no floating promises, type-only
-// imports marked as such, named exports only.
+// imports marked as such, named exports only. Tests run on jest and import describe/it/expect from
+// @jest/globals, so no test globals are declared here.
 import tseslint from "typescript-eslint";
 
 // (src/webhooks, the delivery worker, is not listed: its name is also a domain folder, so an import string

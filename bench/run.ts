@@ -422,6 +422,27 @@ async function benchListing(
     rows.push({ name: graphqlName, result: null, error: (error as Error).message });
   }
 
+  // Exclusion filters (NOT EXISTS probes of the (reference_id, tag_id) key), next to the inclusion filter above:
+  // leaving out the bench tag, and the bench tag's carriers that do not also carry its neighbour tag.
+  const neighbour = settings.tag.replace(/\d+$/, (digits) => String(Number(digits) + 1).padStart(digits.length, "0"));
+  const exclusions = [
+    `exclude_tag_names=${encodeURIComponent(settings.tag)}`,
+    `tag_names=${encodeURIComponent(settings.tag)}&exclude_tag_names=${encodeURIComponent(neighbour)}`,
+  ];
+  for (const exclusion of exclusions) {
+    const url = `${base}/v1/references?${exclusion}`;
+    const page = await getJson<{ data: { tags: { name: string }[] }[] }>(url, { headers });
+    const excludedName = decodeURIComponent(exclusion.split("exclude_tag_names=")[1]!);
+    check(page.data.length > 0, `REST ${exclusion} returned no references`);
+    check(
+      page.data.every((r) => !r.tags.some((t) => t.name === excludedName)),
+      `REST ${exclusion} returned a reference carrying ${excludedName}`,
+    );
+    const name = `REST GET /v1/references?${decodeURIComponent(exclusion)}`;
+    log(`${kind}: part A, ${name}`);
+    rows.push({ name, result: await measure({ url, headers }) });
+  }
+
   const unfilteredUrl = `${base}/v1/references`;
   log(`${kind}: part A, REST GET /v1/references (no filter, for comparison)`);
   rows.push({ name: "REST GET /v1/references (no filter)", result: await measure({ url: unfilteredUrl, headers }) });

@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from "fastify";
-import type { Config } from "./config.ts";
+import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
@@ -9,20 +9,25 @@ import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { CursorCodec } from "./domain/shared/cursor.ts";
 import { TagService } from "./domain/tags/tag-service.ts";
+import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-service.ts";
 import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
 import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { registerSubscriptions } from "./graphql/subscriptions/subscription-server.ts";
 import { registerOperations } from "./operations.ts";
+import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
+import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
 import { PrismaLifecycleFeedStore } from "./store/lifecycle-feed-store.ts";
 import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
+import { SecretCipher } from "./store/secret-cipher.ts";
+import { PrismaWebhookStore } from "./store/webhook-store.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -39,8 +44,13 @@ export interface App {
 }
 
 /** The composition root: database -> store -> services -> adapters (REST, GraphQL, operations). */
-export function buildServices(config: Config, database: Database, clock: Clock = systemClock): Services {
-  const store = new PrismaStore(database);
+export function buildServices(
+  config: Config,
+  database: Database,
+  clock: Clock = systemClock,
+  secretCipher = new SecretCipher(() => loadWebhookSecretKey(config)),
+): Services {
+  const store = new PrismaStore(database, secretCipher);
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
@@ -67,7 +77,9 @@ export function buildServices(config: Config, database: Database, clock: Clock =
 }
 
 export async function buildApp({ config, database, clock = systemClock }: AppDependencies): Promise<App> {
-  const services = buildServices(config, database, clock);
+  // Read now, not on first use: a server without its key must refuse to start (production) rather than fail later.
+  const secretCipher = new SecretCipher(loadWebhookSecretKey(config));
+  const services = buildServices(config, database, clock, secretCipher);
   const http = Fastify({
     logger: {
       level: config.logLevel,
@@ -93,7 +105,19 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     isServiceUnavailable: isDatabaseUnavailableError,
   });
   await registerGraphql(http, { services, config, isServiceUnavailable: isDatabaseUnavailableError });
+  await registerOperatorPage(http);
+  // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
+  const deliverySignals = await openDeliveryChangeSignals(database, http.log.child({ component: "delivery-signals" }));
+  const stopAttemptSignals = services.webhookDeliveries.onAttemptsRecorded((changes) =>
+    deliverySignals.publish(changes),
+  );
+  const stopQueuedSignals = services.webhooks.onQueued((delivery) =>
+    deliverySignals.publish([
+      { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id },
+    ]),
+  );
   await registerSubscriptions(http, {
+    deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
     services,
     config,
     clock,
@@ -101,6 +125,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     signals: await openCommitSignals(database, http.log.child({ component: "commit-signals" })),
     feedStore: new PrismaLifecycleFeedStore(database),
   });
+
+  const encrypted = await new PrismaWebhookStore(database, database.prisma, secretCipher).encryptPlaintextSecrets();
+  if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, config, http);
   const stopWebhookWorker = startWebhookWorker({ services, config, clock, registry: metricsRegistry, log: http.log });
@@ -113,6 +140,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       // Before the database closes: requests in flight finish (or give their leases back).
       await stopWebhookWorker();
       await http.close();
+      stopAttemptSignals();
+      stopQueuedSignals();
+      await deliverySignals.close();
       await database.close();
     },
   };

@@ -1,4 +1,7 @@
 import ms, { type StringValue } from "ms";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 
 /**
  * The only reader of `process.env`. Every setting has a working default so that `npm start` runs with no
@@ -32,6 +35,13 @@ export interface Config {
   readonly retentionMonths: number;
   /** How often the server deletes events past retention; 0 turns the job off (use `reftrail prune`). */
   readonly retentionPruneIntervalMs: number;
+  /**
+   * The AES-256-GCM key that encrypts webhook signing secrets at rest (WEBHOOK_SECRET_KEY); null when unset:
+   * then `loadWebhookSecretKey` refuses in production and reads or creates `webhookSecretKeyFile` otherwise.
+   */
+  readonly webhookSecretKey: Buffer | null;
+  /** Where a development key is kept: beside the SQLite file, or in ./data for PostgreSQL. */
+  readonly webhookSecretKeyFile: string;
   readonly webhookAllowedCidrs: readonly string[];
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
@@ -114,10 +124,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // Cursors only ever address the caller's own data, so the default key leaks nothing; it only lets a
   // client forge a cursor it could have paged to anyway. Deployments may still set their own.
   const cursorSecret = env.CURSOR_SECRET ?? "reftrail-default-cursor-secret";
+  const databaseUrl = env.DATABASE_URL ?? "file:./data/reftrail.db";
+  const webhookSecretKey = parseSecretKey(env.WEBHOOK_SECRET_KEY);
   return {
     port: parseInteger(env, "PORT", 4000),
     host: env.HOST ?? "0.0.0.0",
-    databaseUrl: env.DATABASE_URL ?? "file:./data/reftrail.db",
+    databaseUrl,
     nodeEnv,
     isProduction,
     logLevel: env.LOG_LEVEL ?? (nodeEnv === "test" ? "warn" : "info"),
@@ -139,6 +151,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       env.RETENTION_PRUNE_INTERVAL === "0"
         ? 0
         : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
+    webhookSecretKey,
+    webhookSecretKeyFile: developmentKeyFile(databaseUrl),
     webhookAllowedCidrs: cidrs
       .split(",")
       .map((s) => s.trim())
@@ -172,4 +186,58 @@ function parseSwitch(env: NodeJS.ProcessEnv, name: string, fallback: boolean): b
   if (["on", "true", "1"].includes(raw)) return true;
   if (["off", "false", "0"].includes(raw)) return false;
   throw new ConfigError(`${name}: "${env[name]}" is not on or off`);
+}
+
+const SECRET_KEY_BYTES = 32;
+
+/** WEBHOOK_SECRET_KEY: 32 bytes as 64 hex digits or as base64 (standard or URL alphabet). */
+function parseSecretKey(raw: string | undefined): Buffer | null {
+  const text = raw?.trim();
+  if (text === undefined || text === "") return null;
+  const key = /^[0-9a-fA-F]{64}$/.test(text)
+    ? Buffer.from(text, "hex")
+    : /^[A-Za-z0-9+/_-]+={0,2}$/.test(text)
+      ? Buffer.from(text, "base64")
+      : Buffer.alloc(0);
+  if (key.length !== SECRET_KEY_BYTES) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET_KEY must be 32 bytes as base64 or 64 hex digits: make one with `openssl rand -base64 32`",
+    );
+  }
+  return key;
+}
+
+function developmentKeyFile(databaseUrl: string): string {
+  const folder = databaseUrl.startsWith("file:")
+    ? dirname(resolve(databaseUrl.slice("file:".length).replace(/\?.*$/, "")))
+    : resolve("data");
+  return join(folder, "webhook-secret.key");
+}
+
+/**
+ * The key that encrypts webhook secrets: WEBHOOK_SECRET_KEY when set. Production has no fallback: a key made up
+ * on one machine would leave the secrets unreadable to every other instance. Elsewhere, the development key
+ * file, created on first use with random bytes and mode 0600 (the owner alone may read it) and reused
+ * afterwards, so that secrets stored before a restart still decrypt.
+ * @throws ConfigError in production without WEBHOOK_SECRET_KEY, with a one-line message saying how to make one.
+ */
+export function loadWebhookSecretKey(config: Config): Buffer {
+  if (config.webhookSecretKey) return config.webhookSecretKey;
+  if (config.isProduction) {
+    throw new ConfigError(
+      "WEBHOOK_SECRET_KEY is required in production (32 bytes, base64 or hex): make one with `openssl rand -base64 32`",
+    );
+  }
+  const path = config.webhookSecretKeyFile;
+  mkdirSync(dirname(path), { recursive: true });
+  try {
+    // "wx": create only if absent, so that two instances starting together keep the first one's key.
+    writeFileSync(path, `${randomBytes(SECRET_KEY_BYTES).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  const key = Buffer.from(readFileSync(path, "utf8").trim(), "base64");
+  // Never replaced silently: secrets stored under the old key could not be decrypted any more.
+  if (key.length !== SECRET_KEY_BYTES) throw new ConfigError(`${path} does not hold a 32-byte base64 key`);
+  return key;
 }

@@ -1,5 +1,5 @@
 import { buildApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { ConfigError, loadConfig, loadWebhookSecretKey } from "./config.ts";
 import { openDatabase } from "./store/database.ts";
 import { DatabaseSetupError, explainDatabaseError } from "./store/database-hints.ts";
 import { migrateDatabase } from "./store/migrations.ts";
@@ -7,6 +7,7 @@ import { migrateDatabase } from "./store/migrations.ts";
 /** Reads config, migrates, builds the app, listens, and shuts down gracefully on SIGTERM / SIGINT. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  loadWebhookSecretKey(config); // before migrating: production without a key refuses to start at once
   const migrations = await migrateDatabase(config.databaseUrl).catch((error: unknown) => {
     throw explainDatabaseError(error, config.databaseUrl);
   });

@@ -1,5 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { http, type HttpResult } from "./support/http.ts";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { gql } from "./support/graphql-client.ts";
+import { expectStatus, http, type HttpResult } from "./support/http.ts";
+import { withLabel } from "./support/with-label.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { createEndpoint, createReference, listDeliveries, type Caller } from "./support/webhooks.ts";
 
@@ -24,7 +26,7 @@ async function eventsOf(caller: Caller, referenceId: string): Promise<any[]> {
   do {
     const query: string = cursor ? `?limit=500&cursor=${cursor}` : "?limit=500";
     const page: HttpResult = await http(caller, "GET", `/v1/references/${referenceId}/events${query}`);
-    expect(page.status, JSON.stringify(page.body)).toBe(200);
+    expectStatus(page, 200);
     events.push(...page.body.data);
     cursor = page.body.next_cursor;
   } while (cursor);
@@ -96,10 +98,9 @@ describe.each(DATABASE_KINDS)("state changes under concurrency on %s", (kind) =>
       .map((event) => event.type)
       .filter((type) => type === "reference_deactivated" || type === "reference_reactivated");
     expect(changes.length).toBeGreaterThan(0);
-    changes.forEach((type, index) =>
-      expect(type, `change ${index} of ${changes.join(", ")}`).toBe(
-        index % 2 === 0 ? "reference_deactivated" : "reference_reactivated",
-      ),
+    // They alternate, starting with a deactivation.
+    expect(changes).toEqual(
+      changes.map((_, index) => (index % 2 === 0 ? "reference_deactivated" : "reference_reactivated")),
     );
     // Every successful reactivation changed the state, so each has its own event.
     expect(changes.filter((type) => type === "reference_reactivated")).toHaveLength(
@@ -248,5 +249,51 @@ describe.each(DATABASE_KINDS)("state changes under concurrency on %s", (kind) =>
       expect(result.body.code).toBe("CONFLICT");
       expect(result.body.existing_tag).toEqual({ id: winner.id, name: winner.name, created_at: winner.created_at });
     }
+  });
+
+  it("through GraphQL too: racing renames give one tag and CONFLICT errors, racing state changes alternate", async () => {
+    const caller = await newCaller();
+    const tags = await race(6, async (index) => {
+      const created = await http(caller, "POST", "/v1/tags", { body: { name: `gql-draft-${index}` } });
+      return created.body;
+    });
+    const renames = await race(tags.length, (index) =>
+      gql(caller, `mutation ($input: RenameTagInput!) { renameTag(input: $input) { tag { id name } } }`, {
+        input: { id: tags[index].id, name: index % 2 ? "Customs Hold" : "customs hold" },
+      }),
+    );
+    const renamed = renames.filter((result) => result.body.data?.renameTag);
+    expect(renamed).toHaveLength(1);
+    const winner = renamed[0]!.body.data.renameTag.tag;
+    for (const result of renames.filter((r) => !r.body.data?.renameTag)) {
+      expect(result.body.errors?.[0]?.extensions).toMatchObject({ code: "CONFLICT", existingTag: winner });
+    }
+
+    const reference = await createReference(caller);
+    const changes = await race(12, (index) =>
+      index % 2 === 0
+        ? gql(
+            caller,
+            `mutation ($input: DeactivateReferenceInput!) { deactivateReference(input: $input) { reference { id } } }`,
+            { input: { referenceId: reference.id, reason: "DATA_NOT_FOUND" } },
+          )
+        : gql(
+            caller,
+            `mutation ($input: ReactivateReferenceInput!) { reactivateReference(input: $input) { reference { id } } }`,
+            { input: { referenceId: reference.id } },
+          ),
+    );
+    for (const result of changes) {
+      const code = result.body.errors?.[0]?.extensions?.code;
+      withLabel(JSON.stringify(result.body), () => expect(code === undefined || code === "CONFLICT").toBe(true));
+    }
+    const log = (await eventsOf(caller, reference.id))
+      .map((event) => event.type)
+      .filter((type) => type === "reference_deactivated" || type === "reference_reactivated");
+    log.forEach((type, index) =>
+      expect(type).toBe(index % 2 === 0 ? "reference_deactivated" : "reference_reactivated"),
+    );
+    const reactivated = changes.filter((result, index) => index % 2 === 1 && !result.body.errors);
+    expect(log.filter((type) => type === "reference_reactivated")).toHaveLength(reactivated.length);
   });
 });

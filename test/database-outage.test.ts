@@ -1,6 +1,6 @@
 import Sqlite from "better-sqlite3";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { sqliteFilePath } from "../src/store/database.ts";
 import { gql } from "./support/graphql-client.ts";
 import { http } from "./support/http.ts";

@@ -7,7 +7,8 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
-import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { describe, it, expect, beforeAll, afterAll } from "@jest/globals";
+import { expectEventually } from "./support/expect-eventually.ts";
 import { startTestServer, type TestServer } from "./support/test-server.ts";
 
 const ENDPOINT = "/graphql";
@@ -93,18 +94,24 @@ describe("GraphQL explorer", () => {
     expect(urls.some((url) => url.includes("/explorer/") && url.includes(".css"))).toBe(true);
     expect(urls.filter((url) => url.includes("worker"))).toHaveLength(3);
 
+    expect(urls.filter((url) => !url.startsWith(`${ENDPOINT}/explorer/`))).toEqual([]);
     for (const url of urls) {
-      expect(url.startsWith(`${ENDPOINT}/explorer/`), url).toBe(true);
       const asset = await fetch(`${host.origin}${url}`);
-      expect(asset.status, url).toBe(200);
-      expect(asset.headers.get("content-type"), url).toMatch(/^text\/(javascript|css)/);
+      expect({ url, status: asset.status, contentType: asset.headers.get("content-type") }).toEqual({
+        url,
+        status: 200,
+        contentType: expect.stringMatching(/^text\/(javascript|css)/),
+      });
       const body = await asset.text();
       // Remote loads a bundle could trigger by itself; plain links to docs in strings are fine.
-      expect(body, url).not.toMatch(/@import\s+(url\()?["']?https?:/i);
-      expect(body, url).not.toMatch(/url\(\s*["']?https?:/i);
-      expect(body, url).not.toMatch(/importScripts\(\s*["'`]https?:/);
-      expect(body, url).not.toMatch(/import\(\s*["'`]https?:/);
-      expect(body, url).not.toMatch(/<(script|link)[^>]+(src|href)=\\?["']https?:/i);
+      const remoteLoads = [
+        /@import\s+(url\()?["']?https?:/i,
+        /url\(\s*["']?https?:/i,
+        /importScripts\(\s*["'`]https?:/,
+        /import\(\s*["'`]https?:/,
+        /<(script|link)[^>]+(src|href)=\\?["']https?:/i,
+      ].filter((pattern) => pattern.test(body));
+      expect({ url, remoteLoads }).toEqual({ url, remoteLoads: [] });
     }
   });
 
@@ -124,7 +131,10 @@ describe("GraphQL explorer", () => {
       `${ENDPOINT}/explorer/monacoeditorwork`,
     ]) {
       const { status } = await rawGet(host.origin, path);
-      expect([400, 404], path).toContain(status);
+      expect({ path, refused: status === 400 || status === 404 || `answered ${status}` }).toEqual({
+        path,
+        refused: true,
+      });
     }
   });
 
@@ -161,13 +171,20 @@ describe("GraphQL explorer", () => {
 
       // A wrong key gets one clear answer, and is not kept.
       await enterApiKey(page, "rt_not-a-real-key");
-      await expect.poll(() => page.locator("#key-error").innerText()).toMatch(/not valid/);
+      await expectEventually(
+        () => page.locator("#key-error").innerText(),
+        (text) => expect(text).toMatch(/not valid/),
+      );
       expect(await page.evaluate("window.localStorage.length")).toBe(0);
 
       // The right key: GraphiQL starts and its Docs panel shows the schema, with no reload.
       await enterApiKey(page, server.apiKey);
       const docs = await openDocs(page);
-      await expect.poll(() => docs.innerText(), { timeout: 30_000 }).toMatch(/Query/);
+      await expectEventually(
+        () => docs.innerText(),
+        (text) => expect(text).toMatch(/Query/),
+        { timeoutMs: 30_000 },
+      );
       expect(await docs.innerText()).not.toMatch(/Error fetching schema/);
       await page.screenshot({ path: SCREENSHOT_PATH });
 
@@ -177,7 +194,11 @@ describe("GraphQL explorer", () => {
       expect(await page.locator("#key-form").isVisible()).toBe(false);
       expect(await page.locator("#key-status").innerText()).toMatch(/remembered in this browser/);
       const docsAgain = await openDocs(page);
-      await expect.poll(() => docsAgain.innerText(), { timeout: 30_000 }).toMatch(/Query/);
+      await expectEventually(
+        () => docsAgain.innerText(),
+        (text) => expect(text).toMatch(/Query/),
+        { timeoutMs: 30_000 },
+      );
 
       // Forget: back to the first screen, nothing stored.
       await page.getByRole("button", { name: "Forget key" }).click();
@@ -198,9 +219,10 @@ describe("GraphQL explorer", () => {
       page.on("worker", (worker) => workers.push(worker.url()));
 
       const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
-      await expect
-        .poll(async () => editorText(await queryEditor.locator(".view-lines").innerText()))
-        .toContain("tags(first: 10)");
+      await expectEventually(
+        async () => editorText(await queryEditor.locator(".view-lines").innerText()),
+        (text) => expect(text).toContain("tags(first: 10)"),
+      );
 
       // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
       // unknown field shows that the worker started and the schema was fetched from the endpoint.
@@ -209,7 +231,11 @@ describe("GraphQL explorer", () => {
 
       await replaceQuery(page, queryEditor, QUERY);
       // ...and clears once the query is valid (validation is debounced, so markers from mid-typing linger briefly).
-      await expect.poll(() => queryEditor.locator(".squiggly-error").count(), { timeout: 15_000 }).toBe(0);
+      await expectEventually(
+        () => queryEditor.locator(".squiggly-error").count(),
+        (count) => expect(count).toBe(0),
+        { timeoutMs: 15_000 },
+      );
       const graphqlResponse = page.waitForResponse(
         (response) =>
           response.request().method() === "POST" &&
@@ -225,9 +251,11 @@ describe("GraphQL explorer", () => {
       expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expect
-        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
-        .toMatch(EXPECTED_RESPONSE);
+      await expectEventually(
+        async () => editorText(await resultPane.innerText()),
+        (text) => expect(text).toMatch(EXPECTED_RESPONSE),
+        { timeoutMs: 15_000 },
+      );
 
       await page.screenshot({ path: SCREENSHOT_PATH });
 
@@ -235,7 +263,7 @@ describe("GraphQL explorer", () => {
       expect(new URL(page.url()).searchParams.has("query")).toBe(false);
       // Monaco's language services run in the package's workers; they must have started from our server.
       expect(workers.length).toBeGreaterThan(0);
-      for (const url of workers) expect(url.startsWith(`${host.origin}${ENDPOINT}/explorer/`), url).toBe(true);
+      expect(workers.filter((url) => !url.startsWith(`${host.origin}${ENDPOINT}/explorer/`))).toEqual([]);
       expect(seen.some((url) => url.includes("graphql.worker"))).toBe(true);
       expect(pageErrors).toEqual([]);
       expect(blocked).toEqual([]);
@@ -271,18 +299,22 @@ describe("GraphQL explorer", () => {
       await page.locator(".graphiql-execute-button").click();
 
       const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expect
-        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
-        .toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/);
+      await expectEventually(
+        async () => editorText(await resultPane.innerText()),
+        (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/),
+        { timeoutMs: 15_000 },
+      );
       expect(editorText(await resultPane.innerText())).toContain(reference.id);
       // Then live: GraphiQL shows the latest message.
       await references.recordExtraction(server.organizationId, reference.id, {
         status: "failed",
         error: { code: "E", message: "down" },
       });
-      await expect
-        .poll(async () => editorText(await resultPane.innerText()), { timeout: 15_000 })
-        .toMatch(/"type":\s*"EXTRACTION_FAILED"/);
+      await expectEventually(
+        async () => editorText(await resultPane.innerText()),
+        (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_FAILED"/),
+        { timeoutMs: 15_000 },
+      );
 
       expect(sockets).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
       expect(pageErrors).toEqual([]);
@@ -372,5 +404,8 @@ async function replaceEditorText(page: Page, editor: Locator, text: string): Pro
   await page.keyboard.press("Delete");
   await page.keyboard.type(text, { delay: 20 });
   await page.keyboard.press("Escape");
-  await expect.poll(async () => editorText(await editor.locator(".view-lines").innerText())).toBe(text);
+  await expectEventually(
+    async () => editorText(await editor.locator(".view-lines").innerText()),
+    (typed) => expect(typed).toBe(text),
+  );
 }

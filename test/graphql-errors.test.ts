@@ -1,5 +1,5 @@
 import { getIntrospectionQuery } from "graphql";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { gql, gqlData } from "./support/graphql-client.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";

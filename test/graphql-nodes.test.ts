@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { gql, gqlData } from "./support/graphql-client.ts";
 import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { eventually } from "./support/webhooks.ts";
+import { withLabel } from "./support/with-label.ts";
 
 /*
  * Relay global object identification: `Query.node(id)` and `Query.nodes(ids)` find any object by the same
@@ -79,7 +80,7 @@ describe.each(DATABASE_KINDS)("Relay nodes on %s", (kind) => {
   it("finds every type by its id and names its type", async () => {
     for (const [typename, id] of Object.entries(ids)) {
       const data = await gqlData(server, NODE, { id });
-      expect(data.node, typename).toMatchObject({ __typename: typename, id });
+      withLabel(typename, () => expect(data.node).toMatchObject({ __typename: typename, id }));
     }
     const tag = await gqlData(server, NODE, { id: ids.Tag!.toUpperCase() });
     expect(tag.node).toEqual({ __typename: "Tag", id: ids.Tag, name: "node-tag" });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { gql } from "./support/graphql-client.ts";
 import { http } from "./support/http.ts";
@@ -134,6 +134,23 @@ describe.each(DATABASE_KINDS)("hostile input on %s", (kind) => {
       expect(graphql.body.errors?.[0]?.extensions).toMatchObject({
         code: "BAD_USER_INPUT",
         field: "filter.tagIds",
+      });
+      // Exclusions are bounded the same way.
+      const excluded = await http(
+        server,
+        "GET",
+        `/v1/references?${ids.map((id) => `exclude_tag_ids=${id}`).join("&")}`,
+      );
+      expect(excluded.status).toBe(400);
+      expect(excluded.body.errors[0].pointer).toBe("exclude_tag_ids");
+      const excludedGraphql = await gql(
+        server,
+        `query ($names: [String!]) { references(filter: { excludeTagNames: $names }) { edges { node { id } } } }`,
+        { names: Array.from({ length: 101 }, (_, i) => `tag-${i}`) },
+      );
+      expect(excludedGraphql.body.errors?.[0]?.extensions).toMatchObject({
+        code: "BAD_USER_INPUT",
+        field: "filter.excludeTagNames",
       });
     });
   });

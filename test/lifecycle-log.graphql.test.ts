@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { DATABASE_KINDS, ManualClock, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /* SPEC §7, §8 through GraphQL: every event type in one log, with tag snapshots (paging: graphql-lifecycle.test.ts). */
@@ -14,7 +14,7 @@ async function gql(server: TestServer, query: string, variables: Record<string, 
 
 async function ok(server: TestServer, query: string, variables: Record<string, unknown> = {}) {
   const result = await gql(server, query, variables);
-  expect(result.errors, JSON.stringify(result.errors)).toBeUndefined();
+  expect(result.errors).toBeUndefined();
   return result.data;
 }
 

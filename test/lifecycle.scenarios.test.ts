@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import type { Outcome } from "./support/drivers.ts";
 import { graphqlLifecycleDriver, restLifecycleDriver, type LifecycleDriver } from "./support/lifecycle-drivers.ts";

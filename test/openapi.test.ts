@@ -1,10 +1,11 @@
 import { Ajv, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { http, type HttpResult } from "./support/http.ts";
 import { startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { eventually } from "./support/webhooks.ts";
+import { withLabel } from "./support/with-label.ts";
 
 /*
  * /v1/openapi.json is the contract a client is generated from (issue 12). This suite calls every /v1 operation
@@ -115,24 +116,24 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     const lower = method.toLowerCase();
     const template = templateOf(lower, path);
     const where = `${method} ${template} -> ${result.status}`;
-    expect(result.status, `${where}: ${JSON.stringify(result.body)}`).toBe(options.expect);
+    withLabel(`${where}: ${JSON.stringify(result.body)}`, () => expect(result.status).toBe(options.expect));
     called.add(`${lower} ${template} ${result.status}`);
 
     const documented = doc.paths[template]![lower]!.responses[String(result.status)];
-    expect(documented, `${where} is not documented`).toBeDefined();
+    withLabel(`${where} is not documented`, () => expect(documented).toBeDefined());
     for (const header of Object.keys(documented!.headers ?? {})) {
       // Idempotent-Replayed is only sent on replays; every other documented header is always sent.
       if (header === "Idempotent-Replayed") continue;
-      expect(result.headers.get(header), `${where}: header ${header}`).not.toBeNull();
+      withLabel(`${where}: header ${header}`, () => expect(result.headers.get(header)).not.toBeNull());
     }
     if (!documented!.content) {
-      expect(result.body, `${where}: documented without a body`).toBeUndefined();
+      withLabel(`${where}: documented without a body`, () => expect(result.body).toBeUndefined());
       return result;
     }
     const mediaType = (result.headers.get("content-type") ?? "").split(";")[0]!.trim();
-    expect(Object.keys(documented!.content), where).toContain(mediaType);
+    withLabel(where, () => expect(Object.keys(documented!.content!)).toContain(mediaType));
     const validate = validatorFor(template, lower, result.status, mediaType);
-    expect(validate(result.body) ? [] : validate.errors, `${where}: body`).toEqual([]);
+    withLabel(`${where}: body`, () => expect(validate(result.body) ? [] : validate.errors).toEqual([]));
     return result;
   }
 
@@ -146,26 +147,26 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const [method, operation] of Object.entries(operations)) {
         // Generators name client methods after it.
-        expect(operation.operationId, `${method} ${path}`).toMatch(/^[a-z][A-Za-z]+$/);
+        withLabel(`${method} ${path}`, () => expect(operation.operationId).toMatch(/^[a-z][A-Za-z]+$/));
         operationIds.push(operation.operationId);
         const statuses = Object.keys(operation.responses);
-        expect(
-          statuses.some((status) => status.startsWith("2")),
-          `${method} ${path}`,
-        ).toBe(true);
+        withLabel(`${method} ${path}`, () => expect(statuses.some((status) => status.startsWith("2"))).toBe(true));
         for (const [status, response] of Object.entries(operation.responses)) {
           if (status.startsWith("2")) {
             const schema = response.content?.["application/json"]?.schema as { $ref?: string } | undefined;
-            if (status !== "204") expect(schema?.$ref, `${method} ${path} ${status}`).toMatch(/^#\/components\//);
+            if (status !== "204") {
+              withLabel(`${method} ${path} ${status}`, () => expect(schema?.$ref).toMatch(/^#\/components\//));
+            }
           } else {
-            expect(Object.keys(response.content ?? {}), `${method} ${path} ${status}`).toEqual([
-              "application/problem+json",
-            ]);
+            withLabel(`${method} ${path} ${status}`, () =>
+              expect(Object.keys(response.content ?? {})).toEqual(["application/problem+json"]),
+            );
           }
         }
         // An extraction outcome is an event of the reference's log, not a resource with a URL of its own.
         if (operation.responses["201"] && path !== "/v1/references/{referenceId}/extractions") {
-          expect(Object.keys(operation.responses["201"].headers ?? {}), `${method} ${path}`).toContain("Location");
+          const headers = Object.keys(operation.responses["201"].headers ?? {});
+          withLabel(`${method} ${path}`, () => expect(headers).toContain("Location"));
         }
         expect(Object.keys(operation.responses["429"]?.headers ?? {})).toContain("Retry-After");
         expect(Object.keys(operation.responses["401"]?.headers ?? {})).toContain("WWW-Authenticate");
@@ -276,7 +277,9 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     for (const [path, operations] of Object.entries(doc.paths)) {
       for (const method of Object.keys(operations)) {
         const successes = [...called].filter((entry) => entry.startsWith(`${method} ${path} 2`));
-        expect(successes, `${method.toUpperCase()} ${path} was never called successfully`).not.toEqual([]);
+        withLabel(`${method.toUpperCase()} ${path} was never called successfully`, () =>
+          expect(successes).not.toEqual([]),
+        );
       }
     }
 
@@ -288,8 +291,8 @@ describe("OpenAPI document against real responses (sqlite)", () => {
       const mediaType = status >= 400 ? "application/problem+json" : "application/json";
       const validate = validatorFor(template, method.toLowerCase(), status, mediaType);
       expect(Object.keys(content)).toContain(mediaType);
-      expect(validate(payload) ? [] : validate.errors, `${method} ${template} ${status} before serialization`).toEqual(
-        [],
+      withLabel(`${method} ${template} ${status} before serialization`, () =>
+        expect(validate(payload) ? [] : validate.errors).toEqual([]),
       );
     }
   });

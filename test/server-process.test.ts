@@ -4,8 +4,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "./support/test-server.ts";
+import { afterAll, describe, expect, it } from "@jest/globals";
+import { createTestDatabase, TEST_WEBHOOK_SECRET_KEY, type TestDatabase } from "./support/test-server.ts";
 
 /*
  * The process as an operator runs it: `npm start` and its compiled entry point (migrations, the one-time
@@ -158,7 +158,10 @@ describe("the server process", () => {
 
   it("says how to create the first organization when a production server starts without one", async () => {
     const databaseUrl = `file:${join(folder, "production.db")}`;
-    const server = await startServerProcess(databaseUrl, { NODE_ENV: "production" });
+    const server = await startServerProcess(databaseUrl, {
+      NODE_ENV: "production",
+      WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    });
     expect(server.output()).toContain("no organization exists yet");
     expect(server.output()).toContain("npx reftrail org create <name>");
     expect(server.output()).not.toContain("default organization created");
@@ -166,7 +169,10 @@ describe("the server process", () => {
     expect(await exitOf(server.child)).toBe(0);
 
     await cli(databaseUrl, "org", "create", "acme");
-    const again = await startServerProcess(databaseUrl, { NODE_ENV: "production" });
+    const again = await startServerProcess(databaseUrl, {
+      NODE_ENV: "production",
+      WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    });
     expect(again.output()).not.toContain("no organization exists yet");
     again.child.kill("SIGTERM");
     expect(await exitOf(again.child)).toBe(0);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import WebSocket from "ws";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
@@ -13,6 +13,7 @@ import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-cl
 import {
   createTestDatabase,
   DATABASE_KINDS,
+  TEST_WEBHOOK_SECRET_KEY,
   startTestServer,
   type TestDatabase,
   type TestServer,
@@ -41,7 +42,10 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
   beforeAll(async () => {
     testDatabase = await createTestDatabase(kind);
     database = await openDatabase(testDatabase.url);
-    services = buildServices(loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url }), database);
+    services = buildServices(
+      loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
+      database,
+    );
     const store = new PrismaLifecycleFeedStore(database);
     // No signals: the feed finds every event by polling, every 20 ms.
     feed = new LifecycleFeed(

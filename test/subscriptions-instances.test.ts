@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "@jest/globals";
 import type { LifecycleEvent } from "../src/domain/lifecycle/lifecycle-event.ts";
 import { newId } from "../src/domain/shared/ids.ts";
 import { gqlData } from "./support/graphql-client.ts";

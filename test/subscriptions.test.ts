@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "@jest/globals";
 import { gql, gqlData } from "./support/graphql-client.ts";
 import {
   eventually,

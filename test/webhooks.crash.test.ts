@@ -1,10 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { http } from "./support/http.ts";
 import { startServerProcess, type ServerProcess } from "./support/server-process.ts";
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  TEST_WEBHOOK_SECRET_KEY,
+  type TestDatabase,
+} from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually } from "./support/webhooks.ts";
 
@@ -36,7 +41,10 @@ describe.each(DATABASE_KINDS)("webhooks survive a killed process on %s", (kind) 
     database = await createTestDatabase(kind);
     const opened = await openDatabase(database.url);
     try {
-      const services = buildServices(loadConfig({ NODE_ENV: "test", DATABASE_URL: database.url }), opened);
+      const services = buildServices(
+        loadConfig({ NODE_ENV: "test", DATABASE_URL: database.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
+        opened,
+      );
       apiKey = (await services.organizations.createOrganization("crash")).apiKey.key;
     } finally {
       await opened.close();

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { Outcome } from "./support/drivers.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { graphqlWebhookDriver, restWebhookDriver, type WebhookDriver } from "./support/webhook-drivers.ts";

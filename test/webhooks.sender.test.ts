@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, jest } from "@jest/globals";
 import { generateWebhookSecret } from "../src/domain/webhooks/webhook-secret.ts";
 import { AddressGuard } from "../src/webhooks/address-guard.ts";
 import { WebhookSender } from "../src/webhooks/webhook-sender.ts";
@@ -45,7 +45,7 @@ describe("webhook sender", () => {
   });
 
   it("sends a request that standardwebhooks verifies with each of two secrets, and keeps 2 KB of the answer", async () => {
-    const warn = vi.spyOn(console, "warn");
+    const warn = jest.spyOn(console, "warn");
     const sender = new WebhookSender({
       guard: new AddressGuard(["127.0.0.0/8", "::1/128"]),
       timeoutMs: 2_000,

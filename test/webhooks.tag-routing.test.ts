@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { gql, gqlData } from "./support/graphql-client.ts";
-import { http } from "./support/http.ts";
+import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, listDeliveries, type Caller } from "./support/webhooks.ts";
@@ -27,7 +27,7 @@ describe.each(DATABASE_KINDS)("webhooks routed by tag on %s", (kind) => {
 
   async function createTag(caller: Caller, name: string): Promise<string> {
     const created = await http(caller, "POST", "/v1/tags", { body: { name } });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expectStatus(created, 201);
     return created.body.id;
   }
 

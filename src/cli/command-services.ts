@@ -1,4 +1,4 @@
-import { loadConfig, type Config } from "../config.ts";
+import { loadConfig, loadWebhookSecretKey, type Config } from "../config.ts";
 import { LifecycleLogService } from "../domain/lifecycle/lifecycle-log-service.ts";
 import { OrganizationService } from "../domain/organizations/organization-service.ts";
 import { systemClock } from "../domain/shared/clock.ts";
@@ -7,6 +7,7 @@ import { openDatabase, type Database } from "../store/database.ts";
 import { explainDatabaseError } from "../store/database-hints.ts";
 import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
 import { PrismaStore } from "../store/prisma-store.ts";
+import { SecretCipher } from "../store/secret-cipher.ts";
 
 /**
  * The services the `reftrail` commands use. They are built here rather than by app.ts's `buildServices`,
@@ -14,7 +15,8 @@ import { PrismaStore } from "../store/prisma-store.ts";
  * well under a second.
  */
 function buildCommandServices(config: Config, database: Database) {
-  const store = new PrismaStore(database);
+  // No command reads a webhook secret: the key is only looked up if one ever does (so none is needed here).
+  const store = new PrismaStore(database, new SecretCipher(() => loadWebhookSecretKey(config)));
   return {
     organizations: new OrganizationService(store, systemClock),
     lifecycleLog: new LifecycleLogService(

@@ -27,6 +27,8 @@ export interface TagListQuery {
 export interface ReferenceListQuery {
   /** Each inner array is one "any of" group; the reference must match every group. */
   readonly tagIdGroups: readonly (readonly string[])[];
+  /** References carrying any of these tags are left out. */
+  readonly excludedTagIds: readonly string[];
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;

@@ -3,6 +3,7 @@ import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts"
 import type {
   DeliveryStatus,
   EndpointRoute,
+  PreviousSecret,
   WebhookAttempt,
   WebhookDelivery,
   WebhookEndpoint,
@@ -15,6 +16,7 @@ import type {
   WebhookStore,
 } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -29,17 +31,14 @@ type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqu
 };
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
 
+/** The stored list of secrets rotated out, as written by `endpointData`. */
+interface StoredPreviousSecret {
+  readonly secret: string;
+  readonly expires_at: string;
+}
+
 /** Every endpoint read brings its tag filter along (one more statement per read, never one per endpoint). */
 const WITH_TAGS = { tags: { select: { tagId: true }, orderBy: { tagId: "asc" } } } as const;
-
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  const { tags, tagFiltered, ...endpoint } = row;
-  return {
-    ...endpoint,
-    eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
-    tagIds: tagFiltered ? tags.map((tag) => tag.tagId) : null,
-  };
-}
 
 /** A JSON column read by `$queryRaw`: text on SQLite, already parsed on PostgreSQL. */
 function jsonColumn(value: unknown): unknown {
@@ -59,7 +58,36 @@ export class PrismaWebhookStore implements WebhookStore {
   constructor(
     private readonly database: Database,
     private readonly client: Client,
+    /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
+    private readonly secrets: SecretCipher,
   ) {}
+
+  /**
+   * Encrypts the secrets of endpoints stored before encryption existed (plain `whsec_` values), at start-up.
+   * Each row is rewritten only if it still holds what was read, so a concurrent rotation on another instance is
+   * never overwritten. Returns how many endpoints were rewritten.
+   */
+  async encryptPlaintextSecrets(): Promise<number> {
+    const rows = await this.client.webhookEndpoint.findMany({
+      where: {
+        OR: [
+          { NOT: { secret: { startsWith: "v1:" } } },
+          { AND: [{ previousSecrets: { not: null } }, { NOT: { previousSecrets: { startsWith: "v1:" } } }] },
+        ],
+      },
+      include: WITH_TAGS,
+    });
+    let rewritten = 0;
+    for (const row of rows) {
+      const { secret, previousSecrets } = this.endpointData(this.toEndpoint(row));
+      const { count } = await this.client.webhookEndpoint.updateMany({
+        where: { id: row.id, secret: row.secret, previousSecrets: row.previousSecrets },
+        data: { secret, previousSecrets },
+      });
+      rewritten += count;
+    }
+    return rewritten;
+  }
 
   async insertEndpoint(endpoint: WebhookEndpoint): Promise<void> {
     await this.client.webhookEndpoint.create({ data: this.endpointData(endpoint) });
@@ -67,7 +95,18 @@ export class PrismaWebhookStore implements WebhookStore {
 
   async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
     const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId }, include: WITH_TAGS });
-    return row && toEndpoint(row);
+    return row && this.toEndpoint(row);
+  }
+
+  async lockEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
+    // SQLite runs one write transaction at a time: nothing to lock. On PostgreSQL, the lock an UPDATE of non-key
+    // columns takes, before the read (which also brings the tag filter along).
+    if (this.database.provider === "postgres") {
+      await this.client.$queryRaw`
+        SELECT 1 FROM "webhook_endpoints" WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+        FOR NO KEY UPDATE`;
+    }
+    return this.findEndpoint(organizationId, id);
   }
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
@@ -75,7 +114,7 @@ export class PrismaWebhookStore implements WebhookStore {
     const rows = await findInChunks(ids, (chunk) =>
       this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } }, include: WITH_TAGS }),
     );
-    return rows.map(toEndpoint);
+    return rows.map((row) => this.toEndpoint(row));
   }
 
   async replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]> {
@@ -126,7 +165,7 @@ export class PrismaWebhookStore implements WebhookStore {
       take: limit,
       include: WITH_TAGS,
     });
-    return rows.map(toEndpoint);
+    return rows.map((row) => this.toEndpoint(row));
   }
 
   async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
@@ -367,10 +406,39 @@ export class PrismaWebhookStore implements WebhookStore {
 
   private endpointData(endpoint: WebhookEndpoint) {
     const { tagIds, ...columns } = endpoint;
+    const previous: StoredPreviousSecret[] = endpoint.previousSecrets.map((item) => ({
+      secret: item.secret,
+      expires_at: item.expiresAt.toISOString(),
+    }));
     return {
       ...columns,
+      secret: this.secrets.encrypt(endpoint.secret),
+      // One envelope for the whole list: the row stays one row however many rotations happened in 24 hours.
+      previousSecrets: previous.length === 0 ? null : this.secrets.encrypt(JSON.stringify(previous)),
       eventTypes: endpoint.eventTypes === null ? Prisma.DbNull : [...endpoint.eventTypes],
       tagFiltered: tagIds !== null,
     };
+  }
+
+  private toEndpoint(row: EndpointRow): WebhookEndpoint {
+    const { tags, tagFiltered, ...endpoint } = row;
+    return {
+      ...endpoint,
+      secret: this.secrets.decrypt(row.secret),
+      previousSecrets: this.readPreviousSecrets(row),
+      eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
+      tagIds: tagFiltered ? tags.map((tag) => tag.tagId) : null,
+    };
+  }
+
+  private readPreviousSecrets(row: EndpointRow): PreviousSecret[] {
+    if (row.previousSecrets === null) return [];
+    // Before encryption the column held the one previous secret in plain text, valid until the expiry column.
+    if (!isEncrypted(row.previousSecrets)) {
+      const expiresAt = row.previousSecretExpiresAt;
+      return expiresAt ? [{ secret: row.previousSecrets, expiresAt }] : [];
+    }
+    const stored = JSON.parse(this.secrets.decrypt(row.previousSecrets)) as StoredPreviousSecret[];
+    return stored.map((item) => ({ secret: item.secret, expiresAt: new Date(item.expires_at) }));
   }
 }

@@ -34,6 +34,8 @@ export interface ReferenceFilter {
   readonly tagIds?: readonly string[];
   readonly tagNames?: readonly string[];
   readonly tagMatch?: "all" | "any";
+  readonly excludeTagIds?: readonly string[];
+  readonly excludeTagNames?: readonly string[];
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;
@@ -149,6 +151,8 @@ export function restDriver(server: Pick<TestServer, "url" | "apiKey">): Driver {
           tag_ids: filter.tagIds,
           tag_names: filter.tagNames,
           tag_match: filter.tagMatch,
+          exclude_tag_ids: filter.excludeTagIds,
+          exclude_tag_names: filter.excludeTagNames,
           active: filter.active,
           carrier_code: filter.carrierCode,
           container_id: filter.containerId,

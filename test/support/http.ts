@@ -31,3 +31,13 @@ export async function http<T = any>(
   }
   return { status: response.status, headers: response.headers, body: parsed as T };
 }
+
+/**
+ * Asserts a response's status; a failure shows the body, which says why (a problem's `code` and `errors`).
+ * Jest's `expect` takes no message argument, hence this check of its own.
+ */
+export function expectStatus(result: HttpResult, status: number): void {
+  if (result.status !== status) {
+    throw new Error(`expected HTTP ${status}, got ${result.status}: ${JSON.stringify(result.body)}`);
+  }
+}

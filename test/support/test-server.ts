@@ -10,6 +10,12 @@ import { openDatabase, type Database } from "../../src/store/database.ts";
 import { migrateDatabase } from "../../src/store/migrations.ts";
 
 export type DatabaseKind = "sqlite" | "postgres";
+
+/**
+ * The webhook secret key of every server this test run starts (in process or as a child process), so that
+ * instances on one database read each other's secrets and no development key file is written.
+ */
+export const TEST_WEBHOOK_SECRET_KEY = randomBytes(32).toString("base64");
 export const DATABASE_KINDS: readonly DatabaseKind[] = ["sqlite", "postgres"];
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
@@ -81,7 +87,13 @@ export interface TestServer {
 /** A real server on loopback, on a fresh database, with one organization and its key. */
 export async function startTestServer(kind: DatabaseKind, options: StartOptions = {}): Promise<TestServer> {
   const testDatabase = await createTestDatabase(kind);
-  const config = loadConfig({ NODE_ENV: "test", LOG_LEVEL: "silent", DATABASE_URL: testDatabase.url, ...options.env });
+  const config = loadConfig({
+    NODE_ENV: "test",
+    LOG_LEVEL: "silent",
+    DATABASE_URL: testDatabase.url,
+    WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    ...options.env,
+  });
   const database = await openDatabase(testDatabase.url, { onQuery: options.onQuery });
   const app = await buildApp({ config, database, clock: options.clock });
   options.beforeListen?.(app);
@@ -116,7 +128,13 @@ export async function startTestServer(kind: DatabaseKind, options: StartOptions 
  */
 export async function startInstanceOn(server: TestServer, options: StartOptions = {}): Promise<TestServer> {
   const url = server.database.url;
-  const config = loadConfig({ NODE_ENV: "test", LOG_LEVEL: "silent", DATABASE_URL: url, ...options.env });
+  const config = loadConfig({
+    NODE_ENV: "test",
+    LOG_LEVEL: "silent",
+    DATABASE_URL: url,
+    WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    ...options.env,
+  });
   const database = await openDatabase(url, { onQuery: options.onQuery });
   const app = await buildApp({ config, database, clock: options.clock });
   await app.http.listen({ host: "127.0.0.1", port: 0 });

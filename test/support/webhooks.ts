@@ -1,6 +1,5 @@
-import { expect } from "vitest";
 import type { Clock } from "../../src/domain/shared/clock.ts";
-import { http } from "./http.ts";
+import { expectStatus, http } from "./http.ts";
 
 /* Helpers shared by the webhook tests. */
 
@@ -30,19 +29,19 @@ export async function createEndpoint(
   body: Record<string, unknown>,
 ): Promise<{ id: string; secret: string } & Record<string, any>> {
   const created = await http(caller, "POST", "/v1/webhooks", { body });
-  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  expectStatus(created, 201);
   return created.body;
 }
 
 export async function listDeliveries(caller: Caller, endpointId: string, query = ""): Promise<any[]> {
   const result = await http(caller, "GET", `/v1/webhooks/${endpointId}/deliveries${query}`);
-  expect(result.status, JSON.stringify(result.body)).toBe(200);
+  expectStatus(result, 200);
   return result.body.data;
 }
 
 export async function getDelivery(caller: Caller, endpointId: string, deliveryId: string): Promise<any> {
   const result = await http(caller, "GET", `/v1/webhooks/${endpointId}/deliveries/${deliveryId}`);
-  expect(result.status, JSON.stringify(result.body)).toBe(200);
+  expectStatus(result, 200);
   return result.body;
 }
 
@@ -53,7 +52,7 @@ export async function createReference(caller: Caller, extra: Record<string, unkn
   const result = await http(caller, "POST", "/v1/references", {
     body: { bill_of_lading: `BL-HOOK-${process.pid}-${serial}`, carrier_code: "MAEU", ...extra },
   });
-  expect(result.status, JSON.stringify(result.body)).toBe(201);
+  expectStatus(result, 201);
   return result.body.reference;
 }
 

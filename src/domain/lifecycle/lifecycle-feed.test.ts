@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "@jest/globals";
 import type { Clock } from "../shared/clock.ts";
 import { CursorCodec } from "../shared/cursor.ts";
 import type { LifecycleEvent } from "./lifecycle-event.ts";

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "@jest/globals";
 import { checkContainerNumber, computeCheckDigit } from "./container-number.ts";
 
 describe("ISO 6346 container numbers", () => {

@@ -19,7 +19,10 @@ export interface ReferenceLimits {
   readonly extractionFailureThreshold: number;
 }
 
-/** How many `tagIds` and `tagNames` one listing may filter by, together. */
+/**
+ * How many `tagIds` and `tagNames` one listing may filter by, together; and, separately, how many
+ * `excludeTagIds` and `excludeTagNames`.
+ */
 export const MAX_TAG_FILTER_VALUES = 100;
 
 /** Raw input from either surface; the service validates every field. */
@@ -35,6 +38,9 @@ export interface ListReferencesInput {
   readonly tagIds?: readonly string[];
   readonly tagNames?: readonly string[];
   readonly tagMatch?: "all" | "any";
+  /** References carrying any of these tags are left out; unknown ids and names exclude nothing. */
+  readonly excludeTagIds?: readonly string[];
+  readonly excludeTagNames?: readonly string[];
   readonly active?: boolean;
   readonly carrierCode?: string;
   readonly containerId?: string;
@@ -140,7 +146,8 @@ export class ReferenceService {
   }
 
   /**
-   * Newest first, filtered (SPEC §12). Unknown tag names or ids match nothing.
+   * Newest first, filtered (SPEC §12). Unknown tag names or ids to include match nothing; unknown ones to
+   * exclude exclude nothing. Exclusions combine with every other filter by AND.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
   async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<Reference>> {
@@ -157,13 +164,27 @@ export class ReferenceService {
         message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names together (${tagFilterValues} given)`,
       });
     }
+    const excludeTagIds = (input.excludeTagIds ?? []).map((id) => id.toLowerCase());
+    excludeTagIds.forEach((id, index) => {
+      if (!isUuid(id))
+        issues.push({ path: ["excludeTagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
+    });
+    // Exclusions are looked up the same way as inclusions, so they are bounded the same way before the database.
+    const excludedFilterValues = excludeTagIds.length + (input.excludeTagNames?.length ?? 0);
+    if (excludedFilterValues > MAX_TAG_FILTER_VALUES) {
+      issues.push({
+        path: [excludeTagIds.length > 0 ? "excludeTagIds" : "excludeTagNames"],
+        code: "TOO_MANY_VALUES",
+        message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names to exclude together (${excludedFilterValues} given)`,
+      });
+    }
     if (input.parentReferenceId !== undefined && !isUuid(input.parentReferenceId)) {
       issues.push({ path: ["parentReferenceId"], code: "INVALID_ID", message: "not an id" });
     }
     if (issues.length > 0) {
       throw new DomainError("INVALID_QUERY_PARAMETER", issues[0]!.message, issues);
     }
-    const filters = referenceFilters({ ...input, tagIds });
+    const filters = referenceFilters({ ...input, tagIds, excludeTagIds });
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
 
     const byId = await this.store.findTagsByIds(organizationId, filters.tagIds);
@@ -181,9 +202,18 @@ export class ReferenceService {
         tagIdGroups = [found];
       }
     }
+    const excludedTagIds = [
+      ...new Set(
+        [
+          ...(await this.store.findTagsByIds(organizationId, filters.excludeTagIds ?? [])),
+          ...(await this.store.findTagsByNameKeys(organizationId, filters.excludeTagNames ?? [])),
+        ].map((tag) => tag.id),
+      ),
+    ];
 
     const rows = await this.store.listReferences(organizationId, {
       tagIdGroups,
+      excludedTagIds,
       active: filters.active,
       carrierCode: filters.carrierCode,
       containerId: filters.containerId,
@@ -654,11 +684,18 @@ export class ReferenceService {
  * is computed from (so equal filters, however written, give interchangeable cursors).
  */
 function referenceFilters(input: ListReferencesInput & { readonly tagIds: readonly string[] }) {
+  const nameKeys = (names: readonly string[] | undefined) =>
+    [...new Set((names ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort();
+  const excludeTagIds = [...new Set(input.excludeTagIds ?? [])].sort();
+  const excludeTagNames = nameKeys(input.excludeTagNames);
   return {
     scope: "references",
     tagIds: [...new Set(input.tagIds)].sort(),
-    tagNames: [...new Set((input.tagNames ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort(),
+    tagNames: nameKeys(input.tagNames),
     tagMatch: input.tagMatch ?? "all",
+    // Present only when given, so that cursors issued before exclusions existed stay valid.
+    ...(excludeTagIds.length > 0 && { excludeTagIds }),
+    ...(excludeTagNames.length > 0 && { excludeTagNames }),
     active: input.active,
     carrierCode: input.carrierCode?.toUpperCase(),
     containerId: input.containerId === undefined ? undefined : normalizeContainerNumber(input.containerId),

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "@jest/globals";
 import { DomainError } from "./errors.ts";
 import { CursorCodec } from "./cursor.ts";
 

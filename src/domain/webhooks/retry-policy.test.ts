@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "@jest/globals";
 import { judgeAttempt, parseRetryAfter, withJitter } from "./retry-policy.ts";
 
 const SCHEDULE = [0, 5_000, 300_000];

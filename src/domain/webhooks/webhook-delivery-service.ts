@@ -1,6 +1,7 @@
 import type { Clock } from "../shared/clock.ts";
 import { newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
+import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
 import type { DeliveryTransition } from "./webhook-store.ts";
@@ -46,6 +47,8 @@ export interface AttemptResult {
  * outcome does to the delivery and its endpoint (retry, give up, disable). The worker only sends HTTP.
  */
 export class WebhookDeliveryService {
+  private readonly recordedListeners = new Set<(changes: readonly DeliveryChange[]) => void>();
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -83,13 +86,15 @@ export class WebhookDeliveryService {
     return deliveries.map((delivery) => ({ delivery, endpoint: endpoints.get(delivery.endpointId) ?? null }));
   }
 
-  /** The secrets that sign a request made at `at`: the current one, and the previous one for 24 h after a rotation. */
+  /**
+   * The secrets that sign a request made at `at`: the current one, and every secret rotated out that has not
+   * expired yet (each for 24 hours after its rotation).
+   */
   signingSecrets(endpoint: WebhookEndpoint, at: Date): string[] {
-    const previousValid =
-      endpoint.previousSecret !== null &&
-      endpoint.previousSecretExpiresAt !== null &&
-      endpoint.previousSecretExpiresAt > at;
-    return previousValid ? [endpoint.secret, endpoint.previousSecret!] : [endpoint.secret];
+    return [
+      endpoint.secret,
+      ...endpoint.previousSecrets.filter((previous) => previous.expiresAt > at).map((previous) => previous.secret),
+    ];
   }
 
   /** False when the endpoint was deleted or disabled after the delivery was queued: then call `abandon`. */
@@ -144,7 +149,31 @@ export class WebhookDeliveryService {
       if (item.verdict.kind === "succeeded") results.push({ verdict: item.verdict, disabledReason: null });
       else results.push({ verdict: item.verdict, disabledReason: await this.recordFailure(owner, item, now) });
     }
+    this.notifyRecorded(items.map(({ claimed: { delivery } }) => delivery));
     return results;
+  }
+
+  /** Called after attempts were committed, with the deliveries they belong to (the operator page's feed). */
+  onAttemptsRecorded(listener: (changes: readonly DeliveryChange[]) => void): () => void {
+    this.recordedListeners.add(listener);
+    return () => this.recordedListeners.delete(listener);
+  }
+
+  private notifyRecorded(deliveries: readonly WebhookDelivery[]): void {
+    if (deliveries.length === 0 || this.recordedListeners.size === 0) return;
+    const changes = deliveries.map((delivery) => ({
+      organizationId: delivery.organizationId,
+      endpointId: delivery.endpointId,
+      deliveryId: delivery.id,
+    }));
+    // A listener's failure must never fail the worker that recorded the attempts.
+    for (const listener of this.recordedListeners) {
+      try {
+        listener(changes);
+      } catch {
+        // listeners log their own failures
+      }
+    }
   }
 
   /** One failed attempt in one transaction; returns why the endpoint was disabled by it, if it was. */

@@ -16,6 +16,12 @@ export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 /** pending: waiting for its next attempt (or being sent); succeeded: a 2xx was received; failed: given up. */
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
+/** A signing secret replaced by a rotation: it keeps signing until `expiresAt` (SPEC §9: 24 hours). */
+export interface PreviousSecret {
+  readonly secret: string;
+  readonly expiresAt: Date;
+}
+
 export interface WebhookEndpoint {
   readonly id: string;
   readonly organizationId: string;
@@ -32,10 +38,14 @@ export interface WebhookEndpoint {
   readonly enabled: boolean;
   /** Why the service disabled the endpoint (410, failing too long); null when enabled or disabled by hand. */
   readonly disabledReason: string | null;
-  /** `whsec_` + base64. Stored as is: signing needs it (see docs/decisions.md). Never logged, never read back. */
+  /**
+   * `whsec_` + base64. Signing needs the secret itself, so the store keeps it encrypted, not hashed (see
+   * docs/decisions.md); here it is plain. Never logged, never read back through the API.
+   */
   readonly secret: string;
-  /** The secret before the last rotation; it keeps signing until `previousSecretExpiresAt`. */
-  readonly previousSecret: string | null;
+  /** Secrets rotated out that still sign beside `secret` until their own expiry, newest first. */
+  readonly previousSecrets: readonly PreviousSecret[];
+  /** The expiry of the newest secret rotated out (the API shows it); null before the first rotation. */
   readonly previousSecretExpiresAt: Date | null;
   /** The time of the first failed attempt since the last success; null while the endpoint succeeds. */
   readonly failingSince: Date | null;

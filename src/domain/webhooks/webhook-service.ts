@@ -59,7 +59,7 @@ const isIdPosition = (value: unknown): value is IdPosition =>
  * `onQueued`.
  */
 export class WebhookService {
-  private readonly queuedListeners = new Set<() => void>();
+  private readonly queuedListeners = new Set<(delivery: WebhookDelivery) => void>();
 
   constructor(
     private readonly store: Store,
@@ -89,7 +89,7 @@ export class WebhookService {
       enabled: changes.enabled ?? true,
       disabledReason: null,
       secret,
-      previousSecret: null,
+      previousSecrets: [],
       previousSecretExpiresAt: null,
       failingSince: null,
       createdAt: now,
@@ -135,28 +135,31 @@ export class WebhookService {
    * @throws NOT_FOUND, VALIDATION_FAILED (nothing is changed then).
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
-    const current = await this.getEndpoint(organizationId, id);
+    await this.getEndpoint(organizationId, id);
     const changes = await this.validate(input);
-    const enabling = changes.enabled === true && !current.enabled;
-    const updated: WebhookEndpoint = {
-      ...current,
-      ...(changes.url !== undefined && { url: changes.url }),
-      ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
-      ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
-      ...(changes.description !== undefined && { description: changes.description }),
-      ...(changes.enabled !== undefined && { enabled: changes.enabled }),
-      ...((enabling || changes.enabled === false) && { disabledReason: null }),
-      ...(enabling && { failingSince: null }),
-      updatedAt: this.clock.now(),
-    };
-    await this.store.transaction(async (store) => {
+    return this.store.transaction(async (store) => {
+      // Read again under the endpoint's lock: the row written below is the current one with these changes, so a
+      // rotation (or a worker's update) committed meanwhile is not overwritten.
+      const current = await this.lockEndpointIn(store, organizationId, id);
+      const enabling = changes.enabled === true && !current.enabled;
+      const updated: WebhookEndpoint = {
+        ...current,
+        ...(changes.url !== undefined && { url: changes.url }),
+        ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
+        ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
+        ...(changes.description !== undefined && { description: changes.description }),
+        ...(changes.enabled !== undefined && { enabled: changes.enabled }),
+        ...((enabling || changes.enabled === false) && { disabledReason: null }),
+        ...(enabling && { failingSince: null }),
+        updatedAt: this.clock.now(),
+      };
       await store.webhooks.updateEndpoint(updated);
       if (changes.tagIds !== undefined) await this.writeTagFilter(store, updated, changes.tagIds ?? []);
       // A disabled endpoint receives nothing: what was waiting for it fails now (it can be re-sent by hand).
       if (current.enabled && !updated.enabled)
         await store.webhooks.failPendingDeliveries(updated.id, updated.updatedAt);
+      return updated;
     });
-    return updated;
   }
 
   /** Deletes the endpoint with its deliveries and their attempts. @throws NOT_FOUND */
@@ -168,23 +171,30 @@ export class WebhookService {
   }
 
   /**
-   * Issues a new secret, returned here only. The current one becomes the previous secret and keeps signing
-   * beside the new one for 24 hours; a secret rotated out before is dropped.
+   * Issues a new secret, returned here only. The current one keeps signing beside the new one for 24 hours, and
+   * so does every secret rotated out within the last 24 hours (a second rotation drops none of them).
    * @throws NOT_FOUND
    */
   async rotateSecret(organizationId: string, id: string): Promise<EndpointWithSecret> {
-    const current = await this.getEndpoint(organizationId, id);
-    const now = this.clock.now();
-    const secret = generateWebhookSecret();
-    const endpoint: WebhookEndpoint = {
-      ...current,
-      secret,
-      previousSecret: current.secret,
-      previousSecretExpiresAt: new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS),
-      updatedAt: now,
-    };
-    await this.store.webhooks.updateEndpoint(endpoint);
-    return { endpoint, secret };
+    return this.store.transaction(async (store) => {
+      // Under the endpoint's lock: parallel rotations each keep the secrets the one before issued.
+      const current = await this.lockEndpointIn(store, organizationId, id);
+      const now = this.clock.now();
+      const secret = generateWebhookSecret();
+      const expiresAt = new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS);
+      const endpoint: WebhookEndpoint = {
+        ...current,
+        secret,
+        previousSecrets: [
+          { secret: current.secret, expiresAt },
+          ...current.previousSecrets.filter((previous) => previous.expiresAt > now),
+        ],
+        previousSecretExpiresAt: expiresAt,
+        updatedAt: now,
+      };
+      await store.webhooks.updateEndpoint(endpoint);
+      return { endpoint, secret };
+    });
   }
 
   /**
@@ -213,7 +223,7 @@ export class WebhookService {
       updatedAt: now,
     };
     await this.store.webhooks.insertDeliveries([delivery]);
-    this.notifyQueued();
+    this.notifyQueued(delivery);
     return delivery;
   }
 
@@ -278,18 +288,18 @@ export class WebhookService {
       throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
     const requeued = await this.store.webhooks.requeueDelivery(delivery.id, this.clock.now());
     if (!requeued) throw notFound("webhook delivery");
-    this.notifyQueued();
+    this.notifyQueued(requeued);
     return requeued;
   }
 
   /** Called after a delivery was queued outside an event's transaction (test events, re-sends). */
-  onQueued(listener: () => void): () => void {
+  onQueued(listener: (delivery: WebhookDelivery) => void): () => void {
     this.queuedListeners.add(listener);
     return () => this.queuedListeners.delete(listener);
   }
 
-  private notifyQueued(): void {
-    for (const listener of this.queuedListeners) listener();
+  private notifyQueued(delivery: WebhookDelivery): void {
+    for (const listener of this.queuedListeners) listener(delivery);
   }
 
   private async findDelivery(
@@ -320,6 +330,12 @@ export class WebhookService {
         : [{ path: ["tagIds", index], code: "UNKNOWN_TAG", message: `no tag with id ${id} in this organization` }],
     );
     if (issues.length > 0) throw validationFailed(issues);
+  }
+
+  private async lockEndpointIn(store: Store, organizationId: string, id: string): Promise<WebhookEndpoint> {
+    const endpoint = isUuid(id) ? await store.webhooks.lockEndpoint(organizationId, id.toLowerCase()) : null;
+    if (!endpoint) throw notFound("webhook endpoint");
+    return endpoint;
   }
 
   private async getEndpointIn(store: Store, organizationId: string, id: string): Promise<WebhookEndpoint> {

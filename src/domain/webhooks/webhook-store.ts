@@ -58,6 +58,12 @@ export interface WebhookStore {
    */
   replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]>;
   findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
+  /**
+   * Reads an endpoint and holds it until the transaction ends, so that read-modify-writes of one endpoint
+   * (rotations, updates) run one after another and none writes back a secret read before another's rotation.
+   * Only inside `store.transaction`.
+   */
+  lockEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null>;
   findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]>;
   /** The organization's enabled endpoints with their filters, in one statement: what the outbox routes by. */
   findEnabledEndpoints(organizationId: string): Promise<EndpointRoute[]>;

@@ -312,7 +312,8 @@ export type Mutation = {
   resendWebhookDelivery: ResendWebhookDeliveryPayload;
   /**
    * Issues a new signing secret and returns it, this once. The previous secret keeps signing beside the new one
-   * for 24 hours, so receivers can switch without missing a request.
+   * for 24 hours, so receivers can switch without missing a request; so does every secret rotated out within the
+   * last 24 hours (two rotations in a day give three signatures).
    */
   rotateWebhookEndpointSecret: RotateWebhookEndpointSecretPayload;
   /** Queues a `webhook_test` event for the endpoint, whatever its event types. CONFLICT when it is disabled. */
@@ -698,6 +699,16 @@ export type ReferenceFilter = {
   carrierCode?: InputMaybe<Scalars['String']['input']>;
   /** Only the references of this container number. */
   containerId?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * Leave out references carrying any of these tags; ids that are not tags of the organization exclude nothing.
+   * Combines with every other filter by AND.
+   */
+  excludeTagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  /**
+   * Leave out references carrying any of the tags with these names, compared without regard to case; unknown
+   * names exclude nothing.
+   */
+  excludeTagNames?: InputMaybe<Array<Scalars['String']['input']>>;
   /** Only the children of this bill of lading or booking reference. */
   parentReferenceId?: InputMaybe<Scalars['ID']['input']>;
   /** References carrying these tags (see `tagMatch`). */
@@ -842,6 +853,14 @@ export type Subscription = {
    * possibly out of order (its message's cursor is then that of the latest event sent before it).
    */
   lifecycleEvents: LifecycleEventEdge;
+  /**
+   * Webhook deliveries of the organization as they change: each message is a delivery, read with all its
+   * attempts after the change committed, whenever an attempt was recorded or it was queued by hand (a test event,
+   * a re-send). Changes made through any instance arrive (PostgreSQL LISTEN/NOTIFY). It is a notification feed,
+   * not a log: there is no replay, and changes that happen while one is being sent are merged into one message.
+   * The operator page (`/operator`) refreshes with it.
+   */
+  webhookDeliveryAttempts: WebhookDelivery;
 };
 
 
@@ -855,6 +874,16 @@ export type SubscriptionLifecycleEventsArgs = {
   referenceId?: InputMaybe<Scalars['ID']['input']>;
   tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
   types?: InputMaybe<Array<LifecycleEventType>>;
+};
+
+
+/**
+ * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
+ * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
+ * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ */
+export type SubscriptionWebhookDeliveryAttemptsArgs = {
+  endpointId?: InputMaybe<Scalars['ID']['input']>;
 };
 
 /**
@@ -1078,7 +1107,7 @@ export type WebhookEndpoint = Node & {
   id: Scalars['ID']['output'];
   /**
    * Until when the secret replaced by the last rotation still signs beside the new one; null when there was no
-   * rotation.
+   * rotation. Secrets rotated out earlier sign too, each until 24 hours after its own rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
   /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
@@ -1582,6 +1611,7 @@ export type SendTestWebhookPayloadResolvers<ContextType = GraphqlContext, Parent
 
 export type SubscriptionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Subscription'] = ResolversParentTypes['Subscription']> = ResolversObject<{
   lifecycleEvents?: SubscriptionResolver<ResolversTypes['LifecycleEventEdge'], "lifecycleEvents", ParentType, ContextType, Partial<SubscriptionLifecycleEventsArgs>>;
+  webhookDeliveryAttempts?: SubscriptionResolver<ResolversTypes['WebhookDelivery'], "webhookDeliveryAttempts", ParentType, ContextType, Partial<SubscriptionWebhookDeliveryAttemptsArgs>>;
 }>;
 
 export type TagResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Tag'] = ResolversParentTypes['Tag']> = ResolversObject<{

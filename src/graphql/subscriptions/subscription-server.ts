@@ -14,6 +14,7 @@ import { LifecycleFeed, type CommitSignals, type LifecycleFeedStore } from "../.
 import { LifecycleStreamService } from "../../domain/lifecycle/lifecycle-stream.ts";
 import type { Caller } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
+import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
 import type { Clock } from "../../domain/shared/clock.ts";
 import { CursorCodec } from "../../domain/shared/cursor.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-input.ts";
@@ -66,6 +67,8 @@ export interface SubscriptionDependencies {
   readonly feedStore: LifecycleFeedStore;
   /** Where the subscription gauges are registered (the `/metrics` registry). */
   readonly metrics?: Registry;
+  /** Serves `webhookDeliveryAttempts` (the operator page); its signals are owned by the composition root. */
+  readonly deliveryActivity?: DeliveryActivityService;
 }
 
 /** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
@@ -245,6 +248,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
           loaders: createLoaders(services, caller.organizationId),
           log: session.log.child({ operationId: id }),
           lifecycleStreams: streams,
+          deliveryActivity: deps.deliveryActivity,
         };
         session.log.info(
           { operationId: id, operationName: payload.operationName ?? null, operation: prepared.kind },

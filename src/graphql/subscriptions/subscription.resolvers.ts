@@ -1,4 +1,6 @@
 import type { LifecycleStreamService, StreamMessage } from "../../domain/lifecycle/lifecycle-stream.ts";
+import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
+import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "../context.ts";
 import { AT_ARGUMENTS, toGraphqlError } from "../errors.ts";
@@ -7,6 +9,7 @@ import { GraphQLError } from "../graphql-js.ts";
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
 export interface SubscriptionContext extends GraphqlContext {
   readonly lifecycleStreams: LifecycleStreamService;
+  readonly deliveryActivity?: DeliveryActivityService;
 }
 
 function lifecycleStreamsOf(context: GraphqlContext): LifecycleStreamService {
@@ -18,6 +21,13 @@ function lifecycleStreamsOf(context: GraphqlContext): LifecycleStreamService {
     });
   }
   return streams;
+}
+
+function deliveryActivityOf(context: GraphqlContext): DeliveryActivityService {
+  lifecycleStreamsOf(context);
+  const activity = (context as Partial<SubscriptionContext>).deliveryActivity;
+  if (!activity) throw new Error("Subscription.webhookDeliveryAttempts without a delivery activity service");
+  return activity;
 }
 
 /** `Subscription.lifecycleEvents` (SPEC §10): one live stream of the caller's organization per operation. */
@@ -41,6 +51,24 @@ export const subscriptionResolvers: Resolvers = {
         context.loaders.clearAll();
         if (!message) throw new Error("Subscription.lifecycleEvents resolved without a message");
         return { cursor: message.cursor, node: message.event };
+      },
+    },
+    webhookDeliveryAttempts: {
+      subscribe: async (_root, args, context) => {
+        const activity = deliveryActivityOf(context);
+        try {
+          return await activity.open(context.caller.organizationId, args.endpointId ?? null);
+        } catch (error) {
+          throw toGraphqlError(error, AT_ARGUMENTS, args);
+        }
+      },
+      resolve: (delivery: WebhookDeliveryWithAttempts | undefined, _args: unknown, context: GraphqlContext) => {
+        if (!delivery) {
+          deliveryActivityOf(context);
+          throw new Error("Subscription.webhookDeliveryAttempts resolved without a message");
+        }
+        context.loaders.clearAll();
+        return delivery;
       },
     },
   },

@@ -23,6 +23,8 @@ export interface ListReferencesQuery {
   tag_ids?: string[];
   tag_names?: string[];
   tag_match?: "all" | "any";
+  exclude_tag_ids?: string[];
+  exclude_tag_names?: string[];
   active?: boolean;
   carrier_code?: string;
   container_id?: string;
@@ -53,6 +55,20 @@ export const listReferencesQuerySchema = {
       default: "all",
       description: "all: carries every listed tag; any: at least one",
     },
+    exclude_tag_ids: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Leave out references carrying any of these tags (unknown ids exclude nothing). Repeatable; " +
+        "comma-separated lists are accepted too. Combines with tag_ids, tag_names and tag_match",
+    },
+    exclude_tag_names: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Leave out references carrying any of the tags with these names, matched case-insensitively " +
+        "(unknown names exclude nothing). Repeatable",
+    },
     active: { type: "boolean" },
     carrier_code: { type: "string" },
     container_id: { type: "string" },
@@ -67,6 +83,8 @@ export function toListReferencesInput(query: ListReferencesQuery): ListReference
     tagIds: splitRepeatedValues(query.tag_ids),
     tagNames: query.tag_names,
     tagMatch: query.tag_match,
+    excludeTagIds: splitRepeatedValues(query.exclude_tag_ids),
+    excludeTagNames: query.exclude_tag_names,
     active: query.active,
     carrierCode: query.carrier_code,
     containerId: query.container_id,

@@ -226,7 +226,8 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       schema: {
         tags,
         operationId: "rotateWebhookEndpointSecret",
-        summary: "Issue a new signing secret (shown this once); the previous one keeps signing beside it for 24 hours",
+        summary:
+          "Issue a new signing secret (shown this once); every secret rotated out keeps signing beside it for 24 hours",
         params: webhookIdParam,
         headers: idempotencyKeyHeader,
         response: {
