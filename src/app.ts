@@ -18,8 +18,10 @@ import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { registerSubscriptions } from "./graphql/subscriptions/subscription-server.ts";
 import { registerOperations } from "./operations.ts";
-import { registerRest } from "./rest/rest-api.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
+import { sendProblem, toProblem } from "./rest/problem.ts";
+import { registerRest } from "./rest/rest-api.ts";
+import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
 import { PrismaLiveLogStore } from "./store/live-log-store.ts";
@@ -90,12 +92,22 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     // Behind a proxy the operator sets this; the rate limiter falls back to the client address.
     trustProxy: false,
     return503OnClosing: true,
+    // Errors the router raises before any route runs (an over-long path parameter, a malformed URL) answer in
+    // the same problem+json shape as every other error.
+    frameworkErrors: (error, request, reply) =>
+      sendProblem(reply, toProblem(error, request, isDatabaseUnavailableError)),
     forceCloseConnections: "idle",
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
-  await registerRest(http, { services, config, idempotency: new PrismaIdempotencyStore(database, clock), clock });
-  await registerGraphql(http, { services, config });
+  await registerRest(http, {
+    services,
+    config,
+    idempotency: new PrismaIdempotencyStore(database, clock),
+    clock,
+    isServiceUnavailable: isDatabaseUnavailableError,
+  });
+  await registerGraphql(http, { services, config, isServiceUnavailable: isDatabaseUnavailableError });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
   const deliverySignals = await openDeliveryChangeSignals(database, http.log.child({ component: "delivery-signals" }));

@@ -113,13 +113,60 @@ export function toGraphqlError(
 }
 
 /**
+ * An input problem found in a GraphQL variable before execution (not well-formed Unicode, nested too deeply):
+ * VALIDATION_FAILED like the same problem in a REST body.
+ * `field` is the variable's path as graphql-js writes it (`input.tags.2.name` for `$input`).
+ */
+export function variableIssueError(issue: FieldIssue, limit?: number): GraphQLError {
+  const field = dotted(issue.path);
+  return new GraphQLError(`Variable "$${String(issue.path[0])}" at "${field}": ${issue.message}`, {
+    extensions: {
+      code: "VALIDATION_FAILED",
+      field,
+      issues: [{ field, code: issue.code, message: issue.message }],
+      ...(limit !== undefined && { limit }),
+    },
+  });
+}
+
+/**
+ * graphql-js's own argument coercion errors, raised while executing a field whose literal arguments embed
+ * variables (`{ name: $n }` in a `@oneOf` input with `$n` null): input errors, reported as BAD_USER_INPUT
+ * naming the argument. graphql-js gives them no code, so they are recognized by their fixed message.
+ */
+const ARGUMENT_COERCION_ERROR = /^Argument "([^"]+)" (?:has invalid value|of required type|of non-null type)/;
+
+function argumentCoercionField(error: unknown): string | null {
+  if (!(error instanceof GraphQLError) || error.originalError !== undefined) return null;
+  return ARGUMENT_COERCION_ERROR.exec(error.message)?.[1] ?? null;
+}
+
+/** What a client sees when a query document cannot be parsed for a reason other than its syntax. */
+const PARSE_FAILED_MESSAGE = "The query document could not be parsed: it is nested too deeply or is too long";
+
+/**
+ * True when parsing a query document failed inside the parser (its recursion ran out of stack on a deeply
+ * nested document) rather than on a syntax error: the error or one of its causes is not a GraphQLError.
+ */
+export function isInternalParseFailure(error: unknown): boolean {
+  let current: unknown = error;
+  while (current instanceof GraphQLError) current = current.originalError;
+  return current !== undefined && current !== null;
+}
+
+/** A parse failure as the client sees it: GRAPHQL_PARSE_FAILED, with no internal text. */
+export function parseFailedError(): GraphQLError {
+  return new GraphQLError(PARSE_FAILED_MESSAGE, { extensions: { code: "GRAPHQL_PARSE_FAILED" } });
+}
+
+/**
  * True for an error the server did not anticipate: not a DomainError and not a GraphQLError that carries a
  * code (graphql-js's own execution errors, such as a null in a non-null field, have none). These are logged
  * and masked.
  */
 export function isUnexpectedError(error: unknown): boolean {
   const original = unwrapResolverError(error);
-  if (original instanceof DomainError) return false;
+  if (original instanceof DomainError || argumentCoercionField(original) !== null) return false;
   return !(original instanceof GraphQLError && typeof original.extensions.code === "string");
 }
 
@@ -134,6 +181,11 @@ export function formatGraphqlError(formatted: GraphQLFormattedError, error: unkn
     const converted = toGraphqlError(original) as GraphQLError;
     return { ...formatted, message: converted.message, extensions: converted.extensions };
   }
+  if (formatted.extensions?.code === "GRAPHQL_PARSE_FAILED" && isInternalParseFailure(original)) {
+    return { message: PARSE_FAILED_MESSAGE, extensions: { code: "GRAPHQL_PARSE_FAILED" } };
+  }
+  const argument = argumentCoercionField(original);
+  if (argument !== null) return { ...formatted, extensions: { code: "BAD_USER_INPUT", field: argument } };
   if (!isUnexpectedError(error)) return formatted;
   return {
     message: INTERNAL_SERVER_ERROR_MESSAGE,

@@ -1,4 +1,4 @@
-import { ApolloServer, type ApolloServerPlugin } from "@apollo/server";
+import { ApolloServer, HeaderMap, type ApolloServerPlugin } from "@apollo/server";
 import { unwrapResolverError } from "@apollo/server/errors";
 import { ApolloServerPluginLandingPageDisabled } from "@apollo/server/plugin/disabled";
 import { fastifyApolloHandler } from "@as-integrations/fastify";
@@ -6,9 +6,17 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
 import type { Services } from "../domain/services.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
-import { formatGraphqlError, INTERNAL_SERVER_ERROR, isUnexpectedError } from "./errors.ts";
+import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
+import {
+  formatGraphqlError,
+  INTERNAL_SERVER_ERROR,
+  isInternalParseFailure,
+  isUnexpectedError,
+  variableIssueError,
+} from "./errors.ts";
 import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
+import { GraphQLError } from "./graphql-js.ts";
 import { buildGraphqlSchema } from "./schema.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
@@ -17,6 +25,33 @@ export const GRAPHQL_ENDPOINT = "/graphql";
 export interface GraphqlDependencies {
   readonly services: Services;
   readonly config: Config;
+  /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE, HTTP 503). */
+  readonly isServiceUnavailable: (error: unknown) => boolean;
+}
+
+/** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
+const RETRY_AFTER_SECONDS = 5;
+const SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE";
+const SERVICE_UNAVAILABLE_MESSAGE = "The service cannot reach its database; retry shortly";
+
+/**
+ * A request that failed because the database is unreachable answers HTTP 503 with Retry-After, its errors
+ * coded SERVICE_UNAVAILABLE (see formatError below), so that clients retry instead of reporting a bug.
+ */
+function serviceUnavailablePlugin(
+  isServiceUnavailable: (error: unknown) => boolean,
+): ApolloServerPlugin<GraphqlContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didEncounterErrors({ errors, response }) {
+          if (!errors.some((error) => isServiceUnavailable(unwrapResolverError(error)))) return;
+          response.http.status = 503;
+          response.http.headers.set("retry-after", String(RETRY_AFTER_SECONDS));
+        },
+      };
+    },
+  };
 }
 
 /** Logs the errors {@link formatGraphqlError} masks, with the request's logger (and so its request id). */
@@ -29,14 +64,39 @@ function unexpectedErrorLoggingPlugin(serverLog: FastifyBaseLogger): ApolloServe
       return {
         async didEncounterErrors({ errors, contextValue, operationName }) {
           for (const error of errors) {
-            if (!isUnexpectedError(error)) continue;
             // contextValue is typed as present, but is a bare object when the context itself failed.
             const log = (contextValue as Partial<GraphqlContext>).log ?? serverLog;
+            if (isInternalParseFailure(error)) {
+              log.warn({ err: error.originalError ?? error }, "GraphQL document could not be parsed");
+              continue;
+            }
+            if (!isUnexpectedError(error)) continue;
             log.error(
               { err: unwrapResolverError(error), path: error.path, operationName },
               "GraphQL operation failed unexpectedly",
             );
           }
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Checks every operation's variables like REST checks bodies (well-formed Unicode, bounded nesting), before
+ * execution: a bad value is refused with a field path instead of reaching a scalar, a service or the database.
+ * Literal values need no such check: the GraphQL parser refuses unpaired surrogates in string literals.
+ */
+function variablesGuardPlugin(): ApolloServerPlugin<GraphqlContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ request }) {
+          const issue = findVariablesIssue(request.variables);
+          if (!issue) return;
+          const error = variableIssueError(issue, issue.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined);
+          // HTTP 400: nothing was executed (Apollo reads the status from `extensions.http`).
+          throw new GraphQLError(error.message, { extensions: { ...error.extensions, http: { status: 400 } } });
         },
       };
     },
@@ -57,12 +117,22 @@ function transportErrorCode(error: FastifyError, status: number): string {
  * schema from schema.graphql, per-request authentication and loaders, depth and cost limits, masked
  * unexpected errors, and the self-hosted explorer. Apollo stops with the Fastify instance.
  */
-export async function registerGraphql(app: FastifyInstance, { services, config }: GraphqlDependencies): Promise<void> {
+export async function registerGraphql(
+  app: FastifyInstance,
+  { services, config, isServiceUnavailable }: GraphqlDependencies,
+): Promise<void> {
   const apollo = new ApolloServer<GraphqlContext>({
     schema: buildGraphqlSchema(),
     validationRules: graphqlValidationRules(config),
     parseOptions: graphqlParseOptions(config),
-    formatError: formatGraphqlError,
+    formatError: (formatted, error) =>
+      isServiceUnavailable(unwrapResolverError(error))
+        ? {
+            message: SERVICE_UNAVAILABLE_MESSAGE,
+            ...(formatted.path && { path: formatted.path }),
+            extensions: { code: SERVICE_UNAVAILABLE },
+          }
+        : formatGraphqlError(formatted, error),
     includeStacktraceInErrorResponses: false,
     // Introspection stays on: the explorer and codegen clients need it, and it requires an API key anyway.
     introspection: true,
@@ -77,6 +147,8 @@ export async function registerGraphql(app: FastifyInstance, { services, config }
       ApolloServerPluginLandingPageDisabled(),
       operationCostPlugin<GraphqlContext>(config),
       unexpectedErrorLoggingPlugin(app.log),
+      variablesGuardPlugin(),
+      serviceUnavailablePlugin(isServiceUnavailable),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
       // close already stops accepting requests and lets in-flight ones finish.
@@ -106,7 +178,21 @@ export async function registerGraphql(app: FastifyInstance, { services, config }
     const explorerPage = renderExplorerPage({ endpoint: GRAPHQL_ENDPOINT });
 
     const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
-      context: async (request) => createGraphqlContext({ services, credentials: request.headers, log: request.log }),
+      context: async (request) => {
+        try {
+          return await createGraphqlContext({ services, credentials: request.headers, log: request.log });
+        } catch (error) {
+          // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
+          if (!isServiceUnavailable(error)) throw error;
+          request.log.error({ err: error }, "database unavailable");
+          throw new GraphQLError(SERVICE_UNAVAILABLE_MESSAGE, {
+            extensions: {
+              code: SERVICE_UNAVAILABLE,
+              http: { status: 503, headers: new HeaderMap([["retry-after", String(RETRY_AFTER_SECONDS)]]) },
+            },
+          });
+        }
+      },
     });
     // Typed as the Apollo handler's route (its replies are strings).
     scope.route<{ Reply: string }>({

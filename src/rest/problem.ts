@@ -33,6 +33,7 @@ const TITLES: Record<number, string> = {
   405: "Method Not Allowed",
   409: "Conflict",
   413: "Content Too Large",
+  414: "URI Too Long",
   415: "Unsupported Media Type",
   422: "Unprocessable Content",
   429: "Too Many Requests",
@@ -82,6 +83,11 @@ export function pointerFor(issue: FieldIssue, location: "body" | "query"): strin
     .join("");
 }
 
+/** A path of raw keys (not renamed) as a JSON pointer, escaping `~` and `/` as RFC 6901 asks. */
+export function jsonPointer(path: readonly (string | number)[]): string {
+  return path.map((segment) => `/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
+}
+
 function fromDomainError(error: DomainError): Problem {
   const status = STATUS_BY_CODE[error.code];
   const location = status === 400 ? "query" : "body";
@@ -115,6 +121,11 @@ const QUERY_PARAMETER_CODES: Record<string, ErrorCode> = {
   to: "INVALID_DATE_TIME",
   type: "INVALID_EVENT_TYPE",
 };
+
+/** A 400 for one query parameter, with the parameter's own code (`INVALID_LIMIT`, ...) as for schema errors. */
+export function queryParameterProblem(parameter: string, message: string): Problem {
+  return fromValidationError([{ keyword: "type", instancePath: `/${parameter}`, message, params: {} }], "querystring");
+}
 
 function fromValidationError(errors: readonly AjvError[], context: string | undefined): Problem {
   const issues: ProblemIssue[] = errors.map((error) => {
@@ -157,6 +168,10 @@ function fromFastifyError(error: FastifyError): Problem | null {
       return problem(400, "MALFORMED_REQUEST", "The body is empty but content-type says application/json");
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return problem(400, "MALFORMED_REQUEST", "Content-Length does not match the body");
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return problem(414, "URI_TOO_LONG", "A path parameter is longer than the server accepts");
+    case "FST_ERR_BAD_URL":
+      return problem(400, "MALFORMED_REQUEST", "The request path is not a valid URL");
     default:
       break;
   }
@@ -172,8 +187,25 @@ function fromFastifyError(error: FastifyError): Problem | null {
   return null;
 }
 
-export function toProblem(error: unknown, request: FastifyRequest): Problem {
+/** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
+export const RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Any error as problem details. `isServiceUnavailable` recognizes a transient outage (the database lost or
+ * unreachable): 503 SERVICE_UNAVAILABLE with Retry-After, logged like every unexpected error.
+ */
+export function toProblem(
+  error: unknown,
+  request: FastifyRequest,
+  isServiceUnavailable: (error: unknown) => boolean = () => false,
+): Problem {
   if (error instanceof DomainError) return fromDomainError(error);
+  if (isServiceUnavailable(error)) {
+    request.log.error({ err: error, method: request.method, url: request.url }, "database unavailable");
+    return problem(503, "SERVICE_UNAVAILABLE", "The service cannot reach its database; retry shortly", {
+      request_id: request.id,
+    });
+  }
   const fastifyError = error as FastifyError & { validationContext?: string };
   if (Array.isArray(fastifyError.validation)) {
     return fromValidationError(fastifyError.validation as unknown as AjvError[], fastifyError.validationContext);
@@ -186,6 +218,7 @@ export function toProblem(error: unknown, request: FastifyRequest): Problem {
 }
 
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
+  if (body.status === 503) reply.header("retry-after", String(RETRY_AFTER_SECONDS));
   if (body.status === 401) reply.header("www-authenticate", AUTHENTICATION_CHALLENGE);
   return reply.code(body.status).type("application/problem+json").send(body);
 }

@@ -12,6 +12,7 @@ import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { DomainError } from "../domain/shared/errors.ts";
 import { registerIdempotency, type IdempotencyStore } from "./idempotency.ts";
+import { registerInputGuards } from "./input-guards.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
@@ -34,6 +35,8 @@ export interface RestDependencies {
   readonly config: Config;
   readonly idempotency: IdempotencyStore;
   readonly clock: Clock;
+  /** Recognizes an error that means the database is unreachable right now (answered 503, not 500). */
+  readonly isServiceUnavailable: (error: unknown) => boolean;
 }
 
 /** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
@@ -48,7 +51,7 @@ function isPublicPath(url: string): boolean {
  */
 export async function registerRest(
   app: FastifyInstance,
-  { services, config, idempotency, clock }: RestDependencies,
+  { services, config, idempotency, clock, isServiceUnavailable }: RestDependencies,
 ): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
   const bodyAjv = addFormatsPlugin(
@@ -62,7 +65,7 @@ export async function registerRest(
   // Bodies are JSON only: without this, Fastify's built-in text/plain parser would hand a string to the
   // validators and a wrong content type would look like a validation failure instead of a 415.
   app.removeContentTypeParser("text/plain");
-  app.setErrorHandler((error, request, reply) => sendProblem(reply, toProblem(error, request)));
+  app.setErrorHandler((error, request, reply) => sendProblem(reply, toProblem(error, request, isServiceUnavailable)));
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem(404, "NOT_FOUND", `No route for ${request.method} ${request.url.split("?")[0]}`)),
   );
@@ -148,6 +151,7 @@ export async function registerRest(
     });
   }
 
+  registerInputGuards(app);
   registerIdempotency(app, idempotency, clock);
 
   // One place sets `Location` on creations, for fresh and for replayed (Idempotency-Key) responses alike:

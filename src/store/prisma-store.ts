@@ -12,6 +12,7 @@ import type {
 } from "../domain/store.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { findInChunks } from "./in-chunks.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
 import { PrismaWebhookStore } from "./webhook-store.ts";
@@ -301,12 +302,14 @@ export class PrismaStore implements Store {
 
   findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]> {
     if (ids.length === 0) return Promise.resolve([]);
-    return this.client.tag.findMany({ where: { organizationId, id: { in: [...ids] } } });
+    return findInChunks(ids, (chunk) => this.client.tag.findMany({ where: { organizationId, id: { in: chunk } } }));
   }
 
   findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]> {
     if (nameKeys.length === 0) return Promise.resolve([]);
-    return this.client.tag.findMany({ where: { organizationId, nameKey: { in: [...nameKeys] } } });
+    return findInChunks(nameKeys, (chunk) =>
+      this.client.tag.findMany({ where: { organizationId, nameKey: { in: chunk } } }),
+    );
   }
 
   async insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }> {
@@ -390,11 +393,14 @@ export class PrismaStore implements Store {
     if (referenceIds.length === 0) return byReference;
     // One join instead of Prisma's `include`, which sends two statements: this runs for every page of
     // references on both surfaces.
-    const rows = await this.client.$queryRaw<(TagRow & { reference_id: string })[]>`
+    const rows = await findInChunks(
+      referenceIds,
+      (chunk) => this.client.$queryRaw<(TagRow & { reference_id: string })[]>`
       SELECT rt."reference_id", t."id", t."organization_id", t."name", t."created_at", t."updated_at"
       FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id"
-      WHERE rt."reference_id" IN (${Prisma.join([...referenceIds])})
-      ORDER BY t."name_key", t."id"`;
+      WHERE rt."reference_id" IN (${Prisma.join(chunk)})
+      ORDER BY t."name_key", t."id"`,
+    );
     for (const row of rows) byReference.get(row.reference_id)?.push(tagFromRow(row));
     return byReference;
   }
@@ -427,8 +433,10 @@ export class PrismaStore implements Store {
 
   findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]> {
     if (ids.length === 0) return Promise.resolve([]);
-    return this.selectTaggedReferences(Prisma.sql`
-      FROM "shipping_references" r WHERE r."id" IN (${Prisma.join([...ids])}) AND r."organization_id" = ${organizationId}`);
+    return findInChunks(ids, (chunk) =>
+      this.selectTaggedReferences(Prisma.sql`
+        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}`),
+    );
   }
 
   async lockReference(organizationId: string, id: string): Promise<TaggedReference | null> {
@@ -555,17 +563,20 @@ export class PrismaStore implements Store {
     // A per-group LIMIT, which Prisma's query API cannot express: number each tag's links newest first and
     // keep the first N of each. Both SQLite (3.25+) and PostgreSQL have window functions; the
     // (tag_id, reference_id) index serves the partitions in order.
-    const rows = await this.client.$queryRaw<{ tag_id: string; reference_id: string }[]>`
+    const rows = await findInChunks(
+      tagIds,
+      (chunk) => this.client.$queryRaw<{ tag_id: string; reference_id: string }[]>`
       SELECT ranked."tag_id", ranked."reference_id"
       FROM (
         SELECT rt."tag_id", rt."reference_id",
                ROW_NUMBER() OVER (PARTITION BY rt."tag_id" ORDER BY rt."reference_id" DESC) AS "rank_in_tag"
         FROM "reference_tags" AS rt
         JOIN "tags" AS t ON t."id" = rt."tag_id"
-        WHERE t."organization_id" = ${organizationId} AND rt."tag_id" IN (${Prisma.join([...tagIds])})
+        WHERE t."organization_id" = ${organizationId} AND rt."tag_id" IN (${Prisma.join(chunk)})
       ) AS ranked
       WHERE ranked."rank_in_tag" <= ${limitPerTag}
-      ORDER BY ranked."tag_id", ranked."reference_id" DESC`;
+      ORDER BY ranked."tag_id", ranked."reference_id" DESC`,
+    );
     for (const row of rows) byTag.get(row.tag_id)?.push(row.reference_id);
     return byTag;
   }
@@ -573,9 +584,11 @@ export class PrismaStore implements Store {
   async findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>> {
     const byParent = new Map<string, TaggedReference[]>(parentIds.map((id) => [id, []]));
     if (parentIds.length === 0) return byParent;
-    const children = await this.selectTaggedReferences(Prisma.sql`
-      FROM "shipping_references" r WHERE r."parent_reference_id" IN (${Prisma.join([...parentIds])})
-      ORDER BY r."id"`);
+    const children = await findInChunks(parentIds, (chunk) =>
+      this.selectTaggedReferences(Prisma.sql`
+        FROM "shipping_references" r WHERE r."parent_reference_id" IN (${Prisma.join(chunk)})
+        ORDER BY r."id"`),
+    );
     for (const child of children) byParent.get(child.parentReferenceId!)?.push(child);
     return byParent;
   }

@@ -1,3 +1,4 @@
+import { findInChunks } from "./in-chunks.ts";
 import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
@@ -110,7 +111,9 @@ export class PrismaWebhookStore implements WebhookStore {
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
-    const rows = await this.client.webhookEndpoint.findMany({ where: { id: { in: [...ids] } }, include: WITH_TAGS });
+    const rows = await findInChunks(ids, (chunk) =>
+      this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } }, include: WITH_TAGS }),
+    );
     return rows.map((row) => this.toEndpoint(row));
   }
 
@@ -219,10 +222,12 @@ export class PrismaWebhookStore implements WebhookStore {
   async findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
     const byDelivery = new Map<string, WebhookAttempt[]>(deliveryIds.map((id) => [id, []]));
     if (deliveryIds.length === 0) return byDelivery;
-    const rows = await this.client.webhookAttempt.findMany({
-      where: { deliveryId: { in: [...deliveryIds] } },
-      orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
-    });
+    const rows = await findInChunks(deliveryIds, (chunk) =>
+      this.client.webhookAttempt.findMany({
+        where: { deliveryId: { in: chunk } },
+        orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
+      }),
+    );
     for (const row of rows) byDelivery.get(row.deliveryId)?.push(row);
     return byDelivery;
   }

@@ -80,6 +80,9 @@ export class AddressGuard {
 
 const LOOKUP_TIMEOUT_MS = 3_000;
 
+/** `localhost` and `*.localhost`, in any case (the URL parser has lower-cased it already). */
+const LOOPBACK_NAME = /^(?:.+\.)?localhost$/i;
+
 /**
  * The check at save time: an IP literal is judged as it is; a name is resolved and refused if any of its
  * addresses is. A name that does not resolve now is accepted: every connection is checked again anyway.
@@ -88,8 +91,15 @@ export class DnsTargetPolicy implements WebhookTargetPolicy {
   constructor(private readonly guard: AddressGuard) {}
 
   async refusalReason(url: URL): Promise<string | null> {
-    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    // A fully qualified name may end with a dot (`localhost.`): the same name for every resolver.
+    const host = url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
     if (isIP(host) !== 0) return this.guard.refusalReason(host);
+    // "localhost" and every name under it are loopback by definition (RFC 6761 §6.3), whatever DNS says;
+    // judged without a lookup, so that a resolver that does not know `localhost.` cannot let one through.
+    if (LOOPBACK_NAME.test(host)) {
+      const reason = this.guard.refusalReason("127.0.0.1") ?? this.guard.refusalReason("::1");
+      return reason && `${url.hostname} is a loopback name (${reason})`;
+    }
     let timer: NodeJS.Timeout | undefined;
     try {
       const addresses = await Promise.race([

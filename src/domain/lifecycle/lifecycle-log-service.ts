@@ -15,7 +15,13 @@ export interface ListEventsInput {
   readonly types?: readonly string[];
   readonly from?: Date;
   readonly to?: Date;
+  /** The listing's order: part of what a cursor was issued for, like the filters. */
   readonly order?: "asc" | "desc";
+  /**
+   * Read the listing backward from the cursor (the items before it, nearest first), as a Relay `last`/`before`
+   * page does. Not part of what a cursor was issued for: any cursor of a listing works in both directions.
+   */
+  readonly backward?: boolean;
   readonly limit: number;
   readonly cursor?: string;
 }
@@ -99,7 +105,7 @@ export class LifecycleLogService {
       from: input.from,
       to: input.to,
       notBefore: this.retentionCutoff(),
-      order,
+      order: input.backward ? (order === "asc" ? "desc" : "asc") : order,
       after: after && { occurredAt: new Date(after.t), id: after.i },
       limit: input.limit + 1,
     });

@@ -7,10 +7,11 @@ import type { ExtractionOutcome } from "./reference-service.ts";
  * outcome: `["status"]`, `["error"]`, `["error", "code"]`.
  * @throws VALIDATION_FAILED listing every problem.
  */
-export function parseExtractionOutcome(raw: {
-  readonly status?: unknown;
-  readonly error?: unknown;
-}): ExtractionOutcome {
+export function parseExtractionOutcome(input: unknown): ExtractionOutcome {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) {
+    throw validationFailed([{ path: [], code: "INVALID_TYPE", message: "an extraction outcome must be an object" }]);
+  }
+  const raw = input as { readonly status?: unknown; readonly error?: unknown };
   if (raw.status === "succeeded") {
     if (raw.error !== undefined && raw.error !== null) {
       throw validationFailed([

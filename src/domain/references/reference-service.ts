@@ -9,6 +9,7 @@ import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
 import { parseTagEntries } from "../tags/tag-entry.ts";
+import { parseExtractionOutcome } from "./extraction-outcome.ts";
 import { tagNameKey } from "../tags/tag-name.ts";
 import type { TagService } from "../tags/tag-service.ts";
 import { checkContainerNumber, normalizeContainerNumber } from "./container-number.ts";
@@ -17,6 +18,12 @@ export interface ReferenceLimits {
   readonly maxTagsPerReference: number;
   readonly extractionFailureThreshold: number;
 }
+
+/**
+ * How many `tagIds` and `tagNames` one listing may filter by, together; and, separately, how many
+ * `excludeTagIds` and `excludeTagNames`.
+ */
+export const MAX_TAG_FILTER_VALUES = 100;
 
 /** Raw input from either surface; the service validates every field. */
 export interface CreateReferenceInput {
@@ -111,7 +118,7 @@ export class ReferenceService {
       }
     }
     const carrierCode = checkCarrierCode(input.carrierCode, issues);
-    const parsed = parseTagEntries(input.tags);
+    const parsed = parseTagEntries(input.tags, { maxTags: this.limits.maxTagsPerReference });
     issues.push(...parsed.issues);
     if (issues.length > 0) throw validationFailed(issues);
 
@@ -146,11 +153,28 @@ export class ReferenceService {
     tagIds.forEach((id, index) => {
       if (!isUuid(id)) issues.push({ path: ["tagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
     });
+    const tagFilterValues = tagIds.length + (input.tagNames?.length ?? 0);
+    if (tagFilterValues > MAX_TAG_FILTER_VALUES) {
+      issues.push({
+        path: [tagIds.length > 0 ? "tagIds" : "tagNames"],
+        code: "TOO_MANY_VALUES",
+        message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names together (${tagFilterValues} given)`,
+      });
+    }
     const excludeTagIds = (input.excludeTagIds ?? []).map((id) => id.toLowerCase());
     excludeTagIds.forEach((id, index) => {
       if (!isUuid(id))
         issues.push({ path: ["excludeTagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
     });
+    // Exclusions are looked up the same way as inclusions, so they are bounded the same way before the database.
+    const excludedFilterValues = excludeTagIds.length + (input.excludeTagNames?.length ?? 0);
+    if (excludedFilterValues > MAX_TAG_FILTER_VALUES) {
+      issues.push({
+        path: [excludeTagIds.length > 0 ? "excludeTagIds" : "excludeTagNames"],
+        code: "TOO_MANY_VALUES",
+        message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names to exclude together (${excludedFilterValues} given)`,
+      });
+    }
     if (input.parentReferenceId !== undefined && !isUuid(input.parentReferenceId)) {
       issues.push({ path: ["parentReferenceId"], code: "INVALID_ID", message: "not an id" });
     }
@@ -226,7 +250,7 @@ export class ReferenceService {
    * @throws NOT_FOUND, VALIDATION_FAILED, LIMIT_EXCEEDED (more than the per-reference limit in total).
    */
   async addTags(organizationId: string, referenceId: string, rawTags: unknown): Promise<Tag[]> {
-    const parsed = parseTagEntries(rawTags);
+    const parsed = parseTagEntries(rawTags, { maxTags: this.limits.maxTagsPerReference });
     if (parsed.issues.length > 0) throw validationFailed(parsed.issues);
     if (rawTags === undefined || rawTags === null) {
       throw validationFailed([{ path: ["tags"], code: "REQUIRED", message: "tags is required" }]);
@@ -303,11 +327,9 @@ export class ReferenceService {
    * reference is deactivated by the service itself (`exceeded_extraction_attempt_threshold`, automatic).
    * @throws NOT_FOUND, VALIDATION_FAILED.
    */
-  async recordExtraction(
-    organizationId: string,
-    referenceId: string,
-    outcome: ExtractionOutcome,
-  ): Promise<TaggedReference> {
+  async recordExtraction(organizationId: string, referenceId: string, rawOutcome: unknown): Promise<TaggedReference> {
+    // The only judge of an outcome's meaning, for both surfaces: REST's schema and GraphQL's types check shape.
+    const outcome = parseExtractionOutcome(rawOutcome);
     return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
       const now = this.clock.now();
       if (outcome.status === "succeeded") {

@@ -626,8 +626,8 @@ export type Reference = Node & {
   estimatedDeparture?: Maybe<Scalars['DateTime']['output']>;
   /**
    * The reference's lifecycle log, oldest first, within the retention window (18 months). Page forward with
-   * `first`/`after` or backward from the newest event with `last`/`before`; a cursor continues only in the
-   * direction of the page it came from, and only with the same `filter`.
+   * `first`/`after` or backward from the newest event with `last`/`before`. Any edge's cursor works as `after`
+   * and as `before` with the same `filter`, whichever direction the page that gave it was read in.
    */
   events: LifecycleEventConnection;
   /** The reference's identifier (a UUIDv7), the same on every surface. */

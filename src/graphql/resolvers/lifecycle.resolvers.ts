@@ -12,8 +12,10 @@ export const lifecycleResolvers: Resolvers = {
       const page = bidirectionalPage(args);
       const events = await services.lifecycleLog.listEvents(caller.organizationId, reference.id, {
         ...withoutNulls(args.filter),
-        // `last`/`before` reads the log newest first from `before`; the connection puts it back in order.
-        order: page.direction === "forward" ? "asc" : "desc",
+        // The connection is the log in ascending order; `last`/`before` reads it backward from `before` (newest
+        // first) and the connection puts the page back in order. Cursors are the same whichever the direction.
+        order: "asc",
+        backward: page.direction === "backward",
         limit: page.limit,
         ...(page.cursor !== undefined && { cursor: page.cursor }),
       });

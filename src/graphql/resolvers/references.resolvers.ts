@@ -1,5 +1,4 @@
 import type { TaggedReference } from "../../domain/models.ts";
-import { parseExtractionOutcome } from "../../domain/references/extraction-outcome.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
@@ -55,11 +54,10 @@ export const referenceResolvers: Resolvers = {
       reference: await services.references.reactivate(caller.organizationId, input.referenceId),
     }),
     recordExtraction: async (_, { input }, { caller, services }) => ({
-      reference: await services.references.recordExtraction(
-        caller.organizationId,
-        input.referenceId,
-        parseExtractionOutcome({ status: input.status, error: input.error }),
-      ),
+      reference: await services.references.recordExtraction(caller.organizationId, input.referenceId, {
+        status: input.status,
+        error: input.error,
+      }),
     }),
     recordReferenceUpdate: async (_, { input }, { caller, services }) => {
       const update = await services.references.recordUpdate(caller.organizationId, input.referenceId, input.update);

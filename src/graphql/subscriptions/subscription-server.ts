@@ -14,7 +14,8 @@ import type { LiveSubscriptions } from "../../domain/live/live-subscriptions.ts"
 import type { Caller } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
 import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
-import { formatGraphqlError, isUnexpectedError } from "../errors.ts";
+import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-input.ts";
+import { formatGraphqlError, isUnexpectedError, parseFailedError, variableIssueError } from "../errors.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
 import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
@@ -259,13 +260,19 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     try {
       document = parse(payload.query, graphqlParseOptions(config));
     } catch (error) {
-      if (!(error instanceof GraphQLError)) throw error;
+      // A deeply nested document overflows the parser's stack: say only that it could not be parsed.
+      if (!(error instanceof GraphQLError)) {
+        log.warn({ err: error }, "GraphQL document could not be parsed");
+        return [parseFailedError()];
+      }
       return [withCode(error, "GRAPHQL_PARSE_FAILED")];
     }
     const invalid = validate(schema, document, validationRules);
     if (invalid.length > 0) return invalid.map((error) => withCode(error, "GRAPHQL_VALIDATION_FAILED"));
     const operation = getOperationAST(document, payload.operationName ?? null);
     if (!operation) return [withCode(new GraphQLError("Unable to identify the operation to run"), "BAD_REQUEST")];
+    const unsafe = findVariablesIssue(payload.variables);
+    if (unsafe) return [variableIssueError(unsafe, unsafe.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined)];
     const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], payload.variables ?? {});
     if (coerced.errors) return coerced.errors.map((error) => withCode(error, "BAD_USER_INPUT"));
     const tooCostly = checkOperationCost(schema, document, config, {

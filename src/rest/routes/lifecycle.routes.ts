@@ -4,7 +4,7 @@ import { parseDateTime } from "../../domain/shared/date-time.ts";
 import { DomainError } from "../../domain/shared/errors.ts";
 import { callerOf } from "../rest-api.ts";
 import { problems, success } from "../response-schemas.ts";
-import { pageQuery, splitRepeatedValues, uuidParam } from "../schemas.ts";
+import { pageQuery, uuidParam } from "../schemas.ts";
 import { serializeEvent } from "../serializers.ts";
 
 interface EventsQuery {
@@ -61,7 +61,9 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
         callerOf(request).organizationId,
         request.params.referenceId,
         {
-          types: splitRepeatedValues(query.type),
+          // Not splitRepeatedValues: empty items are kept, so that the service refuses `type=` and `type=a,,b` as
+          // unknown types instead of reading them as "every type".
+          types: query.type?.flatMap((value) => value.split(",")).map((type) => type.trim()),
           from: dateParameter("from", query.from),
           to: dateParameter("to", query.to),
           order: query.order,

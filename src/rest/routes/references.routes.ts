@@ -350,29 +350,27 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
           "resource of its own: the response is the reference, without Location",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
+        // Shape only; what the outcome means (error required when failed and only then, non-empty code and
+        // message) is judged by the service, with the same codes and messages as over GraphQL.
         body: {
-          oneOf: [
-            {
-              type: "object",
-              properties: { status: { const: "succeeded" } },
-              required: ["status"],
-              additionalProperties: false,
-            },
-            {
+          type: "object",
+          description:
+            '`{ "status": "succeeded" }` or `{ "status": "failed", "error": { "code": ..., "message": ... } }`; ' +
+            "the error is required when the status is failed and refused otherwise; its code and message must " +
+            "not be empty or blank (422 VALIDATION_FAILED with a pointer otherwise).",
+          properties: {
+            status: { type: "string", enum: ["succeeded", "failed"] },
+            error: {
               type: "object",
               properties: {
-                status: { const: "failed" },
-                error: {
-                  type: "object",
-                  properties: { code: { type: "string", minLength: 1 }, message: { type: "string" } },
-                  required: ["code", "message"],
-                  additionalProperties: false,
-                },
+                code: { type: "string", description: "A short machine-readable code chosen by the tracking side" },
+                message: { type: "string", description: "A human-readable explanation" },
               },
-              required: ["status", "error"],
               additionalProperties: false,
             },
-          ],
+          },
+          required: ["status"],
+          additionalProperties: false,
         },
         response: {
           201: success("The reference after the outcome", "Reference", { replayable: true }),

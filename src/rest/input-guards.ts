@@ -1,0 +1,45 @@
+import type { FastifyInstance } from "fastify";
+import { findJsonInputIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
+import { jsonPointer, problem, queryParameterProblem, sendProblem } from "./problem.ts";
+
+interface QuerySchema {
+  readonly properties?: Readonly<Record<string, { readonly type?: unknown }>>;
+}
+
+/** A query-string integer as people write one: decimal digits only (no `1e2`, ` 5`, `5.0`, `0x10`, `+5`). */
+const DECIMAL_INTEGER = /^[0-9]{1,15}$/;
+
+/**
+ * Checks every /v1 request's input once, before the route schemas and the services see it:
+ * - bodies: well-formed Unicode in every string and at most MAX_JSON_DEPTH levels of nesting (422 with a
+ *   pointer; `domain/shared/json-input.ts` says why);
+ * - integer query parameters (those the route schema types as `integer`): decimal digits only. The query
+ *   validator coerces text to numbers with `Number()`, which would otherwise read `1e2` as 100 and `0x10` as 16.
+ */
+export function registerInputGuards(app: FastifyInstance): void {
+  app.addHook("preValidation", async (request, reply) => {
+    if (!request.url.startsWith("/v1/")) return;
+
+    const querySchema = request.routeOptions.schema?.querystring as QuerySchema | undefined;
+    const query = request.query as Record<string, unknown> | undefined;
+    for (const [name, property] of Object.entries(querySchema?.properties ?? {})) {
+      const raw = query?.[name];
+      if (property.type !== "integer" || raw === undefined) continue;
+      if (typeof raw !== "string" || !DECIMAL_INTEGER.test(raw)) {
+        return sendProblem(reply, queryParameterProblem(name, "must be an integer written in decimal digits"));
+      }
+    }
+
+    if (request.body === undefined) return;
+    const issue = findJsonInputIssue(request.body);
+    if (!issue) return;
+    const pointer = jsonPointer(issue.path);
+    return sendProblem(
+      reply,
+      problem(422, "VALIDATION_FAILED", `${pointer || "body"}: ${issue.message}`, {
+        errors: [{ pointer, code: issue.code, message: issue.message }],
+        ...(issue.code === "TOO_DEEP" && { limit: MAX_JSON_DEPTH }),
+      }),
+    );
+  });
+}

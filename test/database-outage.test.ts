@@ -1,0 +1,110 @@
+import Sqlite from "better-sqlite3";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { sqliteFilePath } from "../src/store/database.ts";
+import { gql } from "./support/graphql-client.ts";
+import { http } from "./support/http.ts";
+import { startTestServer, type TestServer } from "./support/test-server.ts";
+
+/*
+ * The database lost mid-request (issue 10): 503 SERVICE_UNAVAILABLE with Retry-After on both surfaces, never a
+ * 500, and the service answers normally once the database is back.
+ */
+
+const ADMIN_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+
+function expectUnavailable(rest: { status: number; headers: Headers; body: any }): void {
+  expect(rest.status).toBe(503);
+  expect(rest.headers.get("retry-after")).toMatch(/^\d+$/);
+  expect(rest.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+  expect(rest.body).toMatchObject({ status: 503, code: "SERVICE_UNAVAILABLE" });
+}
+
+function expectGraphqlUnavailable(response: { status: number; headers: Headers; body: any }): void {
+  expect(response.status).toBe(503);
+  expect(response.headers.get("retry-after")).toMatch(/^\d+$/);
+  expect(response.body.errors?.[0]?.extensions?.code).toBe("SERVICE_UNAVAILABLE");
+  expect(JSON.stringify(response.body)).not.toMatch(/terminat|postgres|sqlite|prisma/i);
+}
+
+describe("database connections terminated mid-request on postgres", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer("postgres");
+  }, 60_000);
+  afterAll(async () => server?.close());
+
+  /**
+   * Holds an exclusive lock on the references table so that requests wait inside the database, then terminates
+   * every server connection of this database (as a failover or an administrator would) while they wait.
+   */
+  async function terminateWhileWaiting<T>(requests: () => Promise<T>[]): Promise<T[]> {
+    const databaseName = new URL(server.database.url).pathname.slice(1);
+    const locker = new pg.Client({ connectionString: server.database.url });
+    const admin = new pg.Client({ connectionString: ADMIN_URL });
+    await locker.connect();
+    await admin.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query("LOCK TABLE shipping_references IN ACCESS EXCLUSIVE MODE");
+      const pending = requests();
+      // Wait until the server's statements are queued behind the lock.
+      for (let attempt = 0; attempt < 100; attempt++) {
+        const { rows } = await admin.query<{ waiting: string }>(
+          `SELECT count(*) AS waiting FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`,
+          [databaseName],
+        );
+        if (Number(rows[0]!.waiting) >= pending.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> $2`, [
+        databaseName,
+        (locker as unknown as { processID: number }).processID,
+      ]);
+      return await Promise.all(pending);
+    } finally {
+      await locker.query("ROLLBACK");
+      await locker.end();
+      await admin.end();
+    }
+  }
+
+  it("answers 503 with Retry-After on REST and GraphQL, then recovers", async () => {
+    const [rest, graphql] = await terminateWhileWaiting(() => [
+      http(server, "GET", "/v1/references"),
+      gql(server, `{ references { edges { node { id } } } }`),
+    ]);
+    expectUnavailable(rest!);
+    expectGraphqlUnavailable(graphql!);
+
+    expect((await http(server, "GET", "/v1/references")).status).toBe(200);
+    expect((await gql(server, `{ references { edges { node { id } } } }`)).body.errors).toBeUndefined();
+  });
+});
+
+describe("the write lock held by another process past busy_timeout on sqlite", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer("sqlite");
+  }, 60_000);
+  afterAll(async () => server?.close());
+
+  // SQLite has no connections to lose; its realistic outage is another process (a backup, a migration, a
+  // stuck writer) holding the write lock for longer than the server's 5 s busy_timeout.
+  it("answers 503 with Retry-After on REST and GraphQL, then recovers", async () => {
+    const other = new Sqlite(sqliteFilePath(server.database.url));
+    try {
+      other.exec("BEGIN EXCLUSIVE");
+      const [rest, graphql] = await Promise.all([
+        http(server, "POST", "/v1/tags", { body: { name: "during-outage" } }),
+        gql(server, `mutation { createTag(input: { name: "during-outage-gql" }) { tag { id } } }`),
+      ]);
+      expectUnavailable(rest);
+      expectGraphqlUnavailable(graphql);
+    } finally {
+      other.exec("ROLLBACK");
+      other.close();
+    }
+    expect((await http(server, "POST", "/v1/tags", { body: { name: "after-outage" } })).status).toBe(201);
+  }, 30_000);
+});
