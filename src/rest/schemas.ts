@@ -28,8 +28,11 @@ export const tagEntrySchema = {
   description:
     'Exactly one of `{ "id": ... }` (an existing tag) or `{ "name": ... }` (found case-insensitively or created).',
   properties: {
-    id: { type: "string", format: "uuid", description: "An existing tag's id" },
-    name: { type: "string", minLength: 1, maxLength: 100, description: "A tag name; created if no tag has it" },
+    id: { type: "string", description: "An existing tag's id (UUID)" },
+    name: {
+      type: "string",
+      description: "A tag name (1-100 characters after trimming and NFC normalization); created if no tag has it",
+    },
   },
   additionalProperties: false,
   minProperties: 1,

@@ -57,6 +57,8 @@ export type ExtractionOutcome =
 
 const SCAC = /^[A-Za-z]{2,4}$/;
 const MAX_DOCUMENT_NUMBER_LENGTH = 64;
+/** One report of the containers on a bill of lading or booking: checked here, for REST and GraphQL alike. */
+const MAX_CHILD_CONTAINERS_PER_REPORT = 500;
 
 type ReferencePosition = { readonly i: string };
 const isReferencePosition = (value: unknown): value is ReferencePosition =>
@@ -465,6 +467,12 @@ export class ReferenceService {
       throw validationFailed([
         { path: ["containerIds"], code: "REQUIRED", message: "{containerIds} must be a non-empty array" },
       ]);
+    }
+    if (containerIds.length > MAX_CHILD_CONTAINERS_PER_REPORT) {
+      const message = `at most ${MAX_CHILD_CONTAINERS_PER_REPORT} container numbers per report`;
+      throw new DomainError("LIMIT_EXCEEDED", message, [{ path: ["containerIds"], code: "LIMIT_EXCEEDED", message }], {
+        limit: MAX_CHILD_CONTAINERS_PER_REPORT,
+      });
     }
     const issues: FieldIssue[] = [];
     const numbers: string[] = [];

@@ -487,7 +487,13 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         headers: idempotencyKeyHeader,
         body: {
           type: "object",
-          properties: { container_ids: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 500 } },
+          properties: {
+            container_ids: {
+              type: "array",
+              items: { type: "string" },
+              description: "1 to 500 container numbers (ISO 6346)",
+            },
+          },
           required: ["container_ids"],
           additionalProperties: false,
         },

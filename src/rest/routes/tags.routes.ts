@@ -17,9 +17,7 @@ const nameBody = {
   properties: {
     name: {
       type: "string",
-      minLength: 1,
-      maxLength: 100,
-      description: "1-100 characters after trimming; unique case-insensitively",
+      description: "1-100 characters after trimming and NFC normalization; unique case-insensitively",
     },
   },
   required: ["name"],

@@ -36,9 +36,8 @@ const eventTypesSchema = {
 const endpointProperties = {
   url: {
     type: "string",
-    minLength: 1,
-    maxLength: 2048,
-    description: "https or http URL; private, loopback and link-local targets are refused unless allowed",
+    description:
+      "https or http URL of at most 2,048 characters; private, loopback and link-local targets are refused unless allowed",
   },
   event_types: eventTypesSchema,
   tag_ids: {
@@ -51,7 +50,10 @@ const endpointProperties = {
       "when the event was written (the event's tag snapshot); null or absent: every reference. Combined with " +
       "event_types by AND. An id that is not a tag of the organization: 422 with a pointer to it.",
   },
-  description: { type: ["string", "null"], maxLength: MAX_DESCRIPTION_LENGTH, description: "A note for people" },
+  description: {
+    type: ["string", "null"],
+    description: `A note for people, at most ${MAX_DESCRIPTION_LENGTH} characters`,
+  },
   enabled: { type: "boolean", description: "Disabled endpoints receive nothing" },
 } as const;
 
