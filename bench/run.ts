@@ -38,7 +38,7 @@ import { runSubscriptionBench } from "./subscriptions.bench.ts";
 import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
-import { benchDatabases, intSetting } from "./settings.ts";
+import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings
@@ -101,6 +101,7 @@ process.once("SIGINT", () => {
 async function startApp(url: string): Promise<App> {
   const config = loadConfig({
     NODE_ENV: "production",
+    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
     LOG_LEVEL: "silent",
     RATE_LIMIT_PER_MINUTE: "off",
     DATABASE_URL: url,

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { DatabaseKind } from "../test/support/test-server.ts";
 
 /* Settings shared by every part of `npm run bench`, read from BENCH_* environment variables. */
@@ -22,3 +23,9 @@ export function benchDatabases(): DatabaseKind[] {
       return s;
     });
 }
+
+/**
+ * The benches run the server with NODE_ENV=production, which refuses to start without a key for webhook signing
+ * secrets at rest: each run makes a throwaway one (its databases are dropped at the end).
+ */
+export const BENCH_WEBHOOK_SECRET_KEY = randomBytes(32).toString("base64");

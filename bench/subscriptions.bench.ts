@@ -23,7 +23,7 @@ import { buildApp, type App } from "../src/app.ts";
 import { loadConfig, type Config } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
-import { benchDatabases, intSetting } from "./settings.ts";
+import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
@@ -112,6 +112,7 @@ async function benchDatabase(kind: Kind): Promise<Row> {
   try {
     const config: Config = loadConfig({
       NODE_ENV: "production",
+      WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
       LOG_LEVEL: "silent",
       RATE_LIMIT_PER_MINUTE: "off",
       DATABASE_URL: database.url,

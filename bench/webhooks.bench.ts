@@ -21,7 +21,7 @@ import { loadConfig } from "../src/config.ts";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
-import { benchDatabases, intSetting } from "./settings.ts";
+import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 type Kind = "sqlite" | "postgres";
 
@@ -120,6 +120,7 @@ class ReceiverThread {
 async function startInstance(url: string, workerOn: boolean): Promise<App> {
   const config = loadConfig({
     NODE_ENV: "production",
+    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
     LOG_LEVEL: "silent",
     RATE_LIMIT_PER_MINUTE: "off",
     DATABASE_URL: url,
