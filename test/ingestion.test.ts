@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { gql } from "./support/graphql-client.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { subscribe, waitForOpenSubscriptions } from "./support/subscription-client.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
@@ -367,6 +368,144 @@ describe.each(DATABASE_KINDS)("bulk ingestion over REST on %s", (kind) => {
     expect(result.body.items[THRESHOLD - 1].events.map((event: any) => event.type)).toEqual([
       "extraction_failed",
       "reference_deactivated",
+    ]);
+  });
+});
+
+const INGEST = `mutation ($input: IngestInput!) {
+  ingest(input: $input) {
+    mode succeeded failed eventCount
+    results {
+      index ok referenceId reference { id active consecutiveFailures }
+      events { id type referenceId detail }
+      update { id document }
+      error { code message field }
+    }
+  }
+}`;
+
+describe.each(DATABASE_KINDS)("bulk ingestion over GraphQL on %s", (kind) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(kind, {
+      env: { EXTRACTION_FAILURE_THRESHOLD: String(THRESHOLD), WEBHOOK_WORKER: "off" },
+    });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("saves an atomic batch of every kind, the threshold crossed inside it", async () => {
+    const [first, second] = await Promise.all([createReference(server), createReference(server)]);
+    const failure = { referenceId: first.id, status: "FAILED", error: { code: "TIMEOUT", message: "slow" } };
+    const items = [
+      ...Array.from({ length: THRESHOLD }, () => ({ extraction: failure })),
+      { reactivate: { referenceId: first.id } },
+      { update: { referenceId: second.id, update: { estimated_arrival: "2026-12-24T18:00:00Z" } } },
+      { deactivate: { referenceId: second.id, reason: "INFERRED_SHIPMENT_COMPLETION" } },
+      { extraction: { referenceId: second.id, status: "SUCCEEDED" } },
+    ];
+    const result = await gql(server, INGEST, { input: { items } });
+    expect(result.body.errors).toBeUndefined();
+    const payload = result.body.data.ingest;
+    expect(payload).toMatchObject({ mode: "ATOMIC", succeeded: items.length, failed: 0, eventCount: 9 });
+    expect(payload.results[THRESHOLD - 1].events.map((event: any) => event.type)).toEqual([
+      "EXTRACTION_FAILED",
+      "REFERENCE_DEACTIVATED",
+    ]);
+    expect(payload.results[THRESHOLD].reference).toEqual({ id: first.id, active: true, consecutiveFailures: 0 });
+    expect(payload.results[THRESHOLD + 1].update.document).toEqual({ estimated_arrival: "2026-12-24T18:00:00Z" });
+    expect(payload.results[THRESHOLD + 1].events.map((event: any) => event.type)).toEqual([
+      "REFERENCE_UPDATE_CREATED",
+      "ESTIMATED_ARRIVAL_CHANGED",
+    ]);
+    expect((await eventsOf(server, second.id)).map((event) => event.type)).toEqual([
+      "reference_created",
+      "reference_update_created",
+      "estimated_arrival_changed",
+      "reference_deactivated",
+      "extraction_succeeded",
+    ]);
+  });
+
+  it("rejects an atomic batch with extensions.field naming the item, and saves nothing", async () => {
+    const reference = await createReference(server);
+    const ok = { extraction: { referenceId: reference.id, status: "SUCCEEDED" } };
+    const cases = [
+      {
+        item: { extraction: { referenceId: reference.id, status: "FAILED", error: { code: "", message: "m" } } },
+        code: "VALIDATION_FAILED",
+        field: "input.items.2.extraction.error.code",
+      },
+      {
+        item: { reactivate: { referenceId: reference.id } },
+        code: "CONFLICT",
+        field: "input.items.2.reactivate",
+      },
+      {
+        item: { deactivate: { referenceId: "01900000-0000-7000-8000-000000000000", reason: "DATA_NOT_FOUND" } },
+        code: "NOT_FOUND",
+        field: "input.items.2.deactivate.referenceId",
+      },
+      {
+        item: { update: { referenceId: reference.id, update: { estimated_departure: 5 } } },
+        code: "VALIDATION_FAILED",
+        field: "input.items.2.update.update.estimated_departure",
+      },
+    ];
+    for (const { item, code, field } of cases) {
+      const result = await gql(server, INGEST, { input: { items: [ok, ok, item, ok] } });
+      withLabel(field, () => expect(result.body.errors?.[0]?.extensions).toMatchObject({ code, field }));
+    }
+    expect(await eventsOf(server, reference.id)).toHaveLength(1);
+
+    // The same bad outcome gets the same code from the single-item mutation.
+    const single = await gql(
+      server,
+      `mutation { recordExtraction(input: { referenceId: "${reference.id}", status: FAILED, error: { code: "", message: "m" } }) { reference { id } } }`,
+    );
+    expect(single.body.errors?.[0]?.extensions).toMatchObject({ code: "VALIDATION_FAILED", field: "input.error.code" });
+
+    const tooMany = await gql(server, INGEST, { input: { items: Array.from({ length: 501 }, () => ok) } });
+    expect(tooMany.body.errors?.[0]?.extensions).toMatchObject({
+      code: "LIMIT_EXCEEDED",
+      field: "input.items",
+      limit: 500,
+    });
+    const empty = await gql(server, INGEST, { input: { items: [] } });
+    expect(empty.body.errors?.[0]?.extensions).toMatchObject({ code: "VALIDATION_FAILED", field: "input.items" });
+    // Two kinds in one item is not a @oneOf input: a GraphQL input error for the whole request.
+    const twoKinds = await gql(server, INGEST, {
+      input: { items: [{ ...ok, reactivate: { referenceId: reference.id } }] },
+    });
+    expect(twoKinds.body.errors?.[0]?.extensions?.code).toBe("BAD_USER_INPUT");
+    expect(await eventsOf(server, reference.id)).toHaveLength(1);
+  });
+
+  it("answers a result per item in PER_ITEM mode", async () => {
+    const reference = await createReference(server);
+    const result = await gql(server, INGEST, {
+      input: {
+        mode: "PER_ITEM",
+        items: [
+          { reactivate: { referenceId: reference.id } },
+          { extraction: { referenceId: reference.id, status: "SUCCEEDED" } },
+          { extraction: { referenceId: "nope", status: "SUCCEEDED" } },
+        ],
+      },
+    });
+    expect(result.body.errors).toBeUndefined();
+    const payload = result.body.data.ingest;
+    expect(payload).toMatchObject({ mode: "PER_ITEM", succeeded: 1, failed: 2, eventCount: 1 });
+    expect(payload.results.map((item: any) => [item.ok, item.error?.code ?? null, item.error?.field ?? null])).toEqual([
+      [false, "CONFLICT", "input.items.0.reactivate"],
+      [true, null, null],
+      [false, "NOT_FOUND", "input.items.2.extraction.referenceId"],
+    ]);
+    expect(payload.results[2]).toMatchObject({ referenceId: "nope", reference: null, events: [] });
+    expect((await eventsOf(server, reference.id)).map((event) => event.type)).toEqual([
+      "reference_created",
+      "extraction_succeeded",
     ]);
   });
 });
