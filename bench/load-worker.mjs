@@ -24,6 +24,16 @@ async function main(spec) {
         headers: spec.headers,
         body: spec.body,
         connections: spec.connections,
+        ...(spec.variants && {
+          requests: [
+            {
+              setupRequest: (request) => {
+                const variant = spec.variants[Math.floor(Math.random() * spec.variants.length)];
+                return { ...request, path: variant.path, body: variant.body };
+              },
+            },
+          ],
+        }),
         ...(spec.amount !== undefined ? { amount: spec.amount } : { duration: spec.durationSeconds ?? 10 }),
         timeout: 30,
       },

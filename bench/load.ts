@@ -10,6 +10,11 @@ export interface LoadSpec {
   readonly method?: "GET" | "POST";
   readonly headers?: Record<string, string>;
   readonly body?: string;
+  /**
+   * Each request goes to one of these, picked at random (the same method and headers), instead of `url`'s path
+   * and `body`: writes spread over many references.
+   */
+  readonly variants?: readonly { readonly path: string; readonly body?: string }[];
   readonly connections: number;
   /** Run for this many seconds… */
   readonly durationSeconds?: number;

@@ -18,6 +18,7 @@
  *   BENCH_TAG               tag-0500          the tag part A filters on
  *   BENCH_SQLITE_ANALYZE    0                 run ANALYZE after seeding SQLite (the application never does)
  *   BENCH_OUTPUT            bench/results.json
+ *   BENCH_PARTS             webhooks,subscriptions,ingestion   the parts run after A and B (C, D, E)
  *   BENCH_DEBUG             (unset)           print seeding phase timings
  *   TEST_DATABASE_URL       postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
  *
@@ -34,6 +35,7 @@ import { loadConfig } from "../src/config.ts";
 import { openDatabase, sqliteFilePath } from "../src/store/database.ts";
 import { HELLO_QUERY, startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
+import { runIngestionBench } from "./ingestion.bench.ts";
 import { runSubscriptionBench } from "./subscriptions.bench.ts";
 import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
@@ -749,8 +751,8 @@ async function main(): Promise<void> {
   );
   log(`results written to ${settings.output}`);
 
-  // Parts C and D print their own tables; BENCH_PARTS (default: both) can leave either out.
-  const parts = (process.env.BENCH_PARTS ?? "webhooks,subscriptions").split(",");
+  // Parts C, D and E print their own tables; BENCH_PARTS (default: all three) can leave any out.
+  const parts = (process.env.BENCH_PARTS ?? "webhooks,subscriptions,ingestion").split(",");
   if (parts.includes("webhooks")) {
     console.log("\nPart C — webhook deliveries");
     await runWebhookBench();
@@ -758,6 +760,10 @@ async function main(): Promise<void> {
   if (parts.includes("subscriptions")) {
     console.log("\nPart D — live subscriptions");
     await runSubscriptionBench();
+  }
+  if (parts.includes("ingestion")) {
+    console.log("\nPart E — ingestion (single events and bulk)");
+    await runIngestionBench();
   }
 }
 

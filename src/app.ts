@@ -6,6 +6,7 @@ import { LiveFeed } from "./domain/live/live-feed.ts";
 import { LiveSubscriptions } from "./domain/live/live-subscriptions.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
+import { IngestionService } from "./domain/references/ingestion-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
@@ -63,6 +64,9 @@ export function buildServices(
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,
+      extractionFailureThreshold: config.extractionFailureThreshold,
+    }),
+    ingestion: new IngestionService(store, clock, recorder, {
       extractionFailureThreshold: config.extractionFailureThreshold,
     }),
     lifecycleLog,

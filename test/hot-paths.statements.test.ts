@@ -157,6 +157,34 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     expect(statements).toHaveLength(1 + TRANSACTION_CONTROL + LOCK_STATEMENTS[kind] + 5);
   });
 
+  it("ingests a bulk request of 200 items in as many statements as one of 10", async () => {
+    const ingest = (count: number) =>
+      measure(() =>
+        http(server, "POST", "/v1/ingestions", {
+          body: {
+            items: Array.from({ length: count }, (_, index) =>
+              index % 2 === 0
+                ? { kind: "extraction", reference_id: referenceIds[index % 60], status: "succeeded" }
+                : {
+                    kind: "update",
+                    reference_id: referenceIds[index % 60],
+                    update: { estimated_arrival: null, n: index },
+                  },
+            ),
+          },
+        }),
+      );
+    const ten = await ingest(10);
+    const twoHundred = await ingest(200);
+    expectStatus(ten.result, 201);
+    expectStatus(twoHundred.result, 201);
+    expect(twoHundred.result.body.event_count).toBe(200);
+    expect(twoHundred.statements).toHaveLength(ten.statements.length);
+    // The API key; the references' row locks (PostgreSQL) and their read with tags; the updates, the references'
+    // new states, the events, the endpoints, the outbox rows.
+    expect(ten.statements).toHaveLength(1 + TRANSACTION_CONTROL + LOCK_STATEMENTS[kind] + 6);
+  });
+
   it("creates a reference with 10 new tags in as many statements as with 1", async () => {
     const create = (serial: number, tagCount: number) =>
       measure(() =>

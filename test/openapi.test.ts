@@ -163,8 +163,10 @@ describe("OpenAPI document against real responses (sqlite)", () => {
             );
           }
         }
-        // An extraction outcome is an event of the reference's log, not a resource with a URL of its own.
-        if (operation.responses["201"] && path !== "/v1/references/{referenceId}/extractions") {
+        // An extraction outcome is an event of the reference's log, not a resource with a URL of its own; so are
+        // the events a bulk ingestion writes.
+        const withoutUrl = ["/v1/references/{referenceId}/extractions", "/v1/ingestions"];
+        if (operation.responses["201"] && !withoutUrl.includes(path)) {
           const headers = Object.keys(operation.responses["201"].headers ?? {});
           withLabel(`${method} ${path}`, () => expect(headers).toContain("Location"));
         }
@@ -233,6 +235,35 @@ describe("OpenAPI document against real responses (sqlite)", () => {
       expect: 200,
     });
     await call("GET", `/v1/references/${referenceId}/events?order=sideways`, { expect: 400 });
+    // Bulk ingestion: atomic (201), per item (200, with a refused item), and refusals of the whole request.
+    await call("POST", "/v1/ingestions", {
+      body: {
+        items: [
+          { kind: "extraction", reference_id: referenceId, status: "succeeded" },
+          { kind: "update", reference_id: referenceId, update: { estimated_departure: "2026-11-30T08:00:00Z" } },
+        ],
+      },
+      expect: 201,
+    });
+    await call("POST", "/v1/ingestions", {
+      body: {
+        mode: "per_item",
+        items: [
+          { kind: "extraction", reference_id: referenceId, status: "failed", error: { code: "X", message: "y" } },
+          { kind: "reactivate", reference_id: referenceId },
+        ],
+      },
+      expect: 200,
+    });
+    await call("POST", "/v1/ingestions", {
+      body: { items: [{ kind: "reactivate", reference_id: referenceId }] },
+      expect: 409,
+    });
+    await call("POST", "/v1/ingestions", {
+      body: { items: [{ kind: "reactivate", reference_id: "01900000-0000-7000-8000-000000000000" }] },
+      expect: 404,
+    });
+    await call("POST", "/v1/ingestions", { body: { items: [] }, expect: 422 });
     await call("POST", `/v1/references/${referenceId}/reactivate`, { expect: 409 });
     await call("POST", `/v1/references/${referenceId}/deactivate`, { body: { reason: "data_not_found" }, expect: 200 });
     await call("POST", `/v1/references/${referenceId}/reactivate`, { expect: 200 });

@@ -1,6 +1,7 @@
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
 import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
+import type { IngestionService } from "./references/ingestion-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
 import type { Store } from "./store.ts";
@@ -12,6 +13,8 @@ export interface Services {
   readonly organizations: OrganizationService;
   readonly tags: TagService;
   readonly references: ReferenceService;
+  /** Bulk ingestion: many reports of the tracking side in one request. */
+  readonly ingestion: IngestionService;
   readonly lifecycleLog: LifecycleLogService;
   /** Any object by its id alone (global object identification). */
   readonly nodes: NodeService;

@@ -1,5 +1,6 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
 import type { Organization, Reference, ReferenceUpdate, Tag, TaggedReference } from "./models.ts";
+import type { WebhookDelivery } from "./webhooks/webhook-models.ts";
 import type { WebhookStore } from "./webhooks/webhook-store.ts";
 
 /*
@@ -165,4 +166,27 @@ export interface Store {
    */
   listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Set-wise writes (bulk ingestion): each method costs a fixed number of statements whatever the number of
+  // rows, except that a multi-row statement is cut in chunks past the database's bound-parameter limit.
+  // ---------------------------------------------------------------------------------------------------------
+
+  /**
+   * `lockReference` for many references at once: locks the organization's references among `ids` in one
+   * statement, in id order (so that two bulk writers never wait on each other in a cycle, and a single-item
+   * writer, which holds one reference, never closes one), then reads them with their tags in one statement.
+   * Unknown ids are left out. Only inside `transaction`.
+   */
+  lockReferences(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
+  /** Writes the mutable columns of each reference (as `updateReference` does), in one statement. */
+  updateReferences(references: readonly Reference[]): Promise<void>;
+  insertReferenceUpdates(updates: readonly ReferenceUpdate[]): Promise<void>;
+  /**
+   * Inserts events in one multi-row statement, in the order given (their log positions follow it), and hands
+   * them to the unit of work like `insertEvent`, so they are published once committed.
+   */
+  insertEvents(events: readonly LifecycleEvent[]): Promise<void>;
+  /** The webhook outbox rows of many events, in one multi-row statement. */
+  insertWebhookDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void>;
 }

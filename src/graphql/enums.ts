@@ -1,5 +1,6 @@
 import { DEACTIVATE_REASONS, LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
+import { INGESTION_MODES, type IngestionMode } from "../domain/references/ingestion-service.ts";
 import type { ExtractionOutcome, ListReferencesInput } from "../domain/references/reference-service.ts";
 import {
   DELIVERY_STATUSES,
@@ -16,7 +17,7 @@ import {
  * instead of failing the first response that contains it.
  */
 
-export type { DeactivateReason, LifecycleEventType };
+export type { DeactivateReason, IngestionMode, LifecycleEventType };
 export type ExtractionStatus = ExtractionOutcome["status"];
 export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
 export type WebhookDeliveryStatus = DeliveryStatus;
@@ -31,6 +32,7 @@ function enumNames<Value extends string>(values: readonly Value[]): EnumNames<Va
 export const DEACTIVATE_REASON_NAMES = enumNames<DeactivateReason>(DEACTIVATE_REASONS);
 export const LIFECYCLE_EVENT_TYPE_NAMES = enumNames<LifecycleEventType>(LIFECYCLE_EVENT_TYPES);
 export const EXTRACTION_STATUS_NAMES = enumNames<ExtractionStatus>(["succeeded", "failed"]);
+export const INGESTION_MODE_NAMES = enumNames<IngestionMode>(INGESTION_MODES);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);

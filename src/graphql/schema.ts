@@ -6,12 +6,14 @@ import type { GraphqlContext } from "./context.ts";
 import {
   DEACTIVATE_REASON_NAMES,
   EXTRACTION_STATUS_NAMES,
+  INGESTION_MODE_NAMES,
   LIFECYCLE_EVENT_TYPE_NAMES,
   TAG_MATCH_NAMES,
   WEBHOOK_DELIVERY_STATUS_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
+import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
 import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
 import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
 import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.resolvers.ts";
@@ -40,6 +42,7 @@ const scalarResolvers = {
 const enumResolvers: Resolvers = {
   DeactivateReason: DEACTIVATE_REASON_NAMES,
   ExtractionStatus: EXTRACTION_STATUS_NAMES,
+  IngestionMode: INGESTION_MODE_NAMES,
   LifecycleEventType: LIFECYCLE_EVENT_TYPE_NAMES,
   TagMatch: TAG_MATCH_NAMES,
   WebhookDeliveryStatus: WEBHOOK_DELIVERY_STATUS_NAMES,
@@ -50,6 +53,7 @@ const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {
   ...tagInputLocators,
   ...referenceInputLocators,
   ...lifecycleInputLocators,
+  ...ingestionInputLocators,
   ...webhookInputLocators,
 };
 
@@ -120,6 +124,7 @@ export function buildGraphqlSchema(): GraphQLSchema {
       tagResolvers,
       referenceResolvers,
       lifecycleResolvers,
+      ingestionResolvers,
       subscriptionResolvers,
       webhookResolvers,
       nodeResolvers,

@@ -88,7 +88,8 @@ export function jsonPointer(path: readonly (string | number)[]): string {
   return path.map((segment) => `/${String(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
 }
 
-function fromDomainError(error: DomainError): Problem {
+/** A domain error as problem details; also one refused item of a bulk ingestion. */
+export function fromDomainError(error: DomainError): Problem {
   const status = STATUS_BY_CODE[error.code];
   const location = status === 400 ? "query" : "body";
   const extra: Record<string, unknown> = {};

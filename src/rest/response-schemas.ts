@@ -192,6 +192,47 @@ export const RESPONSE_SCHEMAS = [
     }),
   },
   { $id: "LifecycleEventPage", ...page("A page of the lifecycle log", "LifecycleEvent") },
+  {
+    $id: "IngestionItemError",
+    ...record("Why an item was refused: the problem the same report would get alone, located in the request", {
+      status: { type: "integer", description: "The HTTP status the item alone would get (404, 409, 422)" },
+      code: { type: "string", description: "NOT_FOUND, CONFLICT, VALIDATION_FAILED" },
+      detail: { type: "string" },
+      errors: {
+        type: "array",
+        items: { $ref: "ProblemIssue#" },
+        description: "Each input at fault, with a JSON pointer into the request (`/items/17/error/code`)",
+      },
+    }),
+  },
+  {
+    $id: "IngestionItemResult",
+    ...record("What one item of a bulk ingestion did", {
+      index: { type: "integer", description: "The item's position in `items`, from 0" },
+      ok: { type: "boolean", description: "Saved (true) or refused (false, per_item mode only)" },
+      reference_id: { type: ["string", "null"], description: "The item's reference_id as given" },
+      events: {
+        type: "array",
+        items: { $ref: "LifecycleEvent#" },
+        description: "The events the item wrote, in log order (none when it changed nothing or was refused)",
+      },
+      update: {
+        anyOf: [{ $ref: "ReferenceUpdate#" }, { type: "null" }],
+        description: "For an update item: the stored update",
+      },
+      error: { anyOf: [{ $ref: "IngestionItemError#" }, { type: "null" }], description: "Why it was refused" },
+    }),
+  },
+  {
+    $id: "IngestionResult",
+    ...record("The outcome of a bulk ingestion", {
+      mode: { type: "string", enum: ["atomic", "per_item"] },
+      succeeded: { type: "integer", description: "Items saved" },
+      failed: { type: "integer", description: "Items refused (per_item mode)" },
+      event_count: { type: "integer", description: "Every event the request wrote, change events included" },
+      items: { type: "array", items: { $ref: "IngestionItemResult#" }, description: "One per item, in order" },
+    }),
+  },
   { $id: "WebhookEndpoint", ...record("A webhook endpoint (never its secret)", webhookEndpointProperties) },
   {
     $id: "WebhookEndpointWithSecret",

@@ -15,6 +15,7 @@ import { registerIdempotency, type IdempotencyStore } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
+import { registerIngestionRoutes } from "./routes/ingestion.routes.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
 import { registerReferenceRoutes } from "./routes/references.routes.ts";
 import { registerTagRoutes } from "./routes/tags.routes.ts";
@@ -170,6 +171,7 @@ export async function registerRest(
       registerTagRoutes(v1, services);
       registerReferenceRoutes(v1, services);
       registerLifecycleRoutes(v1, services);
+      registerIngestionRoutes(v1, services);
       registerWebhookRoutes(v1, services);
     },
     { prefix: "/v1" },

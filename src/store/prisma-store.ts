@@ -10,6 +10,7 @@ import type {
   Store,
   TagListQuery,
 } from "../domain/store.ts";
+import type { WebhookDelivery } from "../domain/webhooks/webhook-models.ts";
 import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { findInChunks } from "./in-chunks.ts";
@@ -723,6 +724,106 @@ export class PrismaStore implements Store {
     if (batch.length === 0) return 0;
     const { count } = await this.client.lifecycleEvent.deleteMany({ where: { id: { in: batch.map((e) => e.id) } } });
     return count;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Set-wise writes (bulk ingestion): a fixed number of statements whatever the number of rows; multi-row
+  // statements are cut in chunks only past MAX_PARAMETERS_PER_STATEMENT.
+  // ---------------------------------------------------------------------------------------------------------
+
+  async lockReferences(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]> {
+    this.assertInTransaction("lockReferences");
+    if (ids.length === 0) return [];
+    // SQLite runs one write transaction at a time: rows read here cannot change before commit (see lockReference).
+    if (this.database.provider === "postgres") {
+      // In id order: the LockRows step sits above the sort, so rows are locked in that order, and two bulk
+      // writers that share references take them in the same order instead of waiting on each other in a cycle.
+      // Lock first, read second, for the reason given at lockReference. Chunks are in id order too.
+      const sorted = [...ids].sort();
+      await findInChunks(
+        sorted,
+        (chunk) => this.client.$queryRaw<{ id: string }[]>`
+        SELECT "id" FROM "shipping_references"
+        WHERE "id" IN (${Prisma.join(chunk)}) AND "organization_id" = ${organizationId}
+        ORDER BY "id"
+        FOR NO KEY UPDATE`,
+      );
+    }
+    return this.findReferencesByIds(organizationId, ids);
+  }
+
+  async updateReferences(references: readonly Reference[]): Promise<void> {
+    // PostgreSQL types the columns of a VALUES list from the values, and parameters arrive as text: cast those
+    // whose column is not text. SQLite takes them as they are.
+    const typed = (value: unknown, type: string) =>
+      this.database.provider === "postgres" ? Prisma.sql`CAST(${value} AS ${Prisma.raw(type)})` : Prisma.sql`${value}`;
+    for (const chunk of chunksOf(references, 9)) {
+      const rows = chunk.map(
+        (r) => Prisma.sql`(${r.id}, ${typed(r.active, "BOOLEAN")}, ${r.deactivateReason},
+          ${typed(r.autoUnsubscribed, "BOOLEAN")}, ${r.lastUpdateStatus}, ${typed(r.consecutiveFailures, "INTEGER")},
+          ${typed(r.estimatedDeparture, "TIMESTAMP(3)")}, ${typed(r.estimatedArrival, "TIMESTAMP(3)")},
+          ${typed(r.updatedAt, "TIMESTAMP(3)")})`,
+      );
+      await this.client.$executeRaw`
+        WITH "changed" ("id", "active", "deactivate_reason", "auto_unsubscribed", "last_update_status",
+          "consecutive_failures", "estimated_departure", "estimated_arrival", "updated_at")
+        AS (VALUES ${Prisma.join(rows)})
+        UPDATE "shipping_references" SET "active" = "changed"."active",
+          "deactivate_reason" = "changed"."deactivate_reason", "auto_unsubscribed" = "changed"."auto_unsubscribed",
+          "last_update_status" = "changed"."last_update_status",
+          "consecutive_failures" = "changed"."consecutive_failures",
+          "estimated_departure" = "changed"."estimated_departure",
+          "estimated_arrival" = "changed"."estimated_arrival", "updated_at" = "changed"."updated_at"
+        FROM "changed" WHERE "shipping_references"."id" = "changed"."id"`;
+    }
+  }
+
+  async insertReferenceUpdates(updates: readonly ReferenceUpdate[]): Promise<void> {
+    for (const chunk of chunksOf(updates, 5)) {
+      await this.client.$executeRaw`
+        INSERT INTO "reference_updates" ("id", "organization_id", "reference_id", "document", "created_at")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (update) =>
+              Prisma.sql`(${update.id}, ${update.organizationId}, ${update.referenceId}, ${this.json(update.document)},
+                ${update.createdAt})`,
+          ),
+        )}`;
+    }
+  }
+
+  async insertEvents(events: readonly LifecycleEvent[]): Promise<void> {
+    for (const chunk of chunksOf(events, 7)) {
+      await this.client.$executeRaw`
+        INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
+          "reference_tags")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (event) =>
+              Prisma.sql`(${event.id}, ${event.organizationId}, ${event.referenceId}, ${event.type},
+                ${event.occurredAt}, ${this.json(event.detail)}, ${this.json(event.referenceTags)})`,
+          ),
+        )}`;
+    }
+    // As insertEvent: published once the unit of work commits (outside one, the inserts were their own commits).
+    if (this.unit) this.unit.events.push(...events);
+    else this.publishCommitted(events);
+  }
+
+  async insertWebhookDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    for (const chunk of chunksOf(deliveries, 13)) {
+      await this.client.$executeRaw`
+        INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
+          "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (d) =>
+              Prisma.sql`(${d.id}, ${d.organizationId}, ${d.endpointId}, ${d.eventId}, ${d.eventType}, ${d.body},
+                ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt},
+                ${d.createdAt}, ${d.updatedAt})`,
+          ),
+        )}`;
+    }
   }
 }
 

@@ -7,6 +7,15 @@ import type { LifecycleEvent, LifecycleEventBody } from "./lifecycle-event.ts";
 /** Writes what must commit with an event (the webhook outbox rows), through the event's transaction. */
 export interface EventOutbox {
   enqueue(store: Store, event: LifecycleEvent): Promise<void>;
+  /** The same for many events, in one multi-row write whatever their number (bulk ingestion). */
+  enqueueAll(store: Store, events: readonly LifecycleEvent[]): Promise<void>;
+}
+
+/** One event to record with {@link LifecycleRecorder.recordAll}: its body, for a reference with its tags. */
+export interface EventDraft {
+  readonly reference: Reference;
+  readonly tags: readonly Tag[];
+  readonly body: LifecycleEventBody;
 }
 
 /**
@@ -40,5 +49,29 @@ export class LifecycleRecorder {
     await store.insertEvent(event);
     await this.outbox?.enqueue(store, event);
     return event;
+  }
+
+  /**
+   * Appends many events and their outbox rows set-wise (multi-row statements whatever their number), in the
+   * order given: they share one `occurredAt` and get increasing ids, so the log's `(occurred_at, id)` order is
+   * the order of `drafts`. Call inside a transaction.
+   */
+  async recordAll(store: Store, drafts: readonly EventDraft[]): Promise<LifecycleEvent[]> {
+    if (drafts.length === 0) return [];
+    const occurredAt = this.clock.now();
+    const events = drafts.map(
+      ({ reference, tags, body }) =>
+        ({
+          ...body,
+          id: newId(),
+          organizationId: reference.organizationId,
+          referenceId: reference.id,
+          occurredAt,
+          referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
+        }) as LifecycleEvent,
+    );
+    await store.insertEvents(events);
+    await this.outbox?.enqueueAll(store, events);
+    return events;
   }
 }

@@ -1,9 +1,8 @@
 import type { LifecycleRecorder } from "../lifecycle/lifecycle-recorder.ts";
-import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
+import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import type { Reference, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
-import { parseDateTime } from "../shared/date-time.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
@@ -13,6 +12,16 @@ import { parseExtractionOutcome } from "./extraction-outcome.ts";
 import { tagNameKey } from "../tags/tag-name.ts";
 import type { TagService } from "../tags/tag-service.ts";
 import { checkContainerNumber, normalizeContainerNumber } from "./container-number.ts";
+import {
+  deactivationChange,
+  detailBase,
+  extractionChange,
+  parseDeactivateReason,
+  parseUpdateEstimates,
+  reactivationChange,
+  updateChange,
+  type TrackingChange,
+} from "./tracking-rules.ts";
 
 export interface ReferenceLimits {
   readonly maxTagsPerReference: number;
@@ -290,38 +299,18 @@ export class ReferenceService {
    * Deactivates with a reason. An already deactivated reference is returned unchanged (no second event).
    * @throws NOT_FOUND, VALIDATION_FAILED (unknown reason, path `reason`).
    */
-  async deactivate(organizationId: string, referenceId: string, reason: unknown): Promise<TaggedReference> {
-    if (typeof reason !== "string" || !(DEACTIVATE_REASONS as readonly string[]).includes(reason)) {
-      throw validationFailed([
-        { path: ["reason"], code: "INVALID_ENUM", message: `reason must be one of ${DEACTIVATE_REASONS.join(", ")}` },
-      ]);
-    }
-    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
-      if (!reference.active) return reference;
-      return this.deactivateIn(store, reference, tags, reason as DeactivateReason, false);
-    });
+  async deactivate(organizationId: string, referenceId: string, rawReason: unknown): Promise<TaggedReference> {
+    const reason = parseDeactivateReason(rawReason);
+    return this.mutate(organizationId, referenceId, (store, reference, tags) =>
+      this.applyChange(store, tags, deactivationChange(reference, reason, false, this.clock.now())),
+    );
   }
 
   /** @throws NOT_FOUND, CONFLICT when the reference is active. */
   async reactivate(organizationId: string, referenceId: string): Promise<TaggedReference> {
-    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
-      if (reference.active)
-        throw new DomainError("CONFLICT", "The reference is active; only a deactivated one can be reactivated");
-      const updated: Reference = {
-        ...reference,
-        active: true,
-        deactivateReason: null,
-        autoUnsubscribed: false,
-        consecutiveFailures: 0,
-        updatedAt: this.clock.now(),
-      };
-      await store.updateReference(updated);
-      await this.recorder.record(store, updated, tags, {
-        type: "reference_reactivated",
-        detail: detailBase(updated),
-      });
-      return updated;
-    });
+    return this.mutate(organizationId, referenceId, (store, reference, tags) =>
+      this.applyChange(store, tags, reactivationChange(reference, this.clock.now())),
+    );
   }
 
   /**
@@ -332,44 +321,13 @@ export class ReferenceService {
   async recordExtraction(organizationId: string, referenceId: string, rawOutcome: unknown): Promise<TaggedReference> {
     // The only judge of an outcome's meaning, for both surfaces: REST's schema and GraphQL's types check shape.
     const outcome = parseExtractionOutcome(rawOutcome);
-    return this.mutate(organizationId, referenceId, async (store, reference, tags) => {
-      const now = this.clock.now();
-      if (outcome.status === "succeeded") {
-        const updated: Reference = {
-          ...reference,
-          consecutiveFailures: 0,
-          lastUpdateStatus: "succeeded",
-          updatedAt: now,
-        };
-        await store.updateReference(updated);
-        await this.recorder.record(store, updated, tags, {
-          type: "extraction_succeeded",
-          detail: { ...detailBase(updated), status: "succeeded" },
-        });
-        return updated;
-      }
-      const failures = reference.consecutiveFailures + 1;
-      let updated: Reference = {
-        ...reference,
-        consecutiveFailures: failures,
-        lastUpdateStatus: "failed",
-        updatedAt: now,
-      };
-      await store.updateReference(updated);
-      await this.recorder.record(store, updated, tags, {
-        type: "extraction_failed",
-        detail: {
-          ...detailBase(updated),
-          status: "failed",
-          error: { code: outcome.error.code, message: outcome.error.message },
-          consecutive_failures: failures,
-        },
-      });
-      if (updated.active && failures >= this.limits.extractionFailureThreshold) {
-        updated = await this.deactivateIn(store, updated, tags, "exceeded_extraction_attempt_threshold", true);
-      }
-      return updated;
-    });
+    return this.mutate(organizationId, referenceId, (store, reference, tags) =>
+      this.applyChange(
+        store,
+        tags,
+        extractionChange(reference, outcome, this.clock.now(), this.limits.extractionFailureThreshold),
+      ),
+    );
   }
 
   /**
@@ -382,53 +340,12 @@ export class ReferenceService {
     referenceId: string,
     document: Record<string, unknown>,
   ): Promise<ReferenceUpdate> {
-    const estimates: { key: "estimated_departure" | "estimated_arrival"; value: Date | null | undefined }[] = [];
-    const issues: FieldIssue[] = [];
-    for (const key of ["estimated_departure", "estimated_arrival"] as const) {
-      const raw = document[key];
-      if (raw === undefined) continue;
-      if (raw === null) {
-        estimates.push({ key, value: null });
-        continue;
-      }
-      const date = parseDateTime(raw);
-      if (!date)
-        issues.push({
-          path: [key],
-          code: "INVALID_DATE_TIME",
-          message: `${key} must be an ISO 8601 date-time with an offset, or null`,
-        });
-      else estimates.push({ key, value: date });
-    }
-    if (issues.length > 0) throw validationFailed(issues);
-
+    const estimates = parseUpdateEstimates(document);
     let stored: ReferenceUpdate | undefined;
-    await this.mutate(organizationId, referenceId, async (store, reference, tags) => {
-      const now = this.clock.now();
-      stored = { id: newId(), organizationId, referenceId: reference.id, document, createdAt: now };
-      await store.insertReferenceUpdate(stored);
-      // The update event comes first in the log: it is the cause of the changes that follow.
-      await this.recorder.record(store, reference, tags, {
-        type: "reference_update_created",
-        detail: { ...detailBase(reference), reference_update_id: stored.id, update: document },
-      });
-      let updated: Reference = { ...reference, updatedAt: now };
-      for (const { key, value } of estimates) {
-        const field = key === "estimated_departure" ? "estimatedDeparture" : "estimatedArrival";
-        const previous = reference[field];
-        if ((previous?.getTime() ?? null) === (value?.getTime() ?? null)) continue;
-        updated = { ...updated, [field]: value ?? null };
-        await this.recorder.record(store, updated, tags, {
-          type: key === "estimated_departure" ? "estimated_departure_changed" : "estimated_arrival_changed",
-          detail: {
-            ...detailBase(updated),
-            previous: previous?.toISOString() ?? null,
-            current: value?.toISOString() ?? null,
-          },
-        });
-      }
-      await store.updateReference(updated);
-      return updated;
+    await this.mutate(organizationId, referenceId, (store, reference, tags) => {
+      const change = updateChange(reference, document, estimates, newId(), this.clock.now());
+      stored = change.update;
+      return this.applyChange(store, tags, change);
     });
     return stored!;
   }
@@ -556,26 +473,16 @@ export class ReferenceService {
     });
   }
 
-  private async deactivateIn(
-    store: Store,
-    reference: Reference,
-    tags: Tag[],
-    reason: DeactivateReason,
-    automatic: boolean,
-  ): Promise<Reference> {
-    const updated: Reference = {
-      ...reference,
-      active: false,
-      deactivateReason: reason,
-      autoUnsubscribed: automatic,
-      updatedAt: this.clock.now(),
-    };
-    await store.updateReference(updated);
-    await this.recorder.record(store, updated, tags, {
-      type: "reference_deactivated",
-      detail: { ...detailBase(updated), deactivate_reason: reason, auto_unsubscribed: automatic },
-    });
-    return updated;
+  /**
+   * Writes one change of the tracking rules: the stored update, the reference's new state and its events (with
+   * their outbox rows). A change without events changed nothing and writes nothing.
+   */
+  private async applyChange(store: Store, tags: readonly Tag[], change: TrackingChange): Promise<Reference> {
+    if (change.events.length === 0) return change.reference;
+    if (change.update) await store.insertReferenceUpdate(change.update);
+    await store.updateReference(change.reference);
+    for (const body of change.events) await this.recorder.record(store, change.reference, tags, body);
+    return change.reference;
   }
 
   private recordCreated(store: Store, reference: Reference, tags: readonly Tag[]): Promise<LifecycleEvent> {
@@ -682,10 +589,6 @@ function sortedByName(tags: readonly Tag[]): Tag[] {
   const keyed = tags.map((tag) => ({ tag, key: tagNameKey(tag.name) }));
   keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.tag.id < b.tag.id ? -1 : 1));
   return keyed.map(({ tag }) => tag);
-}
-
-function detailBase(reference: Reference): { reference_id: string; organization_id: string } {
-  return { reference_id: reference.id, organization_id: reference.organizationId };
 }
 
 function checkCarrierCode(raw: unknown, issues: FieldIssue[]): string {

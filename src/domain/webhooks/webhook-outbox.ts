@@ -27,12 +27,32 @@ export class WebhookOutbox {
 
   /** Writes the deliveries of `event` through `store` (a transaction's store). */
   async enqueue(store: Store, event: LifecycleEvent): Promise<void> {
-    const endpoints = (await this.enabledEndpoints(store, event.organizationId)).filter((endpoint) =>
-      routesTo(endpoint, event),
-    );
+    const deliveries = this.deliveriesOf(event, await this.enabledEndpoints(store, event.organizationId));
+    if (deliveries.length > 0) await store.webhooks.insertDeliveries(deliveries);
+  }
+
+  /**
+   * Writes the deliveries of many events of one organization through `store` (a transaction's store): one read
+   * of the endpoints and one multi-row insert (cut in chunks only past the database's parameter limit).
+   */
+  async enqueueAll(store: Store, events: readonly LifecycleEvent[]): Promise<void> {
+    const [first] = events;
+    if (!first) return;
+    if (events.some((event) => event.organizationId !== first.organizationId)) {
+      throw new Error("enqueueAll takes the events of one organization");
+    }
+    const endpoints = await this.enabledEndpoints(store, first.organizationId);
     if (endpoints.length === 0) return;
+    const deliveries = events.flatMap((event) => this.deliveriesOf(event, endpoints));
+    if (deliveries.length > 0) await store.insertWebhookDeliveries(deliveries);
+  }
+
+  /** One pending delivery of `event` per endpoint that routes it. */
+  private deliveriesOf(event: LifecycleEvent, enabled: readonly EndpointRoute[]): WebhookDelivery[] {
+    const endpoints = enabled.filter((endpoint) => routesTo(endpoint, event));
+    if (endpoints.length === 0) return [];
     const body = buildEventBody(event);
-    const deliveries: WebhookDelivery[] = endpoints.map((endpoint) => ({
+    return endpoints.map((endpoint) => ({
       // The delivery id is the webhook-id: unique per event and endpoint, the same on every retry.
       id: newId(),
       organizationId: event.organizationId,
@@ -48,7 +68,6 @@ export class WebhookOutbox {
       createdAt: event.occurredAt,
       updatedAt: event.occurredAt,
     }));
-    await store.webhooks.insertDeliveries(deliveries);
   }
 
   private enabledEndpoints(store: Store, organizationId: string): Promise<EndpointRoute[]> {

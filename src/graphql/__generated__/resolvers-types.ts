@@ -3,7 +3,8 @@ import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } f
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
+import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -185,6 +186,115 @@ export type ExtractionStatus =
   /** The extraction succeeded. */
   | 'succeeded';
 
+/** A deactivation in a bulk ingestion (as `deactivateReference`; a deactivated reference stays as it is). */
+export type IngestDeactivationInput = {
+  /** Why it is deactivated. */
+  reason: DeactivateReason;
+  /** The reference to deactivate. */
+  referenceId: Scalars['ID']['input'];
+};
+
+/** An extraction outcome in a bulk ingestion (as `recordExtraction`). */
+export type IngestExtractionInput = {
+  /** Why it failed: required when `status` is FAILED, not allowed when it is SUCCEEDED. */
+  error?: InputMaybe<ExtractionErrorInput>;
+  /** The reference the extraction was for. */
+  referenceId: Scalars['ID']['input'];
+  /** The outcome. */
+  status: ExtractionStatus;
+};
+
+/** Input of `ingest`. */
+export type IngestInput = {
+  /** 1 to 500 items, applied in this order. */
+  items: Array<IngestionItemInput>;
+  /** How the items are judged; ATOMIC by default. */
+  mode?: InputMaybe<IngestionMode>;
+};
+
+/** Result of `ingest`. */
+export type IngestPayload = {
+  __typename?: 'IngestPayload';
+  /** How many events the request wrote, change events included. */
+  eventCount: Scalars['Int']['output'];
+  /** How many items were refused (PER_ITEM mode). */
+  failed: Scalars['Int']['output'];
+  /** How the items were judged. */
+  mode: IngestionMode;
+  /** One result per item, in request order. */
+  results: Array<IngestionItemResult>;
+  /** How many items were saved. */
+  succeeded: Scalars['Int']['output'];
+};
+
+/** A reactivation in a bulk ingestion (as `reactivateReference`; CONFLICT when the reference is active). */
+export type IngestReactivationInput = {
+  /** The reference to reactivate. */
+  referenceId: Scalars['ID']['input'];
+};
+
+/** An update document in a bulk ingestion (as `recordReferenceUpdate`). */
+export type IngestUpdateInput = {
+  /** The reference the update is for. */
+  referenceId: Scalars['ID']['input'];
+  /**
+   * The update document; `estimated_departure` and `estimated_arrival` (ISO 8601 date-times with an offset,
+   * or null) are recognized.
+   */
+  update: Scalars['JSONObject']['input'];
+};
+
+/**
+ * Why an item of a PER_ITEM ingestion was refused: the error the same report would get alone, located in the
+ * request.
+ */
+export type IngestionItemError = {
+  __typename?: 'IngestionItemError';
+  /** The error's code, as in `extensions.code` (NOT_FOUND, CONFLICT, VALIDATION_FAILED). */
+  code: Scalars['String']['output'];
+  /** Where in the arguments, as in `extensions.field` (`input.items.3.extraction.referenceId`). */
+  field?: Maybe<Scalars['String']['output']>;
+  /** What is wrong. */
+  message: Scalars['String']['output'];
+};
+
+/** One report of a bulk ingestion: exactly one of its fields. */
+export type IngestionItemInput =
+  /** A deactivation. */
+  { deactivate: IngestDeactivationInput; extraction?: never; reactivate?: never; update?: never; }
+  |  /** An extraction outcome. */
+  { deactivate?: never; extraction: IngestExtractionInput; reactivate?: never; update?: never; }
+  |  /** A reactivation. */
+  { deactivate?: never; extraction?: never; reactivate: IngestReactivationInput; update?: never; }
+  |  /** An update document. */
+  { deactivate?: never; extraction?: never; reactivate?: never; update: IngestUpdateInput; };
+
+/** What one item of a bulk ingestion did. */
+export type IngestionItemResult = {
+  __typename?: 'IngestionItemResult';
+  /** Why the item was refused; null when it was saved. */
+  error?: Maybe<IngestionItemError>;
+  /** The events the item wrote, in log order; none when it changed nothing or was refused. */
+  events: Array<LifecycleEvent>;
+  /** The item's position in `items`, from 0. */
+  index: Scalars['Int']['output'];
+  /** Whether it was saved (always true in ATOMIC mode). */
+  ok: Scalars['Boolean']['output'];
+  /** The item's reference as it is now; null when the organization has no such reference. */
+  reference?: Maybe<Reference>;
+  /** The item's reference id, as given. */
+  referenceId: Scalars['ID']['output'];
+  /** For an update: the stored update. */
+  update?: Maybe<ReferenceUpdate>;
+};
+
+/** How a bulk ingestion judges its items. */
+export type IngestionMode =
+  /** All or nothing: one bad item rejects the request with an error naming it, and nothing is saved. */
+  | 'atomic'
+  /** Each item on its own: valid items are saved, refused ones are listed in the results with their error. */
+  | 'per_item';
+
 /** One entry of a reference's append-only lifecycle log. Events are never changed once written. */
 export type LifecycleEvent = Node & {
   __typename?: 'LifecycleEvent';
@@ -284,6 +394,17 @@ export type Mutation = {
   deleteTag: DeleteTagPayload;
   /** Deletes a webhook endpoint with its deliveries. */
   deleteWebhookEndpoint: DeleteWebhookEndpointPayload;
+  /**
+   * Bulk ingestion (tracking side): 1 to 500 reports about many references of the organization, in one
+   * transaction, applied in order (reports about one reference see each other's effects), with the same rules and
+   * codes as `recordExtraction`, `recordReferenceUpdate`, `deactivateReference` and `reactivateReference`. In ATOMIC
+   * mode (the default) one bad item rejects the whole request and nothing is saved: VALIDATION_FAILED listing every
+   * invalid field, or else NOT_FOUND / CONFLICT for the first item that cannot apply, with `extensions.field`
+   * naming it (`input.items.17.extraction.error.code`). In PER_ITEM mode each item is judged on its own: the valid
+   * ones are saved and `results` says what happened to each. Malformed input (a missing field, a wrong type) is a
+   * GraphQL input error for the whole request in both modes. More than 500 items: LIMIT_EXCEEDED.
+   */
+  ingest: IngestPayload;
   /** Reactivates a deactivated reference; CONFLICT when it is active. */
   reactivateReference: ReactivateReferencePayload;
   /**
@@ -365,6 +486,12 @@ export type MutationDeleteTagArgs = {
 /** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
 export type MutationDeleteWebhookEndpointArgs = {
   input: DeleteWebhookEndpointInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationIngestArgs = {
+  input: IngestInput;
 };
 
 
@@ -1273,6 +1400,16 @@ export type ResolversTypes = ResolversObject<{
   ExtractionErrorInput: ExtractionErrorInput;
   ExtractionStatus: ResolverTypeWrapper<ExtractionStatusModel>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
+  IngestDeactivationInput: IngestDeactivationInput;
+  IngestExtractionInput: IngestExtractionInput;
+  IngestInput: IngestInput;
+  IngestPayload: ResolverTypeWrapper<Omit<IngestPayload, 'mode' | 'results'> & { mode: ResolversTypes['IngestionMode'], results: Array<ResolversTypes['IngestionItemResult']> }>;
+  IngestReactivationInput: IngestReactivationInput;
+  IngestUpdateInput: IngestUpdateInput;
+  IngestionItemError: ResolverTypeWrapper<IngestionItemErrorModelModel>;
+  IngestionItemInput: IngestionItemInput;
+  IngestionItemResult: ResolverTypeWrapper<LocatedIngestionItemResultModel>;
+  IngestionMode: ResolverTypeWrapper<IngestionModeModel>;
   Int: ResolverTypeWrapper<Scalars['Int']['output']>;
   JSON: ResolverTypeWrapper<Scalars['JSON']['output']>;
   JSONObject: ResolverTypeWrapper<Scalars['JSONObject']['output']>;
@@ -1353,6 +1490,15 @@ export type ResolversParentTypes = ResolversObject<{
   DeleteWebhookEndpointPayload: DeleteWebhookEndpointPayload;
   ExtractionErrorInput: ExtractionErrorInput;
   ID: Scalars['ID']['output'];
+  IngestDeactivationInput: IngestDeactivationInput;
+  IngestExtractionInput: IngestExtractionInput;
+  IngestInput: IngestInput;
+  IngestPayload: Omit<IngestPayload, 'results'> & { results: Array<ResolversParentTypes['IngestionItemResult']> };
+  IngestReactivationInput: IngestReactivationInput;
+  IngestUpdateInput: IngestUpdateInput;
+  IngestionItemError: IngestionItemErrorModelModel;
+  IngestionItemInput: IngestionItemInput;
+  IngestionItemResult: LocatedIngestionItemResultModel;
   Int: Scalars['Int']['output'];
   JSON: Scalars['JSON']['output'];
   JSONObject: Scalars['JSONObject']['output'];
@@ -1446,6 +1592,32 @@ export type DeleteWebhookEndpointPayloadResolvers<ContextType = GraphqlContext, 
 
 export type ExtractionStatusResolvers = { FAILED: 'failed', SUCCEEDED: 'succeeded' };
 
+export type IngestPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['IngestPayload'] = ResolversParentTypes['IngestPayload']> = ResolversObject<{
+  eventCount?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  failed?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  mode?: Resolver<ResolversTypes['IngestionMode'], ParentType, ContextType>;
+  results?: Resolver<Array<ResolversTypes['IngestionItemResult']>, ParentType, ContextType>;
+  succeeded?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+}>;
+
+export type IngestionItemErrorResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['IngestionItemError'] = ResolversParentTypes['IngestionItemError']> = ResolversObject<{
+  code?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  field?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  message?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+}>;
+
+export type IngestionItemResultResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['IngestionItemResult'] = ResolversParentTypes['IngestionItemResult']> = ResolversObject<{
+  error?: Resolver<Maybe<ResolversTypes['IngestionItemError']>, ParentType, ContextType>;
+  events?: Resolver<Array<ResolversTypes['LifecycleEvent']>, ParentType, ContextType>;
+  index?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  ok?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  reference?: Resolver<Maybe<ResolversTypes['Reference']>, ParentType, ContextType>;
+  referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  update?: Resolver<Maybe<ResolversTypes['ReferenceUpdate']>, ParentType, ContextType>;
+}>;
+
+export type IngestionModeResolvers = { ATOMIC: 'atomic', PER_ITEM: 'per_item' };
+
 export interface JsonScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['JSON'], any> {
   name: 'JSON';
 }
@@ -1485,6 +1657,7 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   deactivateReference?: Resolver<ResolversTypes['DeactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationDeactivateReferenceArgs, 'input'>>;
   deleteTag?: Resolver<ResolversTypes['DeleteTagPayload'], ParentType, ContextType, RequireFields<MutationDeleteTagArgs, 'input'>>;
   deleteWebhookEndpoint?: Resolver<ResolversTypes['DeleteWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationDeleteWebhookEndpointArgs, 'input'>>;
+  ingest?: Resolver<ResolversTypes['IngestPayload'], ParentType, ContextType, RequireFields<MutationIngestArgs, 'input'>>;
   reactivateReference?: Resolver<ResolversTypes['ReactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationReactivateReferenceArgs, 'input'>>;
   recordExtraction?: Resolver<ResolversTypes['RecordExtractionPayload'], ParentType, ContextType, RequireFields<MutationRecordExtractionArgs, 'input'>>;
   recordReferenceUpdate?: Resolver<ResolversTypes['RecordReferenceUpdatePayload'], ParentType, ContextType, RequireFields<MutationRecordReferenceUpdateArgs, 'input'>>;
@@ -1721,6 +1894,10 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   DeleteTagPayload?: DeleteTagPayloadResolvers<ContextType>;
   DeleteWebhookEndpointPayload?: DeleteWebhookEndpointPayloadResolvers<ContextType>;
   ExtractionStatus?: ExtractionStatusResolvers;
+  IngestPayload?: IngestPayloadResolvers<ContextType>;
+  IngestionItemError?: IngestionItemErrorResolvers<ContextType>;
+  IngestionItemResult?: IngestionItemResultResolvers<ContextType>;
+  IngestionMode?: IngestionModeResolvers;
   JSON?: GraphQLScalarType;
   JSONObject?: GraphQLScalarType;
   LifecycleEvent?: LifecycleEventResolvers<ContextType>;
