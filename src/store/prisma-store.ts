@@ -729,18 +729,27 @@ export class PrismaStore implements Store {
   }
 
   /**
-   * The events page as a subquery: reference_id is constant here, so leading the ORDER BY with it changes no
-   * order; it makes the ordering one that only the (reference_id, occurred_at, id) index can satisfy, where
-   * PostgreSQL otherwise picked the occurred_at index for a reference holding most of the table (84 ms
-   * instead of 0.2 ms per page).
+   * The events page as a subquery, walking the (reference_id, occurred_at, id) index in the page's order.
+   * SQLite's planner picks that index for `reference_id = ? AND occurred_at >= ?`, ordered with reference_id
+   * first. PostgreSQL drops a column fixed by an equality from the ORDER BY and, for a reference holding most of
+   * the table, walked the occurred_at index instead, filtering out every other reference's events (23 ms instead
+   * of 0.25 ms per page on 120,000 events, 15–20 ms per first page in the bench). There the reference is bounded
+   * by row comparisons on (reference_id, occurred_at[, id]) that imply the equality without stating it: the
+   * ORDER BY keeps its leading column, only that index serves it, and the bounds are its index conditions.
    */
   private eventPage(query: EventListQuery): Prisma.Sql {
     const from = query.from && query.from > query.notBefore ? query.from : query.notBefore;
-    const conditions: Prisma.Sql[] = [
-      Prisma.sql`e."reference_id" = ${query.referenceId}`,
-      Prisma.sql`e."occurred_at" >= ${from}`,
-    ];
-    if (query.to) conditions.push(Prisma.sql`e."occurred_at" <= ${query.to}`);
+    const reference = query.referenceId;
+    const postgres = this.database.provider === "postgres";
+    const conditions: Prisma.Sql[] = postgres
+      ? [
+          Prisma.sql`(e."reference_id", e."occurred_at") >= (${reference}, ${from})`,
+          query.to
+            ? Prisma.sql`(e."reference_id", e."occurred_at") <= (${reference}, ${query.to})`
+            : Prisma.sql`e."reference_id" <= ${reference}`,
+        ]
+      : [Prisma.sql`e."reference_id" = ${reference}`, Prisma.sql`e."occurred_at" >= ${from}`];
+    if (query.to && !postgres) conditions.push(Prisma.sql`e."occurred_at" <= ${query.to}`);
     if (query.types && query.types.length > 0) {
       conditions.push(Prisma.sql`e."type" IN (${Prisma.join([...query.types])})`);
     }
@@ -749,7 +758,9 @@ export class PrismaStore implements Store {
       const beyond = Prisma.raw(query.order === "asc" ? ">" : "<");
       const { occurredAt, id } = query.after;
       conditions.push(
-        Prisma.sql`(e."occurred_at" ${beyond} ${occurredAt} OR (e."occurred_at" = ${occurredAt} AND e."id" ${beyond} ${id}))`,
+        postgres
+          ? Prisma.sql`(e."reference_id", e."occurred_at", e."id") ${beyond} (${reference}, ${occurredAt}, ${id})`
+          : Prisma.sql`(e."occurred_at" ${beyond} ${occurredAt} OR (e."occurred_at" = ${occurredAt} AND e."id" ${beyond} ${id}))`,
       );
     }
     return Prisma.sql`
