@@ -141,6 +141,11 @@ export class UnitAwarePool extends pg.Pool {
   override query(...args: unknown[]): any {
     const connection = unitConnection.getStore();
     if (connection) return (connection.query as (...inner: unknown[]) => unknown).apply(connection, args);
+    return this.queryOutsideUnits(...args);
+  }
+
+  /** Any pooled connection, whatever unit of work the caller runs in. */
+  queryOutsideUnits(...args: unknown[]): any {
     return (super.query as (...inner: unknown[]) => unknown).apply(this, args);
   }
 }
@@ -180,22 +185,23 @@ async function postgresQuery(
 }
 
 export class PostgresDriver implements SqlDriver {
-  constructor(
-    private readonly pool: pg.Pool,
-    private readonly onStatement?: StatementListener,
-  ) {}
+  private readonly outsideUnits: Queryable;
 
+  constructor(
+    private readonly pool: UnitAwarePool,
+    private readonly onStatement?: StatementListener,
+  ) {
+    this.outsideUnits = { query: ((config: pg.QueryConfig) => pool.queryOutsideUnits(config)) as Queryable["query"] };
+  }
+
+  // Outside a unit of work, like on SQLite: code running inside one that calls the driver itself (not the
+  // unit's executor) gets another connection, whose writes are not rolled back with the unit.
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
-    return (await postgresQuery(this.queryTarget(), query, this.onStatement)).rows as Row[];
+    return (await postgresQuery(this.outsideUnits, query, this.onStatement)).rows as Row[];
   }
 
   async run(query: Prisma.Sql): Promise<number> {
-    return (await postgresQuery(this.queryTarget(), query, this.onStatement)).rowCount ?? 0;
-  }
-
-  /** Outside a unit of work, any pooled connection; a statement sent by code running inside one, its own. */
-  private queryTarget(): Queryable {
-    return unitConnection.getStore() ?? this.pool;
+    return (await postgresQuery(this.outsideUnits, query, this.onStatement)).rowCount ?? 0;
   }
 
   async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
