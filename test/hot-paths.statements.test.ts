@@ -7,8 +7,8 @@ import { withLabel } from "./support/with-label.ts";
 
 /*
  * Every statement the data layer sends costs far more in the client than in the database, so each hot path
- * has a fixed statement budget, counted here with the test server's statement hook (every SQL statement the
- * Prisma client sends, transaction control included) and reset right before each request. A change that adds
+ * has a fixed statement budget, counted here with the test server's statement hook (every SQL statement sent,
+ * by the store's driver path or by Prisma, transaction control included) and reset right before each request. A change that adds
  * a statement to one of these paths fails here, on both databases. Every count includes the API key lookup
  * that authenticates the request.
  */
@@ -18,8 +18,8 @@ function containerNumber(serial: number): string {
   return `${firstTen}${computeCheckDigit(firstTen)}`;
 }
 
-/** Statements of a write transaction besides its own work: COMMIT (the hook does not report BEGIN). */
-const TRANSACTION_CONTROL = 1;
+/** Statements of a write transaction besides its own work: BEGIN and COMMIT. */
+const TRANSACTION_CONTROL = 2;
 
 /**
  * Statements PostgreSQL spends on locks that serialize concurrent changes (SQLite runs one write transaction

@@ -4,6 +4,7 @@ import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient as SqlitePrismaClient } from "./__generated__/sqlite/client.ts";
 import { PrismaClient as PostgresPrismaClient } from "./__generated__/postgres/client.ts";
+import { PostgresDriver, SqliteDriver, UnitAwarePool, type SqlDriver, type SqliteAdapter } from "./sql-executor.ts";
 
 export type DatabaseProvider = "sqlite" | "postgres";
 
@@ -18,11 +19,13 @@ export interface Database {
   readonly provider: DatabaseProvider;
   readonly url: string;
   readonly prisma: PrismaClient;
+  /** The store's statements on Prisma's own connections, without Prisma's per-statement cost. */
+  readonly sql: SqlDriver;
   close(): Promise<void>;
 }
 
 export interface OpenDatabaseOptions {
-  /** Called with every SQL statement Prisma sends; tests count statements through it. */
+  /** Called with every SQL statement sent, by Prisma or by the driver; tests count statements through it. */
   readonly onQuery?: (sql: string) => void;
 }
 
@@ -38,23 +41,47 @@ export function sqliteFilePath(url: string): string {
   return resolve(path);
 }
 
+/** Prisma's better-sqlite3 adapter factory, keeping the adapter (and so the connection) it creates. */
+class SharedSqliteConnection extends PrismaBetterSqlite3 {
+  adapter: SqliteAdapter | null = null;
+
+  override async connect(): ReturnType<PrismaBetterSqlite3["connect"]> {
+    const adapter = await super.connect();
+    this.adapter = adapter as unknown as SqliteAdapter;
+    return adapter;
+  }
+}
+
 export async function openDatabase(url: string, options: OpenDatabaseOptions = {}): Promise<Database> {
   const provider = providerOf(url);
   const log = options.onQuery ? [{ emit: "event" as const, level: "query" as const }] : [];
   let prisma: PrismaClient;
+  let sql: SqlDriver;
+  let closeDriver = async () => {};
   if (provider === "sqlite") {
     const file = sqliteFilePath(url);
     mkdirSync(dirname(file), { recursive: true });
-    prisma = new SqlitePrismaClient({ adapter: new PrismaBetterSqlite3({ url: `file:${file}` }), log });
+    const factory = new SharedSqliteConnection({ url: `file:${file}` });
+    prisma = new SqlitePrismaClient({ adapter: factory, log });
     // WAL lets readers run beside the single writer; busy_timeout makes a second process wait for the write
     // lock instead of failing at once; SQLite enforces foreign keys only when asked, per connection.
     await prisma.$queryRawUnsafe("PRAGMA journal_mode = WAL");
     await prisma.$queryRawUnsafe("PRAGMA busy_timeout = 5000");
     await prisma.$queryRawUnsafe("PRAGMA foreign_keys = ON");
     await prisma.$queryRawUnsafe("PRAGMA synchronous = NORMAL");
+    sql = new SqliteDriver(() => {
+      if (!factory.adapter) throw new Error("the SQLite connection is not open");
+      return factory.adapter;
+    }, options.onQuery);
   } else {
-    const client = new PostgresPrismaClient({ adapter: new PrismaPg({ connectionString: url }), log });
+    // One pool for Prisma and the driver: the connection limit stays the one Prisma had.
+    const pool = new UnitAwarePool({ connectionString: url });
+    // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
+    pool.on("error", () => {});
+    const client = new PostgresPrismaClient({ adapter: new PrismaPg(pool), log });
     prisma = client as unknown as PrismaClient;
+    sql = new PostgresDriver(pool, options.onQuery);
+    closeDriver = () => pool.end();
   }
   if (options.onQuery) {
     const onQuery = options.onQuery;
@@ -66,6 +93,10 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     provider,
     url,
     prisma,
-    close: () => prisma.$disconnect(),
+    sql,
+    close: async () => {
+      await prisma.$disconnect();
+      await closeDriver();
+    },
   };
 }

@@ -1,36 +1,56 @@
 import type { Clock } from "../domain/shared/clock.ts";
 import type { IdempotencyRecord, IdempotencyStore } from "../rest/idempotency.ts";
 import type { Database } from "./database.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
 
-/** Stored responses for `Idempotency-Key` (table idempotency_records). */
+interface IdempotencyRow {
+  readonly organization_id: string;
+  readonly key: string;
+  readonly request_hash: string;
+  readonly status_code: number | null;
+  readonly response_body: string | null;
+  readonly created_at: Date | string;
+}
+
+/** Stored responses for `Idempotency-Key` (table idempotency_records), one statement each on the driver. */
 export class PrismaIdempotencyStore implements IdempotencyStore {
   constructor(
     private readonly database: Database,
     private readonly clock: Clock,
   ) {}
 
-  find(organizationId: string, key: string): Promise<IdempotencyRecord | null> {
-    return this.database.prisma.idempotencyRecord.findUnique({
-      where: { organizationId_key: { organizationId, key } },
-    });
+  async find(organizationId: string, key: string): Promise<IdempotencyRecord | null> {
+    const [row] = await this.database.sql.all<IdempotencyRow>(Prisma.sql`
+      SELECT "organization_id", "key", "request_hash", "status_code", "response_body", "created_at"
+      FROM "idempotency_records" WHERE "organization_id" = ${organizationId} AND "key" = ${key}`);
+    if (!row) return null;
+    return {
+      organizationId: row.organization_id,
+      key: row.key,
+      requestHash: row.request_hash,
+      statusCode: row.status_code === null ? null : Number(row.status_code),
+      responseBody: row.response_body,
+      // SQLite stores ISO text with its zone; PostgreSQL's rows come back as Date.
+      createdAt: new Date(row.created_at),
+    };
   }
 
   async claim(organizationId: string, key: string, requestHash: string): Promise<boolean> {
-    const inserted = await this.database.prisma.$executeRaw`
+    const inserted = await this.database.sql.run(Prisma.sql`
       INSERT INTO "idempotency_records" ("organization_id", "key", "request_hash", "created_at")
       VALUES (${organizationId}, ${key}, ${requestHash}, ${this.clock.now()})
-      ON CONFLICT ("organization_id", "key") DO NOTHING`;
+      ON CONFLICT ("organization_id", "key") DO NOTHING`);
     return inserted === 1;
   }
 
   async complete(organizationId: string, key: string, statusCode: number, responseBody: string): Promise<void> {
-    await this.database.prisma.idempotencyRecord.updateMany({
-      where: { organizationId, key },
-      data: { statusCode, responseBody },
-    });
+    await this.database.sql.run(Prisma.sql`
+      UPDATE "idempotency_records" SET "status_code" = ${statusCode}, "response_body" = ${responseBody}
+      WHERE "organization_id" = ${organizationId} AND "key" = ${key}`);
   }
 
   async release(organizationId: string, key: string): Promise<void> {
-    await this.database.prisma.idempotencyRecord.deleteMany({ where: { organizationId, key } });
+    await this.database.sql.run(Prisma.sql`
+      DELETE FROM "idempotency_records" WHERE "organization_id" = ${organizationId} AND "key" = ${key}`);
   }
 }

@@ -16,12 +16,16 @@ import type {
   WebhookStore,
 } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
+import { chunksOf } from "./prisma-store.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
+import type { SqlExecutor } from "./sql-executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
- * The webhook tables through Prisma. Methods that change several rows expect to run inside the caller's
- * transaction (`store.transaction(...)`, whose store hands out a PrismaWebhookStore on the transaction's client).
+ * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
+ * (`store.transaction(...)`, whose store hands out a PrismaWebhookStore on the transaction's executor). Statements
+ * of the lifecycle write (matching endpoints, the outbox rows) run on `this.sql` (src/store/sql-executor.ts);
+ * the model API calls still here run in the unit of work too (the driver runs them on its connection).
  */
 
 type Client = PrismaClient | PrismaTransaction;
@@ -60,6 +64,8 @@ export class PrismaWebhookStore implements WebhookStore {
     private readonly client: Client,
     /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
     private readonly secrets: SecretCipher,
+    /** Runs statements on the driver: in the unit of work's transaction when the store has one. */
+    private readonly sql: SqlExecutor = database.sql,
   ) {}
 
   /**
@@ -132,12 +138,12 @@ export class PrismaWebhookStore implements WebhookStore {
 
   async findEnabledEndpoints(organizationId: string): Promise<EndpointRoute[]> {
     // One statement: the endpoints with their tag ids, one row per (endpoint, tag), folded below.
-    const rows = await this.client.$queryRaw<
-      { id: string; event_types: unknown; tag_filtered: unknown; tag_id: string | null }[]
-    >`
+    const rows = await this.sql.all<{ id: string; event_types: unknown; tag_filtered: unknown; tag_id: string | null }>(
+      Prisma.sql`
       SELECT e."id", e."event_types", e."tag_filtered", et."tag_id"
       FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
-      WHERE e."organization_id" = ${organizationId} AND e."enabled" = ${true}`;
+      WHERE e."organization_id" = ${organizationId} AND e."enabled" = ${true}`,
+    );
     const routes = new Map<string, { id: string; eventTypes: LifecycleEventType[] | null; tagIds: string[] | null }>();
     for (const row of rows) {
       let route = routes.get(row.id);
@@ -186,8 +192,19 @@ export class PrismaWebhookStore implements WebhookStore {
   }
 
   async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
-    if (deliveries.length === 1) await this.client.webhookDelivery.create({ data: deliveries[0]! });
-    else if (deliveries.length > 1) await this.client.webhookDelivery.createMany({ data: [...deliveries] });
+    // One multi-row INSERT per chunk of parameters (one chunk for any realistic number of endpoints).
+    for (const chunk of chunksOf(deliveries, 13)) {
+      await this.sql.run(Prisma.sql`
+        INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
+          "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (d) => Prisma.sql`(${d.id}, ${d.organizationId}, ${d.endpointId}, ${d.eventId}, ${d.eventType}, ${d.body},
+              ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt}, ${d.createdAt},
+              ${d.updatedAt})`,
+          ),
+        )}`);
+    }
   }
 
   async findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
 import { DomainError } from "./errors.ts";
 
 /*
@@ -15,7 +15,19 @@ interface CursorEnvelope<P> {
 }
 
 export class CursorCodec {
-  constructor(private readonly secret: string) {}
+  /** Made once: an HMAC keyed with a string converts the key on every call. */
+  private readonly key: KeyObject;
+  /**
+   * Fingerprints of the filter objects seen, by identity: a page signs one cursor per edge with the same filters,
+   * so they are serialized and hashed once per page rather than once per edge. Filters are built per request
+   * and not changed after use; should one be, its cursors would be refused as issued for other filters (the
+   * payload is still signed in full), never accepted for the wrong ones.
+   */
+  private readonly fingerprints = new WeakMap<object, string>();
+
+  constructor(secret: string) {
+    this.key = createSecretKey(Buffer.from(secret, "utf8"));
+  }
 
   encode<P>(position: P, filters: unknown): string {
     const payload = Buffer.from(JSON.stringify({ p: position, f: this.fingerprint(filters) })).toString("base64url");
@@ -70,11 +82,19 @@ export class CursorCodec {
   }
 
   private sign(payload: string): string {
-    return createHmac("sha256", this.secret).update(payload).digest("base64url").slice(0, 22);
+    return createHmac("sha256", this.key).update(payload).digest("base64url").slice(0, 22);
   }
 
   private fingerprint(filters: unknown): string {
-    return createHmac("sha256", this.secret).update(stableStringify(filters)).digest("base64url").slice(0, 16);
+    const cacheable = typeof filters === "object" && filters !== null;
+    const cached = cacheable ? this.fingerprints.get(filters) : undefined;
+    if (cached !== undefined) return cached;
+    const fingerprint = createHmac("sha256", this.key)
+      .update(stableStringify(filters))
+      .digest("base64url")
+      .slice(0, 16);
+    if (cacheable) this.fingerprints.set(filters, fingerprint);
+    return fingerprint;
   }
 }
 

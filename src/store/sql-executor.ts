@@ -1,0 +1,239 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type Sqlite from "better-sqlite3";
+import pg from "pg";
+import type { Prisma } from "./__generated__/sqlite/client.ts";
+
+/*
+ * The store's statements at driver speed. Through Prisma 7 a statement costs 0.2–0.4 ms in the client (query
+ * interpreter, adapter, a fresh `prepare` per statement on SQLite) where the driver alone takes 7–20 µs
+ * (docs/decisions.md, "Data path"). The store keeps building its statements as `Prisma.sql` fragments and runs
+ * them here, on the very connections Prisma uses: SQLite's single better-sqlite3 connection, PostgreSQL's pool.
+ * Prisma stays the schema, the migrations and the client of record for everything that is not hot.
+ *
+ * Values are written the way Prisma's adapters write them, so rows are the same whichever path wrote them:
+ * on SQLite a Date is ISO text with `+00:00` and a boolean 0/1; on PostgreSQL a Date is UTC text for the
+ * `timestamp(3)` columns (no zone). Rows come back with the driver's types, which the store's row helpers
+ * read on both databases (dates as text or Date, booleans as 0/1 or boolean, JSON as text or parsed).
+ */
+
+/** Runs statements; inside a unit of work, in its transaction. */
+export interface SqlExecutor {
+  /** The rows of a statement (a write with RETURNING included). */
+  all<Row>(query: Prisma.Sql): Promise<Row[]>;
+  /** Runs a statement and returns the number of rows it changed. */
+  run(query: Prisma.Sql): Promise<number>;
+}
+
+/** The executor outside any transaction, which starts units of work. */
+export interface SqlDriver extends SqlExecutor {
+  /**
+   * Runs `work` in one database transaction: committed when it resolves, rolled back when it throws. Prisma
+   * statements issued inside `work` (the model API) run in the same transaction too.
+   */
+  transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T>;
+}
+
+export type StatementListener = (sql: string) => void;
+
+/** Prisma's better-sqlite3 adapter, as far as it is used here (see @prisma/adapter-better-sqlite3). */
+export interface SqliteAdapter {
+  /** The connection every Prisma statement runs on. */
+  readonly client: Sqlite.Database;
+  /** Waits for the adapter's transaction mutex, then runs BEGIN; commit()/rollback() only release the mutex. */
+  startTransaction(): Promise<{ commit(): Promise<void>; rollback(): Promise<void> }>;
+}
+
+/** The way @prisma/adapter-better-sqlite3 binds a value (its default `timestampFormat`, iso8601). */
+function sqliteValue(value: unknown): unknown {
+  if (value instanceof Date) return value.toISOString().replace("Z", "+00:00");
+  if (typeof value === "boolean") return value ? 1 : 0;
+  return value;
+}
+
+export class SqliteDriver implements SqlDriver {
+  /** Prepared statements by SQL text: the adapter prepares every statement anew, the biggest cost it has. */
+  private statements = new Map<string, Sqlite.Statement>();
+  private statementsOf: Sqlite.Database | null = null;
+
+  constructor(
+    /** The adapter Prisma connected last (it reconnects after `$disconnect`). */
+    private readonly adapter: () => SqliteAdapter,
+    private readonly onStatement?: StatementListener,
+  ) {}
+
+  async all<Row>(query: Prisma.Sql): Promise<Row[]> {
+    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.all<Row>(query));
+    return this.execute(query.sql, query.values, "all") as Row[];
+  }
+
+  async run(query: Prisma.Sql): Promise<number> {
+    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.run(query));
+    return this.execute(query.sql, query.values, "run") as number;
+  }
+
+  /**
+   * The connection is shared: while a unit of work (ours or Prisma's) is open on it, a statement sent from
+   * outside joins that transaction. A read may (it answers a request, it decides nothing); a write would be
+   * rolled back with a transaction it is no part of, so it waits for the adapter's mutex and runs in a
+   * transaction of its own.
+   */
+  private mustWaitForTransaction(sql: string): boolean {
+    return this.adapter().client.inTransaction && !this.prepared(sql).readonly;
+  }
+
+  async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
+    // The adapter's own transaction start: Prisma's transactions and ours take turns on one mutex.
+    const transaction = await this.adapter().startTransaction();
+    this.onStatement?.("BEGIN");
+    const unit: SqlExecutor = {
+      all: async <Row>(query: Prisma.Sql) => this.execute(query.sql, query.values, "all") as Row[],
+      run: async (query: Prisma.Sql) => this.execute(query.sql, query.values, "run") as number,
+    };
+    try {
+      const result = await work(unit);
+      this.execute("COMMIT", [], "run");
+      await transaction.commit();
+      return result;
+    } catch (error) {
+      try {
+        if (this.adapter().client.inTransaction) this.execute("ROLLBACK", [], "run");
+      } finally {
+        await transaction.rollback();
+      }
+      throw error;
+    }
+  }
+
+  private execute(sql: string, values: readonly unknown[], mode: "all" | "run"): unknown[] | number {
+    this.onStatement?.(sql);
+    const statement = this.prepared(sql);
+    const parameters = values.map(sqliteValue);
+    if (mode === "all" && statement.reader) return statement.all(...parameters);
+    const { changes } = statement.run(...parameters);
+    return mode === "all" ? [] : changes;
+  }
+
+  private prepared(sql: string): Sqlite.Statement {
+    const connection = this.adapter().client;
+    if (this.statementsOf !== connection) {
+      this.statements = new Map();
+      this.statementsOf = connection;
+    }
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      // Prisma's adapter turns safe integers on for the whole connection; the store's rows want numbers.
+      statement = connection.prepare(sql).safeIntegers(false);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+/**
+ * The pool connection of the unit of work running in the current async context. Prisma statements that a
+ * unit of work issues (model API calls of stores not yet on the driver) run on it, so they are part of the
+ * transaction instead of waiting, on another connection, for row locks the transaction holds.
+ */
+const unitConnection = new AsyncLocalStorage<pg.PoolClient>();
+
+/** The pool Prisma and the driver share; a Prisma statement issued inside a unit of work runs in that unit. */
+export class UnitAwarePool extends pg.Pool {
+  override query(...args: unknown[]): any {
+    const connection = unitConnection.getStore();
+    if (connection) return (connection.query as (...inner: unknown[]) => unknown).apply(connection, args);
+    return this.queryOutsideUnits(...args);
+  }
+
+  /** Any pooled connection, whatever unit of work the caller runs in. */
+  queryOutsideUnits(...args: unknown[]): any {
+    return (super.query as (...inner: unknown[]) => unknown).apply(this, args);
+  }
+}
+
+/** `2026-01-02 03:04:05.006`: UTC, no zone, as @prisma/adapter-pg writes `timestamp(3)` values. */
+function postgresTimestamp(date: Date): string {
+  return date.toISOString().replace("T", " ").replace("Z", "");
+}
+
+function postgresValue(value: unknown): unknown {
+  return value instanceof Date ? postgresTimestamp(value) : value;
+}
+
+/**
+ * `timestamp` columns hold UTC without a zone: read them as UTC (node-postgres would read local time); int8
+ * (counts, log positions) as numbers, which they always fit.
+ */
+const POSTGRES_TYPES = {
+  getTypeParser(oid: number, format?: string): (text: string) => unknown {
+    if (oid === pg.types.builtins.TIMESTAMP) return (text) => new Date(`${text.replace(" ", "T")}Z`);
+    if (oid === pg.types.builtins.INT8) return Number;
+    return pg.types.getTypeParser(oid, format as "text");
+  },
+};
+
+type Queryable = Pick<pg.PoolClient, "query">;
+
+async function postgresQuery(
+  target: Queryable,
+  query: Prisma.Sql | string,
+  onStatement: StatementListener | undefined,
+): Promise<pg.QueryResult> {
+  const text = typeof query === "string" ? query : query.text;
+  onStatement?.(text);
+  const values = typeof query === "string" ? [] : query.values.map(postgresValue);
+  return target.query({ text, values, types: POSTGRES_TYPES } as pg.QueryConfig);
+}
+
+export class PostgresDriver implements SqlDriver {
+  private readonly outsideUnits: Queryable;
+
+  constructor(
+    private readonly pool: UnitAwarePool,
+    private readonly onStatement?: StatementListener,
+  ) {
+    this.outsideUnits = { query: ((config: pg.QueryConfig) => pool.queryOutsideUnits(config)) as Queryable["query"] };
+  }
+
+  // Outside a unit of work, like on SQLite: code running inside one that calls the driver itself (not the
+  // unit's executor) gets another connection, whose writes are not rolled back with the unit.
+  async all<Row>(query: Prisma.Sql): Promise<Row[]> {
+    return (await postgresQuery(this.outsideUnits, query, this.onStatement)).rows as Row[];
+  }
+
+  async run(query: Prisma.Sql): Promise<number> {
+    return (await postgresQuery(this.outsideUnits, query, this.onStatement)).rowCount ?? 0;
+  }
+
+  async transaction<T>(work: (executor: SqlExecutor) => Promise<T>): Promise<T> {
+    const connection = await this.pool.connect();
+    // A connection that breaks while checked out emits "error"; unhandled, that would end the process. The
+    // statement running then rejects on its own, and the connection goes back to the pool as broken.
+    const ignore = () => {};
+    connection.on("error", ignore);
+    let broken: Error | undefined;
+    try {
+      await postgresQuery(connection, "BEGIN", this.onStatement).catch((error: Error) => {
+        broken = error;
+        throw error;
+      });
+      const unit: SqlExecutor = {
+        all: async <Row>(query: Prisma.Sql) => (await postgresQuery(connection, query, this.onStatement)).rows as Row[],
+        run: async (query: Prisma.Sql) => (await postgresQuery(connection, query, this.onStatement)).rowCount ?? 0,
+      };
+      try {
+        const result = await unitConnection.run(connection, () => work(unit));
+        await postgresQuery(connection, "COMMIT", this.onStatement);
+        return result;
+      } catch (error) {
+        // A connection that cannot even roll back is not given to anyone else.
+        await postgresQuery(connection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
+          broken = rollbackError;
+        });
+        throw error;
+      }
+    } finally {
+      connection.removeListener("error", ignore);
+      connection.release(broken);
+    }
+  }
+}

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { openDatabase, type Database } from "../src/store/database.ts";
+import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
+
+/*
+ * The store's driver path shares Prisma's connections. On SQLite that is one connection, where a statement sent
+ * while a unit of work is open would join its transaction: a write from outside must wait for the unit and
+ * survive its rollback, and Prisma's own statements issued inside a unit must be part of it.
+ */
+
+describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase(kind);
+    database = await openDatabase(testDatabase.url);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  const insertOrganization = (id: string) =>
+    Prisma.sql`INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${id}, ${id}, ${new Date()})`;
+  const organizationIds = async (prefix: string) =>
+    (
+      await database.sql.all<{ id: string }>(
+        Prisma.sql`SELECT "id" FROM "organizations" WHERE "id" LIKE ${`${prefix}%`} ORDER BY "id"`,
+      )
+    ).map((row) => row.id);
+
+  it("keeps a write issued outside a unit of work that rolls back, and lets reads run meanwhile", async () => {
+    let outside: Promise<number> | undefined;
+    let readDuringUnit: string[] | undefined;
+    await expect(
+      database.sql.transaction(async (unit) => {
+        await unit.run(insertOrganization("a-inside"));
+        outside = database.sql.run(insertOrganization("a-outside"));
+        readDuringUnit = await organizationIds("a-");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        throw new Error("rolled back on purpose");
+      }),
+    ).rejects.toThrow("rolled back on purpose");
+    expect(await outside).toBe(1);
+    expect(readDuringUnit).toBeDefined();
+    expect(await organizationIds("a-")).toEqual(["a-outside"]);
+  });
+
+  it("rolls back Prisma's own statements issued inside a unit of work with it", async () => {
+    await expect(
+      database.sql.transaction(async (unit) => {
+        await unit.run(insertOrganization("b-driver"));
+        await database.prisma.organization.create({ data: { id: "b-prisma", name: "b", createdAt: new Date() } });
+        throw new Error("rolled back on purpose");
+      }),
+    ).rejects.toThrow("rolled back on purpose");
+    expect(await organizationIds("b-")).toEqual([]);
+  });
+
+  it("commits the statements of both paths together", async () => {
+    await database.sql.transaction(async (unit) => {
+      await unit.run(insertOrganization("c-driver"));
+      await database.prisma.organization.create({ data: { id: "c-prisma", name: "c", createdAt: new Date() } });
+    });
+    expect(await organizationIds("c-")).toEqual(["c-driver", "c-prisma"]);
+  });
+});
