@@ -819,13 +819,12 @@ export class PrismaStore implements Store {
       // writers that share references take them in the same order instead of waiting on each other in a cycle.
       // Lock first, read second, for the reason given at lockReference. Chunks are in id order too.
       const sorted = [...ids].sort();
-      await findInChunks(
-        sorted,
-        (chunk) => this.client.$queryRaw<{ id: string }[]>`
+      await findInChunks(sorted, (chunk) =>
+        this.sql.all<{ id: string }>(Prisma.sql`
         SELECT "id" FROM "shipping_references"
         WHERE "id" IN (${Prisma.join(chunk)}) AND "organization_id" = ${organizationId}
         ORDER BY "id"
-        FOR NO KEY UPDATE`,
+        FOR NO KEY UPDATE`),
       );
     }
     return this.findReferencesByIds(organizationId, ids);
@@ -843,7 +842,7 @@ export class PrismaStore implements Store {
           ${typed(r.estimatedDeparture, "TIMESTAMP(3)")}, ${typed(r.estimatedArrival, "TIMESTAMP(3)")},
           ${typed(r.updatedAt, "TIMESTAMP(3)")})`,
       );
-      await this.client.$executeRaw`
+      await this.sql.run(Prisma.sql`
         WITH "changed" ("id", "active", "deactivate_reason", "auto_unsubscribed", "last_update_status",
           "consecutive_failures", "estimated_departure", "estimated_arrival", "updated_at")
         AS (VALUES ${Prisma.join(rows)})
@@ -853,13 +852,13 @@ export class PrismaStore implements Store {
           "consecutive_failures" = "changed"."consecutive_failures",
           "estimated_departure" = "changed"."estimated_departure",
           "estimated_arrival" = "changed"."estimated_arrival", "updated_at" = "changed"."updated_at"
-        FROM "changed" WHERE "shipping_references"."id" = "changed"."id"`;
+        FROM "changed" WHERE "shipping_references"."id" = "changed"."id"`);
     }
   }
 
   async insertReferenceUpdates(updates: readonly ReferenceUpdate[]): Promise<void> {
     for (const chunk of chunksOf(updates, 5)) {
-      await this.client.$executeRaw`
+      await this.sql.run(Prisma.sql`
         INSERT INTO "reference_updates" ("id", "organization_id", "reference_id", "document", "created_at")
         VALUES ${Prisma.join(
           chunk.map(
@@ -867,13 +866,13 @@ export class PrismaStore implements Store {
               Prisma.sql`(${update.id}, ${update.organizationId}, ${update.referenceId}, ${this.json(update.document)},
                 ${update.createdAt})`,
           ),
-        )}`;
+        )}`);
     }
   }
 
   async insertEvents(events: readonly LifecycleEvent[]): Promise<void> {
     for (const chunk of chunksOf(events, 7)) {
-      await this.client.$executeRaw`
+      await this.sql.run(Prisma.sql`
         INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
           "reference_tags")
         VALUES ${Prisma.join(
@@ -882,7 +881,7 @@ export class PrismaStore implements Store {
               Prisma.sql`(${event.id}, ${event.organizationId}, ${event.referenceId}, ${event.type},
                 ${event.occurredAt}, ${this.json(event.detail)}, ${this.json(event.referenceTags)})`,
           ),
-        )}`;
+        )}`);
     }
     // As insertEvent: published once the unit of work commits (outside one, the inserts were their own commits).
     if (this.unit) this.unit.events.push(...events);
@@ -891,7 +890,7 @@ export class PrismaStore implements Store {
 
   async insertWebhookDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
     for (const chunk of chunksOf(deliveries, 13)) {
-      await this.client.$executeRaw`
+      await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
           "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at")
         VALUES ${Prisma.join(
@@ -901,7 +900,7 @@ export class PrismaStore implements Store {
                 ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt},
                 ${d.createdAt}, ${d.updatedAt})`,
           ),
-        )}`;
+        )}`);
     }
   }
 }
