@@ -31,6 +31,23 @@ type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqu
 };
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
 
+/** A delivery as `RETURNING` gives it (column names; dates already read as dates by both adapters). */
+interface ClaimedRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly endpoint_id: string;
+  readonly event_id: string;
+  readonly event_type: string;
+  readonly body: string;
+  readonly status: string;
+  readonly attempt_count: number | bigint;
+  readonly next_attempt_at: Date | null;
+  readonly lease_owner: string | null;
+  readonly lease_expires_at: Date | null;
+  readonly created_at: Date;
+  readonly updated_at: Date;
+}
+
 /** The stored list of secrets rotated out, as written by `endpointData`. */
 interface StoredPreviousSecret {
   readonly secret: string;
@@ -272,10 +289,11 @@ export class PrismaWebhookStore implements WebhookStore {
 
   /**
    * One statement on both databases: pick the due, unleased deliveries in due order, rank them within their
-   * endpoint, and lease those within the endpoint's limit. On PostgreSQL `FOR UPDATE SKIP LOCKED` makes
-   * concurrent instances pass over each other's rows instead of waiting for them or taking them too; a row
-   * leased by another instance that committed first no longer matches (its lease is in the future). SQLite has
-   * one writer at a time, so the statement alone is atomic there.
+   * endpoint, lease those within the endpoint's limit, and return them whole. On PostgreSQL `FOR UPDATE SKIP
+   * LOCKED` makes concurrent instances pass over each other's rows instead of waiting for them or taking them too;
+   * a row leased by another instance that committed first no longer matches (its lease is in the future). SQLite
+   * has one writer at a time, so the statement alone is atomic there. The window looked at is twice the limit, so
+   * that one endpoint's long backlog at the head of the queue cannot fill a claim meant for several endpoints.
    */
   async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
     const { owner, now, leaseExpiresAt, limit } = request;
@@ -293,28 +311,43 @@ export class PrismaWebhookStore implements WebhookStore {
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
     const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
-    const claimed = await this.client.$queryRaw<{ id: string }[]>`
+    const rows = await this.client.$queryRaw<ClaimedRow[]>`
       WITH candidates AS (
         SELECT "id", "endpoint_id", "next_attempt_at" FROM "webhook_deliveries"
         WHERE "status" = 'pending' AND "next_attempt_at" <= ${now}
           AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now}) ${exclusion}
         ORDER BY "next_attempt_at", "id"
-        LIMIT ${limit}
+        LIMIT ${limit * 2}
         ${lock}
       ), ranked AS (
-        SELECT "id", "endpoint_id",
+        SELECT "id", "endpoint_id", "next_attempt_at",
                ROW_NUMBER() OVER (PARTITION BY "endpoint_id" ORDER BY "next_attempt_at", "id") AS "rank_in_endpoint"
         FROM candidates
       )
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
-      WHERE "id" IN (SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint})
-      RETURNING "id"`;
-    if (claimed.length === 0) return [];
-    const rows = await this.client.webhookDelivery.findMany({
-      where: { id: { in: claimed.map((row) => row.id) }, leaseOwner: owner },
-      orderBy: [{ nextAttemptAt: "asc" }, { id: "asc" }],
-    });
-    return rows.map(toDelivery);
+      WHERE "id" IN (
+        SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint}
+        ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
+      )
+      RETURNING "id", "organization_id", "endpoint_id", "event_id", "event_type", "body", "status", "attempt_count",
+                "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at"`;
+    return rows
+      .map((row): WebhookDelivery => ({
+        id: row.id,
+        organizationId: row.organization_id,
+        endpointId: row.endpoint_id,
+        eventId: row.event_id,
+        eventType: row.event_type,
+        body: row.body,
+        status: row.status as DeliveryStatus,
+        attemptCount: Number(row.attempt_count),
+        nextAttemptAt: row.next_attempt_at,
+        leaseOwner: row.lease_owner,
+        leaseExpiresAt: row.lease_expires_at,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at,
+      }))
+      .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
   async finishAttempt(attempt: WebhookAttempt, owner: string, transition: DeliveryTransition): Promise<boolean> {
