@@ -11,8 +11,7 @@ import type {
 import type {
   ClaimRequest,
   DeliveryListQuery,
-  DeliveryTransition,
-  SucceededAttempt,
+  FinishedAttempt,
   WebhookStore,
 } from "../domain/webhooks/webhook-store.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
@@ -350,60 +349,51 @@ export class PrismaWebhookStore implements WebhookStore {
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
-  async finishAttempt(attempt: WebhookAttempt, owner: string, transition: DeliveryTransition): Promise<boolean> {
-    const { count } = await this.client.webhookDelivery.updateMany({
-      where: { id: attempt.deliveryId, leaseOwner: owner },
-      data: {
-        status: transition.status,
-        attemptCount: transition.attemptCount,
-        nextAttemptAt: transition.nextAttemptAt,
-        leaseOwner: null,
-        leaseExpiresAt: null,
-        updatedAt: transition.at,
-      },
-    });
-    if (count === 0 && (await this.client.webhookDelivery.count({ where: { id: attempt.deliveryId } })) === 0)
-      return false;
-    await this.client.webhookAttempt.create({ data: attempt });
-    return true;
-  }
-
-  async finishSucceededAttempts(items: readonly SucceededAttempt[], owner: string, at: Date): Promise<void> {
-    if (items.length === 0) return;
-    // One statement per attempt count (almost always a single one: first attempts).
-    const byCount = new Map<number, string[]>();
-    for (const item of items)
-      byCount.set(item.attemptCount, [...(byCount.get(item.attemptCount) ?? []), item.attempt.deliveryId]);
-    let updated = 0;
-    for (const [attemptCount, ids] of byCount) {
-      const { count } = await this.client.webhookDelivery.updateMany({
-        where: { id: { in: ids }, leaseOwner: owner },
-        data: {
-          status: "succeeded",
-          attemptCount,
-          nextAttemptAt: null,
-          leaseOwner: null,
-          leaseExpiresAt: null,
-          updatedAt: at,
-        },
-      });
-      updated += count;
-    }
-    let kept = items;
+  async finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
+    if (items.length === 0) return new Set();
+    const ids = items.map((item) => item.attempt.deliveryId);
+    const caseOf = (value: (item: FinishedAttempt) => Prisma.Sql) =>
+      Prisma.sql`CASE "id" ${Prisma.join(
+        items.map((item) => Prisma.sql`WHEN ${item.attempt.deliveryId} THEN ${value(item)}`),
+        " ",
+      )} END`;
+    // One statement for the whole batch: each delivery's new state is picked by its id.
+    const updated = await this.client.$executeRaw`
+      UPDATE "webhook_deliveries" SET
+        "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
+        "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "next_attempt_at" = ${caseOf((item) => this.timestamp(item.transition.nextAttemptAt))},
+        "updated_at" = ${caseOf((item) => this.timestamp(item.transition.at))},
+        "lease_owner" = NULL, "lease_expires_at" = NULL
+      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`;
+    let existing = new Set(ids);
     if (updated < items.length) {
       // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
       // cannot be stored (its foreign key would fail), the others still are.
-      const existing = new Set(
-        (
-          await this.client.webhookDelivery.findMany({
-            where: { id: { in: items.map((item) => item.attempt.deliveryId) } },
-            select: { id: true },
-          })
-        ).map((row) => row.id),
-      );
-      kept = items.filter((item) => existing.has(item.attempt.deliveryId));
+      const rows = await this.client.$queryRaw<{ id: string }[]>`
+        SELECT "id" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(ids)})`;
+      existing = new Set(rows.map((row) => row.id));
     }
-    if (kept.length > 0) await this.client.webhookAttempt.createMany({ data: kept.map((item) => item.attempt) });
+    const kept = items.filter((item) => existing.has(item.attempt.deliveryId)).map((item) => item.attempt);
+    if (kept.length > 0) {
+      await this.client.$executeRaw`
+        INSERT INTO "webhook_attempts"
+          ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms", "response_body")
+        VALUES ${Prisma.join(
+          kept.map(
+            (attempt) =>
+              Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
+                ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
+          ),
+        )}`;
+    }
+    return existing;
+  }
+
+  /** A date parameter inside an expression whose type PostgreSQL cannot infer from a column (a CASE branch). */
+  private timestamp(value: Date | null): Prisma.Sql {
+    if (this.database.provider === "postgres") return Prisma.sql`CAST(${value} AS TIMESTAMP(3))`;
+    return Prisma.sql`${value}`;
   }
 
   async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
@@ -413,9 +403,15 @@ export class PrismaWebhookStore implements WebhookStore {
     });
   }
 
-  async failPendingDeliveries(endpointId: string, at: Date): Promise<number> {
+  async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
+    const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
+    if (ids.length === 0) return 0;
     const { count } = await this.client.webhookDelivery.updateMany({
-      where: { endpointId, status: "pending", OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }] },
+      where: {
+        endpointId: { in: ids },
+        status: "pending",
+        OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }],
+      },
       data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
     });
     return count;
@@ -428,28 +424,37 @@ export class PrismaWebhookStore implements WebhookStore {
     });
   }
 
-  async markEndpointFailing(id: string, at: Date): Promise<void> {
-    await this.client.webhookEndpoint.updateMany({ where: { id, failingSince: null }, data: { failingSince: at } });
+  async markEndpointsFailing(since: ReadonlyMap<string, Date>): Promise<void> {
+    if (since.size === 0) return;
+    const entries = [...since];
+    await this.client.$executeRaw`
+      UPDATE "webhook_endpoints" SET "failing_since" = CASE "id" ${Prisma.join(
+        entries.map(([id, at]) => Prisma.sql`WHEN ${id} THEN ${this.timestamp(at)}`),
+        " ",
+      )} END
+      WHERE "id" IN (${Prisma.join(entries.map(([id]) => id))}) AND "failing_since" IS NULL`;
   }
 
   async markEndpointsHealthy(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.client.webhookEndpoint.updateMany({
-      where: { id: { in: [...ids] }, failingSince: { not: null } },
-      data: { failingSince: null },
-    });
+    await this.client.$executeRaw`
+      UPDATE "webhook_endpoints" SET "failing_since" = NULL
+      WHERE "id" IN (${Prisma.join([...ids])}) AND "failing_since" IS NOT NULL`;
   }
 
-  async disableEndpoint(id: string, reason: string, at: Date, failingSinceAtOrBefore?: Date): Promise<boolean> {
-    const { count } = await this.client.webhookEndpoint.updateMany({
-      where: {
-        id,
-        enabled: true,
-        ...(failingSinceAtOrBefore ? { failingSince: { lte: failingSinceAtOrBefore } } : {}),
-      },
-      data: { enabled: false, disabledReason: reason, updatedAt: at },
-    });
-    return count > 0;
+  async disableEndpoints(
+    ids: readonly string[],
+    reason: string,
+    at: Date,
+    failingSinceAtOrBefore?: Date,
+  ): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const streak = failingSinceAtOrBefore ? Prisma.sql`AND "failing_since" <= ${failingSinceAtOrBefore}` : Prisma.empty;
+    const rows = await this.client.$queryRaw<{ id: string }[]>`
+      UPDATE "webhook_endpoints" SET "enabled" = ${false}, "disabled_reason" = ${reason}, "updated_at" = ${at}
+      WHERE "id" IN (${Prisma.join([...ids])}) AND "enabled" = ${true} ${streak}
+      RETURNING "id"`;
+    return rows.map((row) => row.id);
   }
 
   private endpointData(endpoint: WebhookEndpoint) {
