@@ -18,6 +18,8 @@
  *   BENCH_TAG               tag-0500          the tag part A filters on
  *   BENCH_SQLITE_ANALYZE    0                 run ANALYZE after seeding SQLite (the application never does)
  *   BENCH_OUTPUT            bench/results.json
+ *   BENCH_PARTS             reads,webhooks,subscriptions   which parts run: `reads` is A and B (listing and log),
+ *                                             `webhooks` is C (bench/webhooks.bench.ts), `subscriptions` is D
  *   BENCH_DEBUG             (unset)           print seeding phase timings
  *   TEST_DATABASE_URL       postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
  *
@@ -568,7 +570,25 @@ function notes(result: LoadResult): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Main
 
+/** BENCH_PARTS: `reads` (parts A and B), `webhooks` (C), `subscriptions` (D); default all of them. */
+const parts = new Set(
+  (process.env.BENCH_PARTS ?? "reads,webhooks,subscriptions").split(",").map((part) => part.trim()),
+);
+
 async function main(): Promise<void> {
+  if (parts.has("reads")) await runReadParts();
+  if (parts.has("webhooks")) {
+    console.log("\nPart C — webhook deliveries");
+    await runWebhookBench();
+  }
+  if (parts.has("subscriptions")) {
+    console.log("\nPart D — live subscriptions");
+    await runSubscriptionBench();
+  }
+}
+
+/** Parts A and B: seed each database, measure, print the tables and write BENCH_OUTPUT. */
+async function runReadParts(): Promise<void> {
   log(
     `databases=${settings.databases.join(",")} tags=${settings.tags} references=${settings.references} events=${settings.events} ` +
       `duration=${settings.durationSeconds}s connections=${settings.connections}`,
@@ -748,17 +768,6 @@ async function main(): Promise<void> {
     )}\n`,
   );
   log(`results written to ${settings.output}`);
-
-  // Parts C and D print their own tables; BENCH_PARTS (default: both) can leave either out.
-  const parts = (process.env.BENCH_PARTS ?? "webhooks,subscriptions").split(",");
-  if (parts.includes("webhooks")) {
-    console.log("\nPart C — webhook deliveries");
-    await runWebhookBench();
-  }
-  if (parts.includes("subscriptions")) {
-    console.log("\nPart D — live subscriptions");
-    await runSubscriptionBench();
-  }
 }
 
 main().then(
