@@ -10,12 +10,12 @@ import type {
   Store,
   TagListQuery,
 } from "../domain/store.ts";
-import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
+import type { WebhookRepository } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
-import { PrismaWebhookStore } from "./webhook-store.ts";
+import { PrismaWebhookRepository } from "./prisma-webhook-repository.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -204,12 +204,12 @@ export class PrismaStore implements Store {
     private readonly committedListeners = new Set<EventsCommittedListener>(),
   ) {}
 
-  get webhooks(): WebhookStore {
-    this.webhookStore ??= new PrismaWebhookStore(this.database, this.client, this.secretCipher);
+  get webhooks(): WebhookRepository {
+    this.webhookStore ??= new PrismaWebhookRepository(this.database, this.client, this.secretCipher);
     return this.webhookStore;
   }
 
-  private webhookStore: WebhookStore | undefined;
+  private webhookStore: WebhookRepository | undefined;
 
   /**
    * A correlated subquery giving the tags of reference `r` as a JSON array in name order: a page of references

@@ -4,7 +4,7 @@ import type { Store } from "../store.ts";
 import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
-import type { DeliveryTransition } from "./webhook-store.ts";
+import type { DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
   /** Delays of the retry schedule (SPEC §9); its length is the number of attempts. */

@@ -12,15 +12,15 @@ import type {
   ClaimRequest,
   DeliveryListQuery,
   FinishedAttempt,
-  WebhookStore,
-} from "../domain/webhooks/webhook-store.ts";
+  WebhookRepository,
+} from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
  * The webhook tables through Prisma. Methods that change several rows expect to run inside the caller's
- * transaction (`store.transaction(...)`, whose store hands out a PrismaWebhookStore on the transaction's client).
+ * transaction (`store.transaction(...)`, whose store hands out a PrismaWebhookRepository on the transaction's client).
  */
 
 type Client = PrismaClient | PrismaTransaction;
@@ -70,7 +70,7 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
   return { ...row, status: row.status as DeliveryStatus };
 }
 
-export class PrismaWebhookStore implements WebhookStore {
+export class PrismaWebhookRepository implements WebhookRepository {
   constructor(
     private readonly database: Database,
     private readonly client: Client,
