@@ -18,7 +18,9 @@
  *   BENCH_TAG               tag-0500          the tag part A filters on
  *   BENCH_SQLITE_ANALYZE    0                 run ANALYZE after seeding SQLite (the application never does)
  *   BENCH_OUTPUT            bench/results.json
- *   BENCH_PARTS             webhooks,subscriptions,ingestion   the parts run after A and B (C, D, E)
+ *   BENCH_PARTS             reads,webhooks,subscriptions,ingestion   which parts run: `reads` is A and B (listing
+ *                                             and log), `webhooks` is C (bench/webhooks.bench.ts), `subscriptions`
+ *                                             is D, `ingestion` is E (bench/ingestion.bench.ts)
  *   BENCH_DEBUG             (unset)           print seeding phase timings
  *   TEST_DATABASE_URL       postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
  *
@@ -570,7 +572,29 @@ function notes(result: LoadResult): string {
 // ---------------------------------------------------------------------------------------------------------------
 // Main
 
+/** BENCH_PARTS: `reads` (parts A and B), `webhooks` (C), `subscriptions` (D), `ingestion` (E); default all of them. */
+const parts = new Set(
+  (process.env.BENCH_PARTS ?? "reads,webhooks,subscriptions,ingestion").split(",").map((part) => part.trim()),
+);
+
 async function main(): Promise<void> {
+  if (parts.has("reads")) await runReadParts();
+  if (parts.has("webhooks")) {
+    console.log("\nPart C — webhook deliveries");
+    await runWebhookBench();
+  }
+  if (parts.has("subscriptions")) {
+    console.log("\nPart D — live subscriptions");
+    await runSubscriptionBench();
+  }
+  if (parts.has("ingestion")) {
+    console.log("\nPart E — ingestion (single events and bulk)");
+    await runIngestionBench();
+  }
+}
+
+/** Parts A and B: seed each database, measure, print the tables and write BENCH_OUTPUT. */
+async function runReadParts(): Promise<void> {
   log(
     `databases=${settings.databases.join(",")} tags=${settings.tags} references=${settings.references} events=${settings.events} ` +
       `duration=${settings.durationSeconds}s connections=${settings.connections}`,
@@ -750,21 +774,6 @@ async function main(): Promise<void> {
     )}\n`,
   );
   log(`results written to ${settings.output}`);
-
-  // Parts C, D and E print their own tables; BENCH_PARTS (default: all three) can leave any out.
-  const parts = (process.env.BENCH_PARTS ?? "webhooks,subscriptions,ingestion").split(",");
-  if (parts.includes("webhooks")) {
-    console.log("\nPart C — webhook deliveries");
-    await runWebhookBench();
-  }
-  if (parts.includes("subscriptions")) {
-    console.log("\nPart D — live subscriptions");
-    await runSubscriptionBench();
-  }
-  if (parts.includes("ingestion")) {
-    console.log("\nPart E — ingestion (single events and bulk)");
-    await runIngestionBench();
-  }
 }
 
 main().then(

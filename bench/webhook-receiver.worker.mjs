@@ -2,19 +2,30 @@
  * The receiving end of bench/webhooks.bench.ts, in its own thread (plain JavaScript: Node 20 does not apply
  * the tsx loader to a worker's entry), so that answering webhooks does not compete with the server's event
  * loop. It answers at once, or after `slowMs` for the paths listed in `slowPaths`, and records for each request
- * its path, the event's `occurred_at` and the arrival time (both Date.now() milliseconds).
+ * its path, webhook-id, the event's `occurred_at` and the arrival time (both Date.now() milliseconds). It counts
+ * TCP connections, and verifies the signature of every `verifyEvery`-th request of a path whose secret it was
+ * given with the independent `standardwebhooks` package.
  *
- * Messages in: { type: "records", requestId } | { type: "count", requestId, paths } | { type: "close", requestId }
+ * Messages in: { type: "records", requestId, paths } | { type: "count", requestId, paths }
+ *            | { type: "summary", requestId, paths } | { type: "verify", requestId, path, secret }
+ *            | { type: "close", requestId }
  * Messages out: { type: "ready", port } | { requestId, ...answer }
  */
 import { createServer } from "node:http";
 import { parentPort, workerData } from "node:worker_threads";
+import { Webhook } from "standardwebhooks";
 
 const slowPaths = new Set(workerData.slowPaths ?? []);
 const slowMs = workerData.slowMs ?? 5_000;
-/** @type {{ path: string, occurredAt: number, receivedAt: number }[]} */
-const records = [];
+const verifyEvery = workerData.verifyEvery ?? 10;
+/** @type {Map<string, { webhookId: string, occurredAt: number, receivedAt: number }[]>} */
+const recordsByPath = new Map();
+/** @type {Map<string, Webhook>} */
+const verifiers = new Map();
 const pending = new Set();
+let connections = 0;
+let verified = 0;
+let badSignatures = 0;
 
 const server = createServer((request, response) => {
   const chunks = [];
@@ -22,11 +33,24 @@ const server = createServer((request, response) => {
   request.on("end", () => {
     const receivedAt = Date.now();
     const path = request.url ?? "/";
+    const text = Buffer.concat(chunks).toString("utf8");
+    let occurredAt = Number.NaN;
     try {
-      const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-      records.push({ path, occurredAt: Date.parse(body.occurred_at), receivedAt });
+      occurredAt = Date.parse(JSON.parse(text).occurred_at);
     } catch {
-      records.push({ path, occurredAt: Number.NaN, receivedAt });
+      // counted with an unknown latency
+    }
+    let records = recordsByPath.get(path);
+    if (!records) recordsByPath.set(path, (records = []));
+    records.push({ webhookId: String(request.headers["webhook-id"] ?? ""), occurredAt, receivedAt });
+    const verifier = verifiers.get(path);
+    if (verifier && records.length % verifyEvery === 1) {
+      try {
+        verifier.verify(text, request.headers);
+        verified++;
+      } catch {
+        badSignatures++;
+      }
     }
     const answer = () => {
       pending.delete(response);
@@ -40,21 +64,33 @@ const server = createServer((request, response) => {
     }
   });
 });
+server.on("connection", () => connections++);
 server.keepAliveTimeout = 60_000;
 server.listen(0, "127.0.0.1", () => parentPort.postMessage({ type: "ready", port: server.address().port }));
 
+const recordsOf = (paths) => paths.flatMap((path) => recordsByPath.get(path) ?? []);
+
 parentPort.on("message", (message) => {
+  const reply = (answer) => parentPort.postMessage({ requestId: message.requestId, ...answer });
   if (message.type === "records") {
-    parentPort.postMessage({ requestId: message.requestId, records });
+    reply({ records: recordsOf(message.paths) });
   } else if (message.type === "count") {
-    const paths = new Set(message.paths);
-    parentPort.postMessage({
-      requestId: message.requestId,
-      count: records.filter((record) => paths.has(record.path)).length,
+    reply({ count: recordsOf(message.paths).length });
+  } else if (message.type === "summary") {
+    const records = recordsOf(message.paths);
+    reply({
+      count: records.length,
+      duplicates: records.length - new Set(records.map((record) => record.webhookId)).size,
+      connections,
+      verified,
+      badSignatures,
     });
+  } else if (message.type === "verify") {
+    verifiers.set(message.path, new Webhook(message.secret));
+    reply({});
   } else if (message.type === "close") {
     for (const response of pending) response.destroy();
     server.closeAllConnections();
-    server.close(() => parentPort.postMessage({ requestId: message.requestId, closed: true }));
+    server.close(() => reply({ closed: true }));
   }
 });

@@ -30,7 +30,7 @@ import type { Database } from "./store/database.ts";
 import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
 import { PrismaStore } from "./store/prisma-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
-import { PrismaWebhookStore } from "./store/webhook-store.ts";
+import { PrismaWebhookRepository } from "./store/prisma-webhook-repository.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -132,7 +132,11 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new PrismaWebhookStore(database, database.prisma, secretCipher).encryptPlaintextSecrets();
+  const encrypted = await new PrismaWebhookRepository(
+    database,
+    database.prisma,
+    secretCipher,
+  ).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, config, http);

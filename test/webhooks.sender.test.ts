@@ -25,7 +25,7 @@ describe("webhook sender", () => {
   });
 
   it("refuses loopback targets at connection time, by name or by address, unless allowed", async () => {
-    const sender = new WebhookSender({ guard: new AddressGuard([]), timeoutMs: 2_000, maxSocketsPerHost: 5 });
+    const sender = new WebhookSender({ guard: new AddressGuard([]), timeoutMs: 2_000, connectionsPerOrigin: 5 });
     try {
       const byName = await sender.send(request(`http://localhost:${receiver.port}/refused`, [generateWebhookSecret()]));
       expect(byName.statusCode).toBeNull();
@@ -40,7 +40,7 @@ describe("webhook sender", () => {
       expect(mapped.error).toMatch(/^target refused: .* loopback address$/);
       expect(receiver.on("/refused")).toHaveLength(0);
     } finally {
-      sender.close();
+      await sender.close();
     }
   });
 
@@ -49,7 +49,7 @@ describe("webhook sender", () => {
     const sender = new WebhookSender({
       guard: new AddressGuard(["127.0.0.0/8", "::1/128"]),
       timeoutMs: 2_000,
-      maxSocketsPerHost: 5,
+      connectionsPerOrigin: 5,
     });
     try {
       const [current, previous] = [generateWebhookSecret(), generateWebhookSecret()];
@@ -65,7 +65,61 @@ describe("webhook sender", () => {
       expect(warn).not.toHaveBeenCalled();
     } finally {
       warn.mockRestore();
-      sender.close();
+      await sender.close();
+    }
+  });
+
+  it("sends over pooled keep-alive connections: 200 requests, at most 5 at a time, open at most 5 connections", async () => {
+    const sender = new WebhookSender({
+      guard: new AddressGuard(["127.0.0.0/8"]),
+      timeoutMs: 2_000,
+      connectionsPerOrigin: 5,
+    });
+    try {
+      const secret = generateWebhookSecret();
+      receiver.verifyWith("/pooled", secret);
+      const before = receiver.connections;
+      for (let round = 0; round < 40; round++) {
+        const results = await Promise.all(
+          Array.from({ length: 5 }, (_, index) => ({
+            ...request(receiver.url("/pooled"), [secret]),
+            webhookId: `0194a1b2-0000-7000-8000-${String(round * 5 + index).padStart(12, "0")}`,
+          })).map((each) => sender.send(each)),
+        );
+        for (const result of results) expect(result.statusCode).toBe(200);
+      }
+      const hooks = receiver.on("/pooled");
+      expect(hooks).toHaveLength(200);
+      for (const hook of hooks) expect(hook.verifiedBy).toEqual([secret]);
+      expect(receiver.connections - before).toBeLessThanOrEqual(5);
+    } finally {
+      await sender.close();
+    }
+  });
+
+  it("a pooling sender still refuses a name that resolves to a refused address, on every connection", async () => {
+    const sender = new WebhookSender({ guard: new AddressGuard([]), timeoutMs: 2_000, connectionsPerOrigin: 5 });
+    try {
+      const before = receiver.connections;
+      // A burst (the pool would open several connections at once) and then one by one (it would reuse one).
+      const burst = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          sender.send(request(`http://localhost:${receiver.port}/rebound`, [generateWebhookSecret()])),
+        ),
+      );
+      const sequential = [];
+      for (let index = 0; index < 5; index++)
+        sequential.push(
+          await sender.send(request(`http://localhost:${receiver.port}/rebound`, [generateWebhookSecret()])),
+        );
+      for (const result of [...burst, ...sequential]) {
+        expect(result.statusCode).toBeNull();
+        expect(result.error).toMatch(/^target refused: localhost resolves to .* loopback address$/);
+      }
+      expect(receiver.on("/rebound")).toHaveLength(0);
+      expect(receiver.connections - before).toBe(0);
+    } finally {
+      await sender.close();
     }
   });
 

@@ -1,7 +1,7 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle/lifecycle-event.ts";
 import type { Organization, Reference, ReferenceUpdate, Tag, TaggedReference } from "./models.ts";
 import type { WebhookDelivery } from "./webhooks/webhook-models.ts";
-import type { WebhookStore } from "./webhooks/webhook-store.ts";
+import type { WebhookRepository } from "./webhooks/webhook-repository.ts";
 
 /*
  * What the domain needs from persistence, implemented once in src/store/ (Prisma). Every method is scoped by
@@ -78,7 +78,7 @@ export interface Store {
    */
   onEventsCommitted(listener: EventsCommittedListener): () => void;
   /** Webhook endpoints and the delivery outbox, in this store's transaction when it has one. */
-  readonly webhooks: WebhookStore;
+  readonly webhooks: WebhookRepository;
 
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;

@@ -11,13 +11,13 @@ import type {
   TagListQuery,
 } from "../domain/store.ts";
 import type { WebhookDelivery } from "../domain/webhooks/webhook-models.ts";
-import type { WebhookStore } from "../domain/webhooks/webhook-store.ts";
+import type { WebhookRepository } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient } from "./database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
-import { PrismaWebhookStore } from "./webhook-store.ts";
+import { PrismaWebhookRepository } from "./prisma-webhook-repository.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -239,12 +239,12 @@ export class PrismaStore implements Store {
     return this.database.prisma;
   }
 
-  get webhooks(): WebhookStore {
-    this.webhookStore ??= new PrismaWebhookStore(this.database, this.database.prisma, this.secretCipher, this.sql);
+  get webhooks(): WebhookRepository {
+    this.webhookStore ??= new PrismaWebhookRepository(this.database, this.database.prisma, this.secretCipher, this.sql);
     return this.webhookStore;
   }
 
-  private webhookStore: WebhookStore | undefined;
+  private webhookStore: WebhookRepository | undefined;
 
   /**
    * A correlated subquery giving the tags of reference `r` as a JSON array in name order: a page of references

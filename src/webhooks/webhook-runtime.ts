@@ -39,7 +39,7 @@ export function startWebhookWorker({
     guard: new AddressGuard(config.webhookAllowedCidrs),
     timeoutMs: config.webhookTimeoutMs,
     // Endpoints may share a host: never let the agent queue one endpoint's request behind another's.
-    maxSocketsPerHost: config.webhookConcurrency,
+    connectionsPerOrigin: config.webhookConcurrency,
   });
   const worker = new WebhookWorker(
     services.webhookDeliveries,
@@ -51,6 +51,7 @@ export function startWebhookWorker({
       concurrency: config.webhookConcurrency,
       concurrencyPerEndpoint: config.webhookConcurrencyPerEndpoint,
       pollIntervalMs: config.webhookPollIntervalMs,
+      timeoutMs: config.webhookTimeoutMs,
     },
   );
   const unsubscribeEvents = services.commits.onEventsCommitted(() => worker.wake());

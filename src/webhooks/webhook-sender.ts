@@ -1,14 +1,20 @@
 import { readFileSync } from "node:fs";
-import http from "node:http";
-import https from "node:https";
 import { isIP } from "node:net";
+import { Agent } from "undici";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /*
- * One HTTP POST of a webhook (SPEC §9) with node:http(s): signed headers, a timeout covering connection,
- * response and body, no redirects followed, and the response read with a cap. Every outcome is returned, never
- * thrown, so that the worker can record it as an attempt.
+ * One HTTP POST of a webhook (SPEC §9): signed headers, a timeout covering connection, response and body, no
+ * redirects followed, and the response read with a cap. Every outcome is returned, never thrown, so that the
+ * worker can record it as an attempt.
+ *
+ * Requests go through one undici Agent, which keeps a pool of keep-alive connections per origin (at most
+ * `connectionsPerOrigin` each): at hundreds of deliveries per second a new TCP (and TLS) connection per request
+ * would cost more than the request. Pooling does not weaken the SSRF guard: every new connection resolves its
+ * name through the guard's lookup (undici hands `connect` options to net/tls.connect), so a connection only ever
+ * exists to an address that was checked when it was opened; an address literal never reaches a lookup and is
+ * checked here, before the pool is asked.
  */
 
 const PACKAGE_VERSION = (
@@ -21,6 +27,8 @@ export const RESPONSE_LOG_BYTES = 2_048;
 /** Past this many response bytes the connection is dropped instead of drained for reuse. */
 const RESPONSE_DRAIN_BYTES = 64 * 1024;
 const MAX_ERROR_LENGTH = 500;
+/** How long an idle pooled connection is kept (unless the receiver's keep-alive hint says less). */
+const KEEP_ALIVE_MS = 30_000;
 
 export interface WebhookRequest {
   readonly url: string;
@@ -47,21 +55,42 @@ export interface SendResult {
 export interface WebhookSenderOptions {
   readonly guard: AddressGuard;
   readonly timeoutMs: number;
-  /** Sockets per host: at least the worker's concurrency, so that no request waits for a socket. */
-  readonly maxSocketsPerHost: number;
+  /**
+   * Keep-alive connections per origin: at least the worker's concurrency, so that endpoints sharing a host never
+   * queue behind one another's slow requests.
+   */
+  readonly connectionsPerOrigin: number;
+}
+
+/** Why a request failed, from undici's or the socket's error. */
+function describeError(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : null;
+  for (const candidate of [error, cause]) {
+    if (candidate instanceof RefusedTargetError) return `target refused: ${candidate.message}`;
+  }
+  const failure = (cause ?? error) as NodeJS.ErrnoException;
+  if (!(failure instanceof Error)) return String(failure);
+  return failure.code && !failure.message.includes(failure.code)
+    ? `${failure.code}: ${failure.message}`
+    : failure.message;
 }
 
 export class WebhookSender {
-  private readonly httpAgent: http.Agent;
-  private readonly httpsAgent: https.Agent;
+  private readonly agent: Agent;
 
   constructor(private readonly options: WebhookSenderOptions) {
-    const agentOptions = { keepAlive: true, maxSockets: options.maxSocketsPerHost, timeout: options.timeoutMs };
-    this.httpAgent = new http.Agent(agentOptions);
-    this.httpsAgent = new https.Agent(agentOptions);
+    this.agent = new Agent({
+      connections: options.connectionsPerOrigin,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: KEEP_ALIVE_MS,
+      // The deadline of the whole request is ours (below); these only must not cut it shorter.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      connect: { lookup: options.guard.lookup, timeout: options.timeoutMs },
+    });
   }
 
-  send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
+  async send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => performance.now() - started;
     const failed = (error: string, aborted = false): SendResult => ({
@@ -77,104 +106,89 @@ export class WebhookSender {
     try {
       url = new URL(request.url);
     } catch {
-      return Promise.resolve(failed("invalid url"));
+      return failed("invalid url");
     }
-    // A name is checked by the guarded lookup below; an address literal never reaches a lookup.
+    // A name is checked by the guarded lookup of each new connection; an address literal never reaches a lookup.
     const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
     if (isIP(literal) !== 0) {
       const reason = this.options.guard.refusalReason(literal);
-      if (reason) return Promise.resolve(failed(`target refused: ${reason}`));
+      if (reason) return failed(`target refused: ${reason}`);
     }
+    if (signal?.aborted) return failed("aborted: the server is shutting down", true);
+
+    // One deadline for everything. When it passes after the status arrived, the status stands (with the body
+    // read so far); before that, the attempt timed out.
+    const deadline = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      deadline.abort();
+    }, this.options.timeoutMs);
+    const onAbort = () => deadline.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
 
     const timestamp = Math.floor(request.timestamp.getTime() / 1000);
-    const body = Buffer.from(request.body, "utf8");
-    const isHttps = url.protocol === "https:";
-    return new Promise<SendResult>((resolve) => {
-      let settled = false;
-      let statusCode: number | null = null;
-      let retryAfter: string | undefined;
-      const kept: Buffer[] = [];
-      let keptBytes = 0;
-      let readBytes = 0;
-
-      const finish = (result: SendResult) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        resolve(result);
-      };
-      const responseResult = (note: string | null): SendResult => ({
-        statusCode,
-        error:
-          note ?? (statusCode !== null && statusCode >= 300 && statusCode < 400 ? "redirects are not followed" : null),
-        latencyMs: elapsed(),
-        responseBody: keptBytes > 0 ? Buffer.concat(kept).toString("utf8") : "",
-        retryAfter,
-        aborted: false,
-      });
-
-      const req = (isHttps ? https : http).request(url, {
+    let statusCode: number | null = null;
+    let retryAfter: string | undefined;
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
+    try {
+      const response = await this.agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
         method: "POST",
-        agent: isHttps ? this.httpsAgent : this.httpAgent,
-        lookup: this.options.guard.lookup,
         headers: {
           "content-type": "application/json",
-          "content-length": String(body.length),
           "user-agent": WEBHOOK_USER_AGENT,
           "webhook-id": request.webhookId,
           "webhook-timestamp": String(timestamp),
           "webhook-signature": signWebhook(request.secrets, request.webhookId, timestamp, request.body),
         },
+        body: request.body,
+        signal: deadline.signal,
       });
-
-      // One deadline for everything. When it passes after the status arrived, the status stands (with the body
-      // read so far); before that, the attempt timed out.
-      const timer = setTimeout(() => {
-        if (statusCode !== null) finish(responseResult(null));
-        else finish(failed(`timed out after ${this.options.timeoutMs} ms`));
-        req.destroy();
-      }, this.options.timeoutMs);
-      const onAbort = () => {
-        finish(failed("aborted: the server is shutting down", true));
-        req.destroy();
-      };
-      if (signal?.aborted) onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-
-      req.on("response", (response) => {
-        statusCode = response.statusCode ?? null;
-        const header = response.headers["retry-after"];
-        retryAfter = Array.isArray(header) ? header[0] : header;
-        response.on("data", (chunk: Buffer) => {
+      statusCode = response.statusCode;
+      const header = response.headers["retry-after"];
+      retryAfter = Array.isArray(header) ? header[0] : header;
+      let readBytes = 0;
+      try {
+        for await (const chunk of response.body as AsyncIterable<Buffer>) {
           readBytes += chunk.length;
           if (keptBytes < RESPONSE_LOG_BYTES) {
             const part = chunk.subarray(0, RESPONSE_LOG_BYTES - keptBytes);
             kept.push(part);
             keptBytes += part.length;
           }
+          // Enough: the status is known and the log has its 2 KB. Drop the connection rather than read on.
           if (readBytes > RESPONSE_DRAIN_BYTES) {
-            // Enough: the status is known and the log has its 2 KB. Drop the connection rather than read on.
-            finish(responseResult(null));
-            response.destroy();
+            response.body.destroy();
+            break;
           }
-        });
-        response.on("end", () => finish(responseResult(null)));
-        response.on("error", () => finish(responseResult(null)));
-        response.on("aborted", () => finish(responseResult(null)));
-      });
-      req.on("error", (error: NodeJS.ErrnoException) => {
-        if (statusCode !== null) return finish(responseResult(null));
-        if (error instanceof RefusedTargetError) return finish(failed(`target refused: ${error.message}`));
-        finish(failed(error.code ? `${error.code}: ${error.message}` : error.message));
-      });
-      req.end(body);
-    });
+        }
+      } catch {
+        // The deadline or the receiver cut the body short: the status stands, with what was read.
+      }
+      if (signal?.aborted && !timedOut) return failed("aborted: the server is shutting down", true);
+      return {
+        statusCode,
+        error: statusCode >= 300 && statusCode < 400 ? "redirects are not followed" : null,
+        latencyMs: elapsed(),
+        responseBody: Buffer.concat(kept).toString("utf8"),
+        retryAfter,
+        aborted: false,
+      };
+    } catch (error) {
+      if (timedOut) return failed(`timed out after ${this.options.timeoutMs} ms`);
+      if (signal?.aborted) return failed("aborted: the server is shutting down", true);
+      return failed(describeError(error));
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    }
   }
 
-  /** Closes idle keep-alive sockets. */
-  close(): void {
-    this.httpAgent.destroy();
-    this.httpsAgent.destroy();
+  /** Closes the pooled connections (requests still in flight are aborted by the worker first). */
+  async close(): Promise<void> {
+    await this.agent.destroy();
   }
 }

@@ -18,15 +18,26 @@ export interface WebhookWorkerOptions {
   /** Requests in flight at once to one endpoint. */
   readonly concurrencyPerEndpoint: number;
   readonly pollIntervalMs: number;
+  /** The sender's timeout: a delivery is only started while its lease outlasts it. */
+  readonly timeoutMs: number;
 }
 
 /** Outcomes are recorded in batches of at most this many... */
-const RECORD_BATCH_SIZE = 64;
+const RECORD_BATCH_SIZE = 128;
 /** ...gathered for at most this long (unless every request in flight has finished: then at once). */
 const RECORD_BATCH_DELAY_MS = 5;
 
 /** Slots freed within this long are filled by one claim. */
 const CLAIM_BATCH_DELAY_MS = 3;
+
+/**
+ * Deliveries claimed ahead of the slots that will send them, as a multiple of the concurrency limits: while one
+ * claim is on its way to the database the requests keep going out from what was claimed before.
+ */
+const CLAIM_AHEAD_FACTOR = 2;
+
+/** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
+const LEASE_MARGIN_MS = 250;
 
 interface PendingRecord {
   readonly item: AttemptToRecord;
@@ -42,24 +53,31 @@ interface InFlight {
 
 /**
  * The delivery worker that runs inside each server process (SPEC §9). It claims due deliveries from the outbox
- * with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies the
- * retry and disable rules.
+ * in batches with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies
+ * the retry and disable rules.
  *
  * - Woken by `wake()` (after an event commits, after a test or re-send is queued, when a request finishes)
- *   and by a poll timer, so a wake-up that is missed (an event written by another instance, a retry falling
- *   due, a dead instance's lease expiring) costs at most one poll interval.
+ *   and by a poll timer, so a wake-up that is missed (a retry falling due, a dead instance's lease expiring)
+ *   costs at most one poll interval.
+ * - Claims ahead: up to twice what it may send at once (`concurrency` in all, `concurrencyPerEndpoint` per
+ *   endpoint), so that requests keep going out while the next claim is on its way. Claimed deliveries wait in one
+ *   queue per endpoint and are started round-robin over the endpoints, each within its endpoint's limit: a slow or
+ *   dead endpoint holds a bounded number of slots and claims, and the others keep flowing. A delivery whose lease
+ *   would no longer cover a whole request (timeout plus a margin) is handed back instead of sent.
  * - Records outcomes in small batches (a few milliseconds' worth): a success costs a share of one
- *   transaction instead of one of its own, which is what lets one instance deliver hundreds per second.
- * - Claims only what it can start at once: at most `concurrency` requests in flight, and at most
- *   `concurrencyPerEndpoint` per endpoint, so a slow or dead endpoint holds a bounded number of slots and
- *   the others keep flowing. Nothing claimed waits in memory, so a lease (longer than the timeout) always
- *   covers the whole request.
+ *   transaction instead of one of its own.
  */
 export class WebhookWorker {
   /** This instance's name in `lease_owner`. */
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly inFlight = new Map<string, InFlight>();
+  /** Requests in flight per endpoint. */
   private readonly perEndpoint = new Map<string, number>();
+  /** Claimed deliveries not started yet, per endpoint, oldest first (a Map keeps the round-robin order). */
+  private readonly waiting = new Map<string, ClaimedDelivery[]>();
+  private waitingCount = 0;
+  /** Requests on the wire (an entry of `inFlight` stays until its outcome is recorded too). */
+  private sending = 0;
   private pumping: Promise<void> | null = null;
   private wokenWhilePumping = false;
   private timer: NodeJS.Timeout | null = null;
@@ -120,41 +138,88 @@ export class WebhookWorker {
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     await this.pumping;
+    const notStarted = [...this.waiting.values()].flat().map((claimed) => claimed.delivery.id);
+    this.waiting.clear();
+    this.waitingCount = 0;
+    await this.deliveries
+      .release(notStarted, this.owner)
+      .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
     const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
     let graceTimer: NodeJS.Timeout | undefined;
     await Promise.race([all(), new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)))]);
     clearTimeout(graceTimer);
     for (const task of this.inFlight.values()) task.abort.abort();
     await all();
-    this.sender.close();
+    await this.sender.close();
   }
 
   private async pump(): Promise<void> {
     for (;;) {
       this.wokenWhilePumping = false;
-      const capacity = this.options.concurrency - this.inFlight.size;
+      // Outcomes still being recorded count too, so that a slow database slows the claims down.
+      const ahead = (CLAIM_AHEAD_FACTOR + 1) * this.options.concurrency;
+      const perEndpointAhead = CLAIM_AHEAD_FACTOR * this.options.concurrencyPerEndpoint;
+      const capacity = ahead - this.inFlight.size - this.waitingCount;
       if (capacity <= 0 || this.stopped) return;
       const limits = new Map<string, number>();
-      for (const [endpointId, count] of this.perEndpoint)
-        limits.set(endpointId, this.options.concurrencyPerEndpoint - count);
-      const claimed = await this.deliveries.claim(this.owner, capacity, limits, this.options.concurrencyPerEndpoint);
-      for (const delivery of claimed) this.dispatch(delivery);
+      for (const endpointId of new Set([...this.perEndpoint.keys(), ...this.waiting.keys()]))
+        limits.set(
+          endpointId,
+          perEndpointAhead - (this.perEndpoint.get(endpointId) ?? 0) - (this.waiting.get(endpointId)?.length ?? 0),
+        );
+      const claimed = await this.deliveries.claim(this.owner, capacity, limits, perEndpointAhead);
+      for (const delivery of claimed) {
+        const queue = this.waiting.get(delivery.delivery.endpointId);
+        if (queue) queue.push(delivery);
+        else this.waiting.set(delivery.delivery.endpointId, [delivery]);
+      }
+      this.waitingCount += claimed.length;
+      this.startWaiting();
       if (claimed.length === 0 && !this.wokenWhilePumping) return;
     }
+  }
+
+  /** Starts waiting deliveries, one endpoint after the other, while slots are free. */
+  private startWaiting(): void {
+    const expired: string[] = [];
+    let started = true;
+    while (started && this.sending < this.options.concurrency && !this.stopped) {
+      started = false;
+      for (const [endpointId, queue] of this.waiting) {
+        if (this.sending >= this.options.concurrency) break;
+        if ((this.perEndpoint.get(endpointId) ?? 0) >= this.options.concurrencyPerEndpoint) continue;
+        const next = queue.shift()!;
+        this.waitingCount--;
+        // Moved to the back: the next round starts with the endpoints that did not get a slot in this one.
+        this.waiting.delete(endpointId);
+        if (queue.length > 0) this.waiting.set(endpointId, queue);
+        const leaseLeft = (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime();
+        if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next.delivery.id);
+        else this.dispatch(next);
+        started = true;
+      }
+    }
+    if (expired.length > 0)
+      this.deliveries
+        .release(expired, this.owner)
+        .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
   }
 
   private dispatch(claimed: ClaimedDelivery): void {
     const { id, endpointId } = claimed.delivery;
     this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
+    this.sending++;
     let endpointSlotHeld = true;
     // The endpoint's slot is given back as soon as its answer is in (the limit protects the endpoint), while
     // the outcome is still being recorded: the next requests to it overlap with that write.
     const releaseEndpointSlot = () => {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
+      this.sending--;
       const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
       if (left > 0) this.perEndpoint.set(endpointId, left);
       else this.perEndpoint.delete(endpointId);
+      this.startWaiting();
       this.wakeSoon();
     };
     const abort = new AbortController();
@@ -166,7 +231,8 @@ export class WebhookWorker {
       .finally(() => {
         this.inFlight.delete(id);
         if (endpointSlotHeld) releaseEndpointSlot();
-        else this.wakeSoon();
+        this.startWaiting();
+        this.wakeSoon();
       });
     this.inFlight.set(id, { endpointId, abort, done });
   }

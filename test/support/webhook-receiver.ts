@@ -40,6 +40,8 @@ export class WebhookReceiver {
   private readonly secrets = new Map<string, string[]>();
   private readonly counts = new Map<string, number>();
   private readonly pending = new Set<ServerResponse>();
+  /** TCP connections accepted so far (a sender that pools keep-alive connections opens few). */
+  connections = 0;
 
   private constructor(
     private readonly server: Server,
@@ -56,6 +58,7 @@ export class WebhookReceiver {
       );
     });
     server.keepAliveTimeout = 30_000;
+    server.on("connection", () => receiver!.connections++);
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     receiver = new WebhookReceiver(server, (server.address() as AddressInfo).port);
     return receiver;

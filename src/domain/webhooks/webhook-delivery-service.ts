@@ -4,7 +4,7 @@ import type { Store } from "../store.ts";
 import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
-import type { DeliveryTransition } from "./webhook-store.ts";
+import type { DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
   /** Delays of the retry schedule (SPEC §9); its length is the number of attempts. */
@@ -130,10 +130,11 @@ export class WebhookDeliveryService {
   }
 
   /**
-   * Records attempts and applies their verdicts. Successes are written together in one transaction (the
-   * common case, so one instance can record hundreds per second); each failure in its own transaction, which
-   * also starts the endpoint's failure streak and, on 410 or a streak longer than the configured window,
-   * disables the endpoint and fails its other waiting deliveries. Results are in the order of `items`.
+   * Records attempts and applies their verdicts, all in one transaction of a few statements whatever their
+   * number: the attempts, the deliveries' new states, the endpoints' failure streaks (started by a failure,
+   * ended by a success), and the endpoints disabled by a 410 or by a streak longer than the configured window,
+   * whose other waiting deliveries fail with them. The database decides each of these by a conditional update,
+   * so instances recording at the same time agree. Results are in the order of `items`.
    */
   async recordAttempts(owner: string, items: readonly AttemptToRecord[]): Promise<AttemptResult[]> {
     const now = this.clock.now();
@@ -149,29 +150,55 @@ export class WebhookDeliveryService {
         latencyMs: Math.max(0, Math.round(report.latencyMs)),
         responseBody: report.responseBody,
       };
-      return { claimed, report, verdict, attempt, attemptCount };
+      const transition: DeliveryTransition =
+        verdict.kind === "succeeded"
+          ? { at: now, status: "succeeded", attemptCount, nextAttemptAt: null }
+          : verdict.kind === "retry"
+            ? { at: now, status: "pending", attemptCount, nextAttemptAt: verdict.at }
+            : { at: now, status: "failed", attemptCount, nextAttemptAt: null };
+      return { claimed, report, verdict, attempt, transition };
     });
-    const succeeded = judged.filter((item) => item.verdict.kind === "succeeded");
-    if (succeeded.length > 0) {
-      await this.store.transaction(async (store) => {
-        await store.webhooks.finishSucceededAttempts(
-          succeeded.map(({ attempt, attemptCount }) => ({ attempt, attemptCount })),
-          owner,
-          now,
-        );
-        // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim
-        // is ended by the next success instead.
-        const recovered = succeeded
-          .filter((item) => item.claimed.endpoint?.failingSince != null)
-          .map((item) => item.claimed.delivery.endpointId);
-        await store.webhooks.markEndpointsHealthy([...new Set(recovered)]);
-      });
-    }
-    const results: AttemptResult[] = [];
-    for (const item of judged) {
-      if (item.verdict.kind === "succeeded") results.push({ verdict: item.verdict, disabledReason: null });
-      else results.push({ verdict: item.verdict, disabledReason: await this.recordFailure(owner, item, now) });
-    }
+    const goneReason = "The endpoint answered 410 Gone";
+    const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
+    const disabledBy = await this.store.transaction(async (store) => {
+      const webhooks = store.webhooks;
+      const existing = await webhooks.finishAttempts(judged, owner);
+      const recorded = judged.filter((item) => existing.has(item.claimed.delivery.id));
+      // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
+      // ended by the next success instead.
+      const recovered = recorded
+        .filter((item) => item.verdict.kind === "succeeded" && item.claimed.endpoint?.failingSince != null)
+        .map((item) => item.claimed.delivery.endpointId);
+      await webhooks.markEndpointsHealthy([...new Set(recovered)]);
+      const failed = recorded.filter((item) => item.verdict.kind !== "succeeded");
+      if (failed.length === 0) return new Map<string, string>();
+      const failingSince = new Map<string, Date>();
+      for (const { claimed, report } of failed) {
+        const known = failingSince.get(claimed.delivery.endpointId);
+        if (!known || report.attemptedAt < known) failingSince.set(claimed.delivery.endpointId, report.attemptedAt);
+      }
+      await webhooks.markEndpointsFailing(failingSince);
+      const gone = new Set(
+        failed.filter((item) => item.verdict.kind === "gone").map((item) => item.claimed.delivery.endpointId),
+      );
+      const streaking = [...failingSince.keys()].filter((id) => !gone.has(id));
+      const disabled = new Map<string, string>();
+      for (const id of await webhooks.disableEndpoints([...gone], goneReason, now)) disabled.set(id, goneReason);
+      const cutoff = new Date(now.getTime() - this.rules.disableAfterMs);
+      for (const id of await webhooks.disableEndpoints(streaking, streakReason, now, cutoff))
+        disabled.set(id, streakReason);
+      await webhooks.failPendingDeliveries([...disabled.keys()], now);
+      return disabled;
+    });
+    // The reason is reported once per disabled endpoint, with its first failed attempt of the batch.
+    const reported = new Set<string>();
+    const results = judged.map(({ claimed, verdict }): AttemptResult => {
+      const endpointId = claimed.delivery.endpointId;
+      const reason = verdict.kind === "succeeded" ? undefined : disabledBy.get(endpointId);
+      if (reason === undefined || reported.has(endpointId)) return { verdict, disabledReason: null };
+      reported.add(endpointId);
+      return { verdict, disabledReason: reason };
+    });
     this.notifyRecorded(items.map(({ claimed: { delivery } }) => delivery));
     return results;
   }
@@ -197,53 +224,6 @@ export class WebhookDeliveryService {
         // listeners log their own failures
       }
     }
-  }
-
-  /** One failed attempt in one transaction; returns why the endpoint was disabled by it, if it was. */
-  private recordFailure(
-    owner: string,
-    {
-      claimed,
-      report,
-      verdict,
-      attempt,
-      attemptCount,
-    }: {
-      claimed: ClaimedDelivery;
-      report: AttemptReport;
-      verdict: AttemptVerdict;
-      attempt: WebhookAttempt;
-      attemptCount: number;
-    },
-    now: Date,
-  ): Promise<string | null> {
-    const { delivery } = claimed;
-    const transition: DeliveryTransition =
-      verdict.kind === "retry"
-        ? { at: now, status: "pending", attemptCount, nextAttemptAt: verdict.at }
-        : { at: now, status: "failed", attemptCount, nextAttemptAt: null };
-    return this.store.transaction(async (store) => {
-      const webhooks = store.webhooks;
-      if (!(await webhooks.finishAttempt(attempt, owner, transition))) return null;
-      await webhooks.markEndpointFailing(delivery.endpointId, report.attemptedAt);
-      let reason: string;
-      let disabled: boolean;
-      if (verdict.kind === "gone") {
-        reason = "The endpoint answered 410 Gone";
-        disabled = await webhooks.disableEndpoint(delivery.endpointId, reason, now);
-      } else {
-        reason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
-        disabled = await webhooks.disableEndpoint(
-          delivery.endpointId,
-          reason,
-          now,
-          new Date(now.getTime() - this.rules.disableAfterMs),
-        );
-      }
-      if (!disabled) return null;
-      await webhooks.failPendingDeliveries(delivery.endpointId, now);
-      return reason;
-    });
   }
 
   /** Hands leases back (on shutdown) so that no instance waits for them to expire. */

@@ -7,7 +7,7 @@ import type {
 } from "./webhook-models.ts";
 
 /*
- * What webhooks need from persistence, implemented in src/store/webhook-store.ts. It is reached as
+ * What webhooks need from persistence, implemented in src/store/prisma-webhook-repository.ts. It is reached as
  * `store.webhooks` of a `Store`, so that inside `store.transaction` it writes in the same transaction (the
  * outbox rows of an event are written with the event).
  */
@@ -41,13 +41,13 @@ export interface DeliveryTransition {
   readonly nextAttemptAt: Date | null;
 }
 
-export interface SucceededAttempt {
+/** An attempt and the state its delivery moves to. */
+export interface FinishedAttempt {
   readonly attempt: WebhookAttempt;
-  /** The delivery's attempt count, this attempt included. */
-  readonly attemptCount: number;
+  readonly transition: DeliveryTransition;
 }
 
-export interface WebhookStore {
+export interface WebhookRepository {
   /** Inserts the endpoint without its tag filter rows: write those with `replaceEndpointTags`. */
   insertEndpoint(endpoint: WebhookEndpoint): Promise<void>;
   /**
@@ -98,32 +98,28 @@ export interface WebhookStore {
    */
   claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]>;
   /**
-   * Records an attempt and moves the delivery to `transition`, provided `owner` still holds its lease (if the
-   * lease was lost, the attempt is still recorded). Returns false when the delivery no longer exists.
+   * Records attempts and moves their deliveries to their transitions, those `owner` still leases (an attempt
+   * whose lease was lost is still recorded), in a few statements whatever their number. Attempts of deliveries
+   * that no longer exist (deleted with their endpoint) are dropped. Returns the ids of the deliveries that exist.
    */
-  finishAttempt(attempt: WebhookAttempt, owner: string, transition: DeliveryTransition): Promise<boolean>;
-  /**
-   * The batch form of `finishAttempt` for attempts that succeeded: records them and marks their deliveries
-   * succeeded (those `owner` still leases). Attempts of deliveries that no longer exist are dropped.
-   */
-  finishSucceededAttempts(items: readonly SucceededAttempt[], owner: string, at: Date): Promise<void>;
+  finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>>;
   /** Ends a delivery without an attempt (its endpoint was disabled or deleted meanwhile). */
   abandonDelivery(id: string, owner: string, at: Date): Promise<void>;
   /**
    * Fails the endpoint's pending deliveries that no instance is sending right now (those finish on their own
    * and are abandoned when claimed again). Returns how many were failed.
    */
-  failPendingDeliveries(endpointId: string, at: Date): Promise<number>;
+  failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number>;
   /** Gives leases back (shutdown) so that another instance need not wait for them to expire. */
   releaseDeliveries(ids: readonly string[], owner: string): Promise<void>;
 
-  /** Sets `failing_since` to `at` unless it is set already. */
-  markEndpointFailing(id: string, at: Date): Promise<void>;
+  /** Sets each endpoint's `failing_since` to its time unless it is set already. */
+  markEndpointsFailing(since: ReadonlyMap<string, Date>): Promise<void>;
   /** Clears `failing_since` of these endpoints (after a success). */
   markEndpointsHealthy(ids: readonly string[]): Promise<void>;
   /**
-   * Disables an enabled endpoint with `reason`; with `failingSinceAtOrBefore`, only when it has been failing
-   * since that time or earlier. Returns whether it was disabled by this call.
+   * Disables those of these endpoints that are enabled (and, with `failingSinceAtOrBefore`, have been failing
+   * since that time or earlier) with `reason`; returns the ids it disabled.
    */
-  disableEndpoint(id: string, reason: string, at: Date, failingSinceAtOrBefore?: Date): Promise<boolean>;
+  disableEndpoints(ids: readonly string[], reason: string, at: Date, failingSinceAtOrBefore?: Date): Promise<string[]>;
 }

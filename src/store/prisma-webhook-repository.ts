@@ -11,10 +11,9 @@ import type {
 import type {
   ClaimRequest,
   DeliveryListQuery,
-  DeliveryTransition,
-  SucceededAttempt,
-  WebhookStore,
-} from "../domain/webhooks/webhook-store.ts";
+  FinishedAttempt,
+  WebhookRepository,
+} from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
 import { chunksOf } from "./prisma-store.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
@@ -23,9 +22,9 @@ import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
  * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
- * (`store.transaction(...)`, whose store hands out a PrismaWebhookStore on the transaction's executor). Statements
- * of the lifecycle write (matching endpoints, the outbox rows) run on `this.sql` (src/store/sql-executor.ts);
- * the model API calls still here run in the unit of work too (the driver runs them on its connection).
+ * (`store.transaction(...)`, whose store hands out a PrismaWebhookRepository on the transaction's executor).
+ * Raw statements run on `this.sql` (src/store/sql-executor.ts); the model API calls still here run in the unit
+ * of work too (the driver runs them on its connection).
  */
 
 type Client = PrismaClient | PrismaTransaction;
@@ -34,6 +33,23 @@ type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqu
   readonly tags: readonly { readonly tagId: string }[];
 };
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
+
+/** A delivery as `RETURNING` gives it (column names; dates already read as dates by both adapters). */
+interface ClaimedRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly endpoint_id: string;
+  readonly event_id: string;
+  readonly event_type: string;
+  readonly body: string;
+  readonly status: string;
+  readonly attempt_count: number | bigint;
+  readonly next_attempt_at: Date | null;
+  readonly lease_owner: string | null;
+  readonly lease_expires_at: Date | null;
+  readonly created_at: Date;
+  readonly updated_at: Date;
+}
 
 /** The stored list of secrets rotated out, as written by `endpointData`. */
 interface StoredPreviousSecret {
@@ -58,7 +74,7 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
   return { ...row, status: row.status as DeliveryStatus };
 }
 
-export class PrismaWebhookStore implements WebhookStore {
+export class PrismaWebhookRepository implements WebhookRepository {
   constructor(
     private readonly database: Database,
     private readonly client: Client,
@@ -289,10 +305,11 @@ export class PrismaWebhookStore implements WebhookStore {
 
   /**
    * One statement on both databases: pick the due, unleased deliveries in due order, rank them within their
-   * endpoint, and lease those within the endpoint's limit. On PostgreSQL `FOR UPDATE SKIP LOCKED` makes
-   * concurrent instances pass over each other's rows instead of waiting for them or taking them too; a row
-   * leased by another instance that committed first no longer matches (its lease is in the future). SQLite has
-   * one writer at a time, so the statement alone is atomic there.
+   * endpoint, lease those within the endpoint's limit, and return them whole. On PostgreSQL `FOR UPDATE SKIP
+   * LOCKED` makes concurrent instances pass over each other's rows instead of waiting for them or taking them too;
+   * a row leased by another instance that committed first no longer matches (its lease is in the future). SQLite
+   * has one writer at a time, so the statement alone is atomic there. The window looked at is twice the limit, so
+   * that one endpoint's long backlog at the head of the queue cannot fill a claim meant for several endpoints.
    */
   async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
     const { owner, now, leaseExpiresAt, limit } = request;
@@ -310,84 +327,90 @@ export class PrismaWebhookStore implements WebhookStore {
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
     const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
-    const claimed = await this.client.$queryRaw<{ id: string }[]>`
+    const rows = await this.client.$queryRaw<ClaimedRow[]>`
       WITH candidates AS (
         SELECT "id", "endpoint_id", "next_attempt_at" FROM "webhook_deliveries"
         WHERE "status" = 'pending' AND "next_attempt_at" <= ${now}
           AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now}) ${exclusion}
         ORDER BY "next_attempt_at", "id"
-        LIMIT ${limit}
+        LIMIT ${limit * 2}
         ${lock}
       ), ranked AS (
-        SELECT "id", "endpoint_id",
+        SELECT "id", "endpoint_id", "next_attempt_at",
                ROW_NUMBER() OVER (PARTITION BY "endpoint_id" ORDER BY "next_attempt_at", "id") AS "rank_in_endpoint"
         FROM candidates
       )
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
-      WHERE "id" IN (SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint})
-      RETURNING "id"`;
-    if (claimed.length === 0) return [];
-    const rows = await this.client.webhookDelivery.findMany({
-      where: { id: { in: claimed.map((row) => row.id) }, leaseOwner: owner },
-      orderBy: [{ nextAttemptAt: "asc" }, { id: "asc" }],
-    });
-    return rows.map(toDelivery);
+      WHERE "id" IN (
+        SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint}
+        ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
+      )
+      RETURNING "id", "organization_id", "endpoint_id", "event_id", "event_type", "body", "status", "attempt_count",
+                "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at"`;
+    return rows
+      .map((row): WebhookDelivery => ({
+        id: row.id,
+        organizationId: row.organization_id,
+        endpointId: row.endpoint_id,
+        eventId: row.event_id,
+        eventType: row.event_type,
+        body: row.body,
+        status: row.status as DeliveryStatus,
+        attemptCount: Number(row.attempt_count),
+        nextAttemptAt: row.next_attempt_at,
+        leaseOwner: row.lease_owner,
+        leaseExpiresAt: row.lease_expires_at,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at,
+      }))
+      .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
-  async finishAttempt(attempt: WebhookAttempt, owner: string, transition: DeliveryTransition): Promise<boolean> {
-    const { count } = await this.client.webhookDelivery.updateMany({
-      where: { id: attempt.deliveryId, leaseOwner: owner },
-      data: {
-        status: transition.status,
-        attemptCount: transition.attemptCount,
-        nextAttemptAt: transition.nextAttemptAt,
-        leaseOwner: null,
-        leaseExpiresAt: null,
-        updatedAt: transition.at,
-      },
-    });
-    if (count === 0 && (await this.client.webhookDelivery.count({ where: { id: attempt.deliveryId } })) === 0)
-      return false;
-    await this.client.webhookAttempt.create({ data: attempt });
-    return true;
-  }
-
-  async finishSucceededAttempts(items: readonly SucceededAttempt[], owner: string, at: Date): Promise<void> {
-    if (items.length === 0) return;
-    // One statement per attempt count (almost always a single one: first attempts).
-    const byCount = new Map<number, string[]>();
-    for (const item of items)
-      byCount.set(item.attemptCount, [...(byCount.get(item.attemptCount) ?? []), item.attempt.deliveryId]);
-    let updated = 0;
-    for (const [attemptCount, ids] of byCount) {
-      const { count } = await this.client.webhookDelivery.updateMany({
-        where: { id: { in: ids }, leaseOwner: owner },
-        data: {
-          status: "succeeded",
-          attemptCount,
-          nextAttemptAt: null,
-          leaseOwner: null,
-          leaseExpiresAt: null,
-          updatedAt: at,
-        },
-      });
-      updated += count;
-    }
-    let kept = items;
+  async finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
+    if (items.length === 0) return new Set();
+    const ids = items.map((item) => item.attempt.deliveryId);
+    const caseOf = (value: (item: FinishedAttempt) => Prisma.Sql) =>
+      Prisma.sql`CASE "id" ${Prisma.join(
+        items.map((item) => Prisma.sql`WHEN ${item.attempt.deliveryId} THEN ${value(item)}`),
+        " ",
+      )} END`;
+    // One statement for the whole batch: each delivery's new state is picked by its id.
+    const updated = await this.client.$executeRaw`
+      UPDATE "webhook_deliveries" SET
+        "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
+        "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "next_attempt_at" = ${caseOf((item) => this.timestamp(item.transition.nextAttemptAt))},
+        "updated_at" = ${caseOf((item) => this.timestamp(item.transition.at))},
+        "lease_owner" = NULL, "lease_expires_at" = NULL
+      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`;
+    let existing = new Set(ids);
     if (updated < items.length) {
       // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
       // cannot be stored (its foreign key would fail), the others still are.
-      const existing = new Set(
-        (
-          await this.client.webhookDelivery.findMany({
-            where: { id: { in: items.map((item) => item.attempt.deliveryId) } },
-            select: { id: true },
-          })
-        ).map((row) => row.id),
-      );
-      kept = items.filter((item) => existing.has(item.attempt.deliveryId));
+      const rows = await this.client.$queryRaw<{ id: string }[]>`
+        SELECT "id" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(ids)})`;
+      existing = new Set(rows.map((row) => row.id));
     }
-    if (kept.length > 0) await this.client.webhookAttempt.createMany({ data: kept.map((item) => item.attempt) });
+    const kept = items.filter((item) => existing.has(item.attempt.deliveryId)).map((item) => item.attempt);
+    if (kept.length > 0) {
+      await this.client.$executeRaw`
+        INSERT INTO "webhook_attempts"
+          ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms", "response_body")
+        VALUES ${Prisma.join(
+          kept.map(
+            (attempt) =>
+              Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
+                ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
+          ),
+        )}`;
+    }
+    return existing;
+  }
+
+  /** A date parameter inside an expression whose type PostgreSQL cannot infer from a column (a CASE branch). */
+  private timestamp(value: Date | null): Prisma.Sql {
+    if (this.database.provider === "postgres") return Prisma.sql`CAST(${value} AS TIMESTAMP(3))`;
+    return Prisma.sql`${value}`;
   }
 
   async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
@@ -397,9 +420,15 @@ export class PrismaWebhookStore implements WebhookStore {
     });
   }
 
-  async failPendingDeliveries(endpointId: string, at: Date): Promise<number> {
+  async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
+    const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
+    if (ids.length === 0) return 0;
     const { count } = await this.client.webhookDelivery.updateMany({
-      where: { endpointId, status: "pending", OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }] },
+      where: {
+        endpointId: { in: ids },
+        status: "pending",
+        OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }],
+      },
       data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
     });
     return count;
@@ -412,28 +441,37 @@ export class PrismaWebhookStore implements WebhookStore {
     });
   }
 
-  async markEndpointFailing(id: string, at: Date): Promise<void> {
-    await this.client.webhookEndpoint.updateMany({ where: { id, failingSince: null }, data: { failingSince: at } });
+  async markEndpointsFailing(since: ReadonlyMap<string, Date>): Promise<void> {
+    if (since.size === 0) return;
+    const entries = [...since];
+    await this.client.$executeRaw`
+      UPDATE "webhook_endpoints" SET "failing_since" = CASE "id" ${Prisma.join(
+        entries.map(([id, at]) => Prisma.sql`WHEN ${id} THEN ${this.timestamp(at)}`),
+        " ",
+      )} END
+      WHERE "id" IN (${Prisma.join(entries.map(([id]) => id))}) AND "failing_since" IS NULL`;
   }
 
   async markEndpointsHealthy(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.client.webhookEndpoint.updateMany({
-      where: { id: { in: [...ids] }, failingSince: { not: null } },
-      data: { failingSince: null },
-    });
+    await this.client.$executeRaw`
+      UPDATE "webhook_endpoints" SET "failing_since" = NULL
+      WHERE "id" IN (${Prisma.join([...ids])}) AND "failing_since" IS NOT NULL`;
   }
 
-  async disableEndpoint(id: string, reason: string, at: Date, failingSinceAtOrBefore?: Date): Promise<boolean> {
-    const { count } = await this.client.webhookEndpoint.updateMany({
-      where: {
-        id,
-        enabled: true,
-        ...(failingSinceAtOrBefore ? { failingSince: { lte: failingSinceAtOrBefore } } : {}),
-      },
-      data: { enabled: false, disabledReason: reason, updatedAt: at },
-    });
-    return count > 0;
+  async disableEndpoints(
+    ids: readonly string[],
+    reason: string,
+    at: Date,
+    failingSinceAtOrBefore?: Date,
+  ): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const streak = failingSinceAtOrBefore ? Prisma.sql`AND "failing_since" <= ${failingSinceAtOrBefore}` : Prisma.empty;
+    const rows = await this.client.$queryRaw<{ id: string }[]>`
+      UPDATE "webhook_endpoints" SET "enabled" = ${false}, "disabled_reason" = ${reason}, "updated_at" = ${at}
+      WHERE "id" IN (${Prisma.join([...ids])}) AND "enabled" = ${true} ${streak}
+      RETURNING "id"`;
+    return rows.map((row) => row.id);
   }
 
   private endpointData(endpoint: WebhookEndpoint) {

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { buildServices } from "../src/app.ts";
+import { loadConfig } from "../src/config.ts";
+import type { Services } from "../src/domain/services.ts";
+import { openDatabase, type Database } from "../src/store/database.ts";
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  startTestServer,
+  TEST_WEBHOOK_SECRET_KEY,
+  type TestDatabase,
+  type TestServer,
+} from "./support/test-server.ts";
+import { WebhookReceiver } from "./support/webhook-receiver.ts";
+import { createEndpoint, createReference } from "./support/webhooks.ts";
+
+/*
+ * Batch claims (SPEC §9, docs/decisions.md "Webhooks"): two instances claiming in parallel on one PostgreSQL
+ * database never lease the same delivery to both, and a hanging endpoint whose backlog is at the head of the
+ * queue does not hold back another endpoint's deliveries.
+ */
+
+describe("batch claims by two instances on one PostgreSQL database", () => {
+  let testDatabase: TestDatabase;
+  const databases: Database[] = [];
+  const instances: Services[] = [];
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("postgres");
+    const config = loadConfig({
+      NODE_ENV: "test",
+      DATABASE_URL: testDatabase.url,
+      WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    });
+    // Two instances: each its own connection pool, as two processes would have.
+    for (let index = 0; index < 2; index++) {
+      const database = await openDatabase(testDatabase.url);
+      databases.push(database);
+      instances.push(buildServices(config, database));
+    }
+  });
+  afterAll(async () => {
+    for (const database of databases) await database.close();
+    await testDatabase?.drop();
+  });
+
+  it("leases each of 600 due deliveries to exactly one of 2 × 8 parallel claimers", async () => {
+    const [first, second] = instances as [Services, Services];
+    const { organization } = await first.organizations.createOrganization("claims");
+    // Three endpoints (the worker is not running here: nothing is sent), 200 events: 600 deliveries.
+    for (let index = 0; index < 3; index++)
+      await first.webhooks.createEndpoint(organization.id, { url: `http://127.0.0.1:9/claims/${index}` });
+    for (let index = 0; index < 200; index++)
+      await first.references.createReference(organization.id, {
+        billOfLading: `BL-CLAIM-${index}`,
+        carrierCode: "MAEU",
+      });
+    expect(await first.webhookDeliveries.countPending()).toBe(600);
+
+    const claimedBy = new Map<string, string[]>();
+    const claimer = async (services: Services, owner: string) => {
+      for (;;) {
+        const claimed = await services.webhookDeliveries.claim(owner, 25, new Map(), 25);
+        if (claimed.length === 0) return;
+        for (const { delivery } of claimed) {
+          expect(delivery.leaseOwner).toBe(owner);
+          claimedBy.set(delivery.id, [...(claimedBy.get(delivery.id) ?? []), owner]);
+        }
+      }
+    };
+    await Promise.all(
+      Array.from({ length: 16 }, (_, index) =>
+        claimer(index % 2 === 0 ? first : second, `instance-${index % 2}:claimer-${index}`),
+      ),
+    );
+    expect(claimedBy.size).toBe(600);
+    const twice = [...claimedBy].filter(([, owners]) => owners.length > 1);
+    expect(twice).toEqual([]);
+    const owners = new Set([...claimedBy.values()].map(([owner]) => owner!.split(":")[0]));
+    expect(owners).toEqual(new Set(["instance-0", "instance-1"]));
+  }, 60_000);
+});
+
+describe.each(DATABASE_KINDS)("a hanging endpoint on %s", (kind) => {
+  let server: TestServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    server = await startTestServer(kind, {
+      env: {
+        WEBHOOK_CONCURRENCY: "4",
+        WEBHOOK_CONCURRENCY_PER_ENDPOINT: "2",
+        WEBHOOK_TIMEOUT: "20s",
+        WEBHOOK_LEASE: "30s",
+        WEBHOOK_POLL_INTERVAL: "100ms",
+      },
+    });
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await server?.close();
+  });
+
+  it("does not hold back another endpoint, even with its backlog at the head of the queue", async () => {
+    const { apiKey } = await server.newOrganization("hanging");
+    const caller = { url: server.url, apiKey };
+    receiver.respond("/hanging", () => ({ delayMs: 15_000 }));
+    await createEndpoint(caller, { url: receiver.url("/hanging") });
+    // 30 deliveries to the hanging endpoint, all due before any of the other endpoint's.
+    for (let index = 0; index < 30; index++) await createReference(caller);
+    await receiver.waitForCount("/hanging", 2);
+    await createEndpoint(caller, { url: receiver.url("/healthy") });
+    for (let index = 0; index < 10; index++) await createReference(caller);
+
+    // Every healthy delivery arrives while the first hanging requests are still unanswered...
+    await receiver.waitForCount("/healthy", 10, 10_000);
+    // ...and the hanging endpoint never had more than its two slots.
+    expect(receiver.on("/hanging")).toHaveLength(2);
+  }, 30_000);
+});
