@@ -85,13 +85,13 @@ function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
  */
 
 /** A timestamp column or a timestamp inside aggregated JSON. PostgreSQL's JSON drops the zone: it is UTC. */
-function toDate(value: unknown): Date {
+export function toDate(value: unknown): Date {
   if (value instanceof Date) return value;
   const text = String(value);
   return new Date(/(Z|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`);
 }
 
-function toNullableDate(value: unknown): Date | null {
+export function toNullableDate(value: unknown): Date | null {
   return value === null || value === undefined ? null : toDate(value);
 }
 

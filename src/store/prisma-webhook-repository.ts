@@ -15,7 +15,7 @@ import type {
   WebhookRepository,
 } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
-import { chunksOf } from "./prisma-store.ts";
+import { chunksOf, toDate, toNullableDate } from "./prisma-store.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
@@ -44,11 +44,12 @@ interface ClaimedRow {
   readonly body: string;
   readonly status: string;
   readonly attempt_count: number | bigint;
-  readonly next_attempt_at: Date | null;
+  /** Timestamps come back as the driver reads them: ISO text on SQLite, Date on PostgreSQL. */
+  readonly next_attempt_at: unknown;
   readonly lease_owner: string | null;
-  readonly lease_expires_at: Date | null;
-  readonly created_at: Date;
-  readonly updated_at: Date;
+  readonly lease_expires_at: unknown;
+  readonly created_at: unknown;
+  readonly updated_at: unknown;
 }
 
 /** The stored list of secrets rotated out, as written by `endpointData`. */
@@ -124,9 +125,9 @@ export class PrismaWebhookRepository implements WebhookRepository {
     // SQLite runs one write transaction at a time: nothing to lock. On PostgreSQL, the lock an UPDATE of non-key
     // columns takes, before the read (which also brings the tag filter along).
     if (this.database.provider === "postgres") {
-      await this.client.$queryRaw`
+      await this.sql.all(Prisma.sql`
         SELECT 1 FROM "webhook_endpoints" WHERE "id" = ${id} AND "organization_id" = ${organizationId}
-        FOR NO KEY UPDATE`;
+        FOR NO KEY UPDATE`);
     }
     return this.findEndpoint(organizationId, id);
   }
@@ -144,11 +145,11 @@ export class PrismaWebhookRepository implements WebhookRepository {
     if (tagIds.length === 0) return [];
     // The organization's tags among the ids, chosen by the database in the insert itself: an id of another
     // organization, unknown, or deleted by a concurrent transaction is simply not written.
-    const rows = await this.client.$queryRaw<{ tag_id: string }[]>`
+    const rows = await this.sql.all<{ tag_id: string }>(Prisma.sql`
       INSERT INTO "webhook_endpoint_tags" ("endpoint_id", "tag_id")
       SELECT CAST(${endpointId} AS TEXT), t."id" FROM "tags" t
       WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join([...tagIds])})
-      RETURNING "tag_id"`;
+      RETURNING "tag_id"`);
     return rows.map((row) => row.tag_id);
   }
 
@@ -327,7 +328,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
     const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
-    const rows = await this.client.$queryRaw<ClaimedRow[]>`
+    const rows = await this.sql.all<ClaimedRow>(Prisma.sql`
       WITH candidates AS (
         SELECT "id", "endpoint_id", "next_attempt_at" FROM "webhook_deliveries"
         WHERE "status" = 'pending' AND "next_attempt_at" <= ${now}
@@ -346,7 +347,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
         ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
       )
       RETURNING "id", "organization_id", "endpoint_id", "event_id", "event_type", "body", "status", "attempt_count",
-                "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at"`;
+                "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at"`);
     return rows
       .map((row): WebhookDelivery => ({
         id: row.id,
@@ -357,11 +358,11 @@ export class PrismaWebhookRepository implements WebhookRepository {
         body: row.body,
         status: row.status as DeliveryStatus,
         attemptCount: Number(row.attempt_count),
-        nextAttemptAt: row.next_attempt_at,
+        nextAttemptAt: toNullableDate(row.next_attempt_at),
         leaseOwner: row.lease_owner,
-        leaseExpiresAt: row.lease_expires_at,
-        createdAt: row.created_at,
-        updatedAt: row.updated_at,
+        leaseExpiresAt: toNullableDate(row.lease_expires_at),
+        createdAt: toDate(row.created_at),
+        updatedAt: toDate(row.updated_at),
       }))
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
@@ -375,25 +376,25 @@ export class PrismaWebhookRepository implements WebhookRepository {
         " ",
       )} END`;
     // One statement for the whole batch: each delivery's new state is picked by its id.
-    const updated = await this.client.$executeRaw`
+    const updated = await this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET
         "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
         "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
         "next_attempt_at" = ${caseOf((item) => this.timestamp(item.transition.nextAttemptAt))},
         "updated_at" = ${caseOf((item) => this.timestamp(item.transition.at))},
         "lease_owner" = NULL, "lease_expires_at" = NULL
-      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`;
+      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`);
     let existing = new Set(ids);
     if (updated < items.length) {
       // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
       // cannot be stored (its foreign key would fail), the others still are.
-      const rows = await this.client.$queryRaw<{ id: string }[]>`
-        SELECT "id" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(ids)})`;
+      const rows = await this.sql.all<{ id: string }>(Prisma.sql`
+        SELECT "id" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(ids)})`);
       existing = new Set(rows.map((row) => row.id));
     }
     const kept = items.filter((item) => existing.has(item.attempt.deliveryId)).map((item) => item.attempt);
     if (kept.length > 0) {
-      await this.client.$executeRaw`
+      await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_attempts"
           ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms", "response_body")
         VALUES ${Prisma.join(
@@ -402,7 +403,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
               Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
                 ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
           ),
-        )}`;
+        )}`);
     }
     return existing;
   }
@@ -444,19 +445,19 @@ export class PrismaWebhookRepository implements WebhookRepository {
   async markEndpointsFailing(since: ReadonlyMap<string, Date>): Promise<void> {
     if (since.size === 0) return;
     const entries = [...since];
-    await this.client.$executeRaw`
+    await this.sql.run(Prisma.sql`
       UPDATE "webhook_endpoints" SET "failing_since" = CASE "id" ${Prisma.join(
         entries.map(([id, at]) => Prisma.sql`WHEN ${id} THEN ${this.timestamp(at)}`),
         " ",
       )} END
-      WHERE "id" IN (${Prisma.join(entries.map(([id]) => id))}) AND "failing_since" IS NULL`;
+      WHERE "id" IN (${Prisma.join(entries.map(([id]) => id))}) AND "failing_since" IS NULL`);
   }
 
   async markEndpointsHealthy(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
-    await this.client.$executeRaw`
+    await this.sql.run(Prisma.sql`
       UPDATE "webhook_endpoints" SET "failing_since" = NULL
-      WHERE "id" IN (${Prisma.join([...ids])}) AND "failing_since" IS NOT NULL`;
+      WHERE "id" IN (${Prisma.join([...ids])}) AND "failing_since" IS NOT NULL`);
   }
 
   async disableEndpoints(
@@ -467,10 +468,10 @@ export class PrismaWebhookRepository implements WebhookRepository {
   ): Promise<string[]> {
     if (ids.length === 0) return [];
     const streak = failingSinceAtOrBefore ? Prisma.sql`AND "failing_since" <= ${failingSinceAtOrBefore}` : Prisma.empty;
-    const rows = await this.client.$queryRaw<{ id: string }[]>`
+    const rows = await this.sql.all<{ id: string }>(Prisma.sql`
       UPDATE "webhook_endpoints" SET "enabled" = ${false}, "disabled_reason" = ${reason}, "updated_at" = ${at}
       WHERE "id" IN (${Prisma.join([...ids])}) AND "enabled" = ${true} ${streak}
-      RETURNING "id"`;
+      RETURNING "id"`);
     return rows.map((row) => row.id);
   }
 
