@@ -63,8 +63,13 @@ function percentile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
+// Production servers serve /metrics only with a token (or on a port of their own).
+const METRICS_TOKEN = "bench-metrics";
+
 async function metric(base: string, name: string): Promise<number> {
-  const text = await (await fetch(`${base}/metrics`)).text();
+  const response = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+  if (!response.ok) throw new Error(`subscriptions bench: /metrics answered ${response.status}`);
+  const text = await response.text();
   const line = text.split("\n").find((row) => row.startsWith(`${name} `));
   return line ? Number(line.slice(name.length + 1)) : 0;
 }
@@ -115,6 +120,7 @@ async function benchDatabase(kind: Kind): Promise<Row> {
       WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
       LOG_LEVEL: "silent",
       RATE_LIMIT_PER_MINUTE: "off",
+      METRICS_TOKEN,
       DATABASE_URL: database.url,
     });
     app = await buildApp({ config, database: await openDatabase(database.url) });
