@@ -44,25 +44,37 @@ export class PrismaLiveLogStore implements LiveLogStore {
   }
 
   async readSettled(query: SettledReadQuery): Promise<SettledRead> {
-    // The end first: the rows' later snapshot sees at least everything up to it.
-    const end = await this.findSettledEnd();
     const conditions = [this.after(query.after)];
     if (query.organizationIds) conditions.push(this.inOrganizations(query.organizationIds));
-    const events = await this.read(conditions, query.limit);
+    // The page and the end of the log in one statement, so one snapshot: one round trip per read of the feed,
+    // and nothing can commit between the two. An empty page still gives one row (with the end).
+    const rows = await this.database.prisma.$queryRaw<(LiveEventRow & { readonly settled_end: string | null })[]>`
+      SELECT ${this.settledEnd()} AS "settled_end", page.* FROM (SELECT 1 AS "anchor") AS anchor
+      LEFT JOIN (${this.page(conditions, query.limit)}) AS page ON TRUE
+      ORDER BY page."commit_position", page."position"`;
+    const end = this.endPosition(rows[0]?.settled_end ?? null);
+    const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
     const last = events.at(-1)?.position ?? query.after;
     // A full page may stop short of the end; otherwise the read saw everything up to it.
     return { events, reached: events.length < query.limit ? laterOf(last, end) : last };
   }
 
   async findSettledEnd(): Promise<LogPosition> {
-    if (!this.postgres) {
-      const [row] = await this.database.prisma.$queryRaw<{ last_position: number | bigint }[]>`
-        SELECT "last_position" FROM "lifecycle_log_sequence" WHERE "id" = 1`;
-      return { commit: 0n, sequence: BigInt(row?.last_position ?? 0) };
-    }
-    const [row] = await this.database.prisma.$queryRaw<{ last: string | null }[]>`
-      SELECT MAX("position")::text AS "last" FROM "lifecycle_commits"`;
-    return { commit: BigInt(row?.last ?? 0), sequence: MAX_SEQUENCE };
+    const [row] = await this.database.prisma.$queryRaw<{ settled_end: string | null }[]>`
+      SELECT ${this.settledEnd()} AS "settled_end"`;
+    return this.endPosition(row?.settled_end ?? null);
+  }
+
+  /** The last number handed out (as text: 64 bits): SQLite's event counter, PostgreSQL's last commit. */
+  private settledEnd(): Prisma.Sql {
+    return this.postgres
+      ? Prisma.sql`(SELECT MAX("position")::text FROM "lifecycle_commits")`
+      : Prisma.sql`(SELECT CAST("last_position" AS TEXT) FROM "lifecycle_log_sequence" WHERE "id" = 1)`;
+  }
+
+  private endPosition(last: string | null): LogPosition {
+    const number = BigInt(last ?? 0);
+    return this.postgres ? { commit: number, sequence: MAX_SEQUENCE } : { commit: 0n, sequence: number };
   }
 
   async readRange(query: ReplayQuery): Promise<LiveEvent[]> {
@@ -84,19 +96,22 @@ export class PrismaLiveLogStore implements LiveLogStore {
   }
 
   private async read(conditions: Prisma.Sql[], limit: number): Promise<LiveEvent[]> {
+    const rows = await this.database.prisma.$queryRaw<LiveEventRow[]>(this.page(conditions, limit));
+    return rows.map(liveEventFromRow);
+  }
+
+  /** Events matching `conditions` in live order, at most `limit`, with their `commit_position`. */
+  private page(conditions: Prisma.Sql[], limit: number): Prisma.Sql {
     const where = Prisma.join(conditions, " AND ");
-    const rows = await this.database.prisma.$queryRaw<LiveEventRow[]>(
-      this.postgres
-        ? Prisma.sql`
+    return this.postgres
+      ? Prisma.sql`
             SELECT ${COLUMNS}, c."position" AS "commit_position" FROM "lifecycle_commits" c
             JOIN "lifecycle_events" e
               ON e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id"
             WHERE ${where} ORDER BY c."position", e."position" LIMIT ${limit}`
-        : Prisma.sql`
+      : Prisma.sql`
             SELECT ${COLUMNS}, 0 AS "commit_position" FROM "lifecycle_events" e
-            WHERE ${where} ORDER BY e."position" LIMIT ${limit}`,
-    );
-    return rows.map(liveEventFromRow);
+            WHERE ${where} ORDER BY e."position" LIMIT ${limit}`;
   }
 
   /** Strictly after `position` in live order (SQLite has no commit number: it is always 0 there). */
