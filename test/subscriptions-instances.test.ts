@@ -11,13 +11,13 @@ import {
   waitForOpenSubscriptions,
   type TestSubscription,
 } from "./support/subscription-client.ts";
-import { startInstanceOn, startTestServer, type DatabaseKind, type TestServer } from "./support/test-server.ts";
+import { startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
  * SPEC §2, §10: subscription clients on any instance see events written through any instance. On PostgreSQL
- * instances wake each other with NOTIFY (the receiving instance here polls only once a minute, so a prompt
- * delivery proves the signal works); an event whose signal never comes (written by another process) still
- * arrives through the periodic read of the log. On SQLite, processes sharing one file rely on that read alone.
+ * the database itself NOTIFYs every instance when a transaction that wrote events commits (the receiving
+ * instances here poll only once a minute, so a prompt delivery proves the signal works), whatever process wrote
+ * them. On SQLite, processes sharing one file rely on the periodic read of the log alone.
  */
 
 const FAST = { SUBSCRIPTION_POLL_INTERVAL: "100ms" };
@@ -66,8 +66,8 @@ async function logIds(server: TestServer, referenceId: string): Promise<string[]
   return data.reference.events.edges.map((edge: { node: { id: string } }) => edge.node.id);
 }
 
-/** Appends an event straight to the log, as another process would: no commit signal reaches this one. */
-async function insertEventWithoutSignal(
+/** Appends an event straight to the log, as another process would: the app publishes no commit signal. */
+async function insertEventDirectly(
   server: TestServer,
   referenceId: string,
   occurredAt = new Date(),
@@ -144,12 +144,13 @@ describe("subscriptions across two instances on postgres", () => {
   });
 });
 
-describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit signal on %s", (kind) => {
+// SQLite: processes sharing one file have no signals between them, only the periodic read of the log.
+describe("events without a commit signal on sqlite", () => {
   let writer: TestServer;
   let reader: TestServer;
 
   beforeAll(async () => {
-    writer = await startTestServer(kind, { env: FAST });
+    writer = await startTestServer("sqlite", { env: FAST });
     reader = await startInstanceOn(writer, { env: FAST });
   });
 
@@ -159,11 +160,11 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
   });
 
   it("still arrive, in order, through the periodic read of the log", async () => {
-    const reference = await createReference(writer, `BK-POLL-${kind}`);
+    const reference = await createReference(writer, "BK-POLL-sqlite");
     const subscription = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference });
     try {
       await waitForOpenSubscriptions(reader, 1);
-      const inserted = (await insertEventWithoutSignal(writer, reference)).id;
+      const inserted = (await insertEventDirectly(writer, reference)).id;
       await recordExtraction(writer, reference);
       await subscription.waitFor(2, 5_000);
       expect(idsOf(subscription)).toEqual((await logIds(writer, reference)).slice(1));
@@ -172,6 +173,43 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
       await subscription.dispose();
     }
     await eventually(async () => (await metricValue(reader, "reftrail_subscriptions_open")) === 0);
+  });
+});
+
+// PostgreSQL sends the commit signal itself (migration 0006), whatever process inserted the event.
+describe("events written by another process on postgres", () => {
+  let writer: TestServer;
+  let reader: TestServer;
+
+  beforeAll(async () => {
+    writer = await startTestServer("postgres", { env: SIGNALS_ONLY });
+    reader = await startInstanceOn(writer, { env: SIGNALS_ONLY });
+  });
+
+  afterAll(async () => {
+    await reader?.close();
+    await writer?.close();
+  });
+
+  it("wake every instance at once: the database signals each commit", async () => {
+    const reference = await createReference(writer, "BK-DIRECT");
+    const onReader = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference });
+    const onWriter = subscribe<EventMessage>(writer, EVENTS, { referenceId: reference });
+    try {
+      await waitForOpenSubscriptions(reader, 1);
+      await waitForOpenSubscriptions(writer, 1);
+      const started = Date.now();
+      const inserted = (await insertEventDirectly(writer, reference)).id;
+      // Both instances poll once a minute: only a signal brings the event sooner (margin for a loaded CI host).
+      await onReader.waitFor(1, 20_000);
+      await onWriter.waitFor(1, 20_000);
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(idsOf(onReader)).toEqual([inserted]);
+      expect(idsOf(onWriter)).toEqual([inserted]);
+    } finally {
+      await onReader.dispose();
+      await onWriter.dispose();
+    }
   });
 });
 
@@ -211,14 +249,13 @@ describe("events committed beside a running transaction on postgres", () => {
       const [committed] = idsOf(subscription);
       expect(committed).not.toBe(held);
       await slow.query("COMMIT");
-      // The held transaction's event has no signal (written outside the app): the reader finds it at the next
-      // read of the log, which the writer's next commit triggers.
-      await recordExtraction(writer, reference);
-      await subscription.waitFor(3, 5_000);
+      await subscription.waitFor(2, 5_000);
       // The live order is the order of commits: the transaction that started first comes second.
-      const expected = await liveOrderIds(writer, { type: "extraction_succeeded", referenceId: reference });
-      expect(idsOf(subscription)).toEqual(expected);
-      expect(idsOf(subscription)).toEqual([committed, held, expected[2]]);
+      expect(idsOf(subscription)).toEqual([committed, held]);
+      expect(await liveOrderIds(writer, { type: "extraction_succeeded", referenceId: reference })).toEqual([
+        committed,
+        held,
+      ]);
     } finally {
       await slow.end();
       await subscription.dispose();

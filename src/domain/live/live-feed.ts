@@ -57,7 +57,10 @@ export type CommitSignalListener = (organizationId: string | null) => void;
 
 /** Commit signals across the instances that share a database (implemented in src/store/event-notifier.ts). */
 export interface CommitSignals {
-  /** Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. */
+  /**
+   * Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. (Where the
+   * database signals its commits itself, as PostgreSQL does here, this does nothing.)
+   */
   publish(events: readonly LifecycleEvent[]): void;
   onSignal(listener: CommitSignalListener): () => void;
   close(): Promise<void>;

@@ -13,6 +13,9 @@
 --   harmless, nobody waits for a number.)
 -- - The lock covers only the server-side end of COMMIT (the trigger and the WAL flush), not the client's round
 --   trips: commits of event-writing transactions are serialized, writers are not.
+-- - The same trigger sends the commit signal: NOTIFY on "reftrail_lifecycle_events" with the organization id,
+--   delivered by PostgreSQL when (and only if) the transaction commits, to every listening instance. So whatever
+--   process writes an event, every instance is woken at once, with no statement after the commit.
 --
 -- An event's live position is ("lifecycle_commits"."position", "lifecycle_events"."position"): its transaction's
 -- number in its organization, then its order inside the transaction. The table is read with raw SQL only (like
@@ -44,6 +47,7 @@ BEGIN
         PERFORM pg_advisory_xact_lock(727, 4);
         INSERT INTO "lifecycle_commits" ("position", "organization_id", "transaction_id")
         VALUES (nextval('"lifecycle_commits_position_seq"'), NEW."organization_id", NEW."transaction_id");
+        PERFORM pg_notify('reftrail_lifecycle_events', NEW."organization_id");
     END IF;
     RETURN NULL;
 END
