@@ -75,7 +75,6 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
-    batch: store,
   };
 }
 
