@@ -1,5 +1,5 @@
 import type { Clock } from "../domain/shared/clock.ts";
-import type { IdempotencyRecord, IdempotencyStore } from "../rest/idempotency.ts";
+import type { IdempotencyRecord, IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
 import type { Database } from "./database.ts";
 
 /** Stored responses for `Idempotency-Key` (table idempotency_records). */
