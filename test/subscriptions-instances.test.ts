@@ -261,4 +261,28 @@ describe("events committed beside a running transaction on postgres", () => {
       await subscription.dispose();
     }
   });
+
+  it("keeps a commit number only while its transaction still has events (retention deletes both)", async () => {
+    const kept = await createReference(writer, "BK-KEPT");
+    const pruned = await createReference(writer, "BK-PRUNED");
+    await recordExtraction(writer, kept);
+    await recordExtraction(writer, pruned);
+    const commitsOf = async (referenceId: string) =>
+      (
+        await writer.database.prisma.$queryRaw<{ count: bigint }[]>`
+          SELECT COUNT(*) AS "count" FROM "lifecycle_commits" c
+          WHERE EXISTS (SELECT 1 FROM "lifecycle_events" e WHERE e."reference_id" = ${referenceId}
+                        AND e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id")`
+      )[0]!.count;
+    const totalCommits = async () =>
+      (
+        await writer.database.prisma.$queryRaw<{ count: bigint }[]>`SELECT COUNT(*) AS "count" FROM "lifecycle_commits"`
+      )[0]!.count;
+    // Each write (creation, extraction) is one transaction with one number.
+    expect(await commitsOf(pruned)).toBe(2n);
+    const before = await totalCommits();
+    await writer.database.prisma.$executeRaw`DELETE FROM "lifecycle_events" WHERE "reference_id" = ${pruned}`;
+    expect(await totalCommits()).toBe(before - 2n);
+    expect(await commitsOf(kept)).toBe(2n);
+  });
 });
