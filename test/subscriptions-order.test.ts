@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { gqlData } from "./support/graphql-client.ts";
 import { liveOrderIds } from "./support/live-order.ts";
 import { subscribe, waitForOpenSubscriptions, type TestSubscription } from "./support/subscription-client.ts";
@@ -117,5 +118,17 @@ describe.each(DATABASE_KINDS)("live order with ten concurrent writers on %s", (k
       expected.push(idsOf(resumed).at(-1)!);
       await resumed.dispose();
     }
+
+    // A cursor issued before commit-ordered positions carried its live position under `l`, in the former order:
+    // it resumes after its event, whatever that number says.
+    const event = await first.database.prisma.lifecycleEvent.findUniqueOrThrow({ where: { id: expected[41]! } });
+    const legacy = new CursorCodec(first.config.cursorSecret).encode(
+      { t: event.occurredAt.toISOString(), i: event.id, l: "999999999.1" },
+      { scope: "lifecycle-stream" },
+    );
+    const resumed = watch(first, { after: legacy });
+    const rest = expected.slice(42);
+    await resumed.waitFor(rest.length, 10_000);
+    expect(idsOf(resumed)).toEqual(rest);
   });
 });
