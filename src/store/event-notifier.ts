@@ -13,8 +13,9 @@ import type { Database } from "./database.ts";
  *   (migration 0006) also runs `pg_notify` on LIFECYCLE_CHANNEL with the organization id, which PostgreSQL
  *   delivers when the transaction commits, to every instance LISTENing, this one included. So every instance
  *   hears of every commit, whichever process wrote it, with no statement after the commit and nothing lost when
- *   a writer dies between its COMMIT and a NOTIFY of its own. `publish` has nothing left to do there. Each
- *   instance LISTENs over a dedicated connection (outside Prisma's pool, which cannot hold a session open).
+ *   a writer dies between its COMMIT and a NOTIFY of its own. `publish` only stands in for the database while
+ *   the LISTEN connection is down, for this instance's own commits. Each instance LISTENs over a dedicated
+ *   connection (outside Prisma's pool, which cannot hold a session open).
  *
  * The listener is written against `pg` directly rather than with `pg-listen` (issue 12 asked): what is left is
  * one LISTEN, reconnecting with backoff, and reading the log at once after a reconnect (the commits it missed),
@@ -72,6 +73,7 @@ const MAX_RECONNECT_DELAY_MS = 5_000;
 
 class PostgresCommitSignals extends InProcessCommitSignals {
   private client: pg.Client | undefined;
+  private listening = false;
   private closed = false;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private reconnectDelayMs = 100;
@@ -88,8 +90,10 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     await this.connect();
   }
 
-  /** The database signals every commit itself (see above). */
-  override publish(): void {}
+  /** The database signals every commit itself (see above); without a LISTEN connection, wake this instance. */
+  override publish(events: readonly LifecycleEvent[]): void {
+    if (!this.listening) super.publish(events);
+  }
 
   override async close(): Promise<void> {
     this.closed = true;
@@ -113,6 +117,7 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     try {
       await client.connect();
       await client.query(`LISTEN ${LIFECYCLE_CHANNEL}`);
+      this.listening = true;
       if (this.reconnectDelayMs > 100) this.log.info({}, "lifecycle commit signals reconnected");
       this.reconnectDelayMs = 100;
       // Whatever was committed while we were not listening: read the log now rather than at the next poll.
@@ -125,6 +130,7 @@ class PostgresCommitSignals extends InProcessCommitSignals {
   private lost(client: pg.Client, error: unknown): void {
     if (client !== this.client || this.closed) return;
     this.client = undefined;
+    this.listening = false;
     client.removeAllListeners("notification");
     client.end().catch(() => undefined);
     this.log.warn(
