@@ -128,6 +128,26 @@ describe("subscriptions across two instances on postgres", () => {
     expect(idsOf(onFirst)).toEqual(log);
   });
 
+  it("loses no event when the LISTEN connections drop: each instance reconnects and reads at once", async () => {
+    const reference = await createReference(first, "BK-TWO-LISTEN");
+    const onFirst = watch(first, { referenceId: reference });
+    const onSecond = watch(second, { referenceId: reference });
+    await waitForOpenSubscriptions(first, 1);
+    await waitForOpenSubscriptions(second, 1);
+    // Both instances poll once a minute: only signals (or a reconnect's read) bring events sooner.
+    const dropped = await first.database.prisma.$queryRaw<{ pid: number }[]>`
+      SELECT pg_terminate_backend(pid) AS "pid" FROM pg_stat_activity
+      WHERE datname = current_database() AND application_name = 'reftrail-lifecycle-signals'`;
+    expect(dropped).toHaveLength(2);
+    for (let i = 0; i < 2; i++) await recordExtraction(first, reference);
+    await recordExtraction(second, reference);
+    await onFirst.waitFor(3, 20_000);
+    await onSecond.waitFor(3, 20_000);
+    const log = (await logIds(first, reference)).slice(1);
+    expect(idsOf(onFirst)).toEqual(log);
+    expect(idsOf(onSecond)).toEqual(log);
+  });
+
   it("resumes on the other instance with the last cursor received", async () => {
     const reference = await createReference(first, "BK-TWO-2");
     const before = watch(first, { referenceId: reference });
