@@ -39,6 +39,22 @@ export default tseslint.config(
     },
   },
   {
+    files: ["src/store/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              group: ["**/rest/**", "**/graphql/**", "**/cli/**", "**/app.ts"],
+              message: "The store implements the domain's ports; it sits below every adapter.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ["src/rest/**/*.ts", "src/graphql/**/*.ts"],
     rules: {
       "no-restricted-imports": [

@@ -65,6 +65,11 @@ interface BulkWriter {
    * an index once over sorted data is several times faster than maintaining it row by row.
    */
   dropSecondaryIndexes(tables: readonly string[]): Promise<string[]>;
+  /**
+   * PostgreSQL numbers the events of a transaction at COMMIT by a deferred trigger (migration 0006), and refuses
+   * to build an index on a table with such work pending: run it now, before the indexes are rebuilt.
+   */
+  runDeferredTriggers(): Promise<void>;
   exec(sql: string, params?: unknown[]): Promise<void>;
   /** SQLite: checkpoint the WAL; PostgreSQL: VACUUM (ANALYZE) the seeded tables. */
   finish(tables: readonly string[]): Promise<void>;
@@ -130,6 +135,8 @@ class SqliteWriter implements BulkWriter {
     this.db.exec(sql);
   }
 
+  async runDeferredTriggers(): Promise<void> {}
+
   async begin(): Promise<void> {
     this.db.exec("BEGIN");
   }
@@ -185,6 +192,10 @@ class PostgresWriter implements BulkWriter {
     );
     for (const row of rows) await this.client.query(`DROP INDEX "${row.name}"`);
     return rows.map((row) => row.definition);
+  }
+
+  async runDeferredTriggers(): Promise<void> {
+    await this.client.query("SET CONSTRAINTS ALL IMMEDIATE");
   }
 
   async exec(sql: string, params?: unknown[]): Promise<void> {
@@ -386,6 +397,7 @@ export async function seedReferences(options: SeedReferencesOptions): Promise<Se
     referenceTagRows += linkRows.length;
     await writer.insert("lifecycle_events", EVENT_COLUMNS, eventBatch);
     eventRows += eventBatch.length;
+    await writer.runDeferredTriggers();
     for (const sql of recreate) await writer.exec(sql);
     await writer.commit();
     await writer.finish(["tags", "shipping_references", "reference_tags", "lifecycle_events"]);
@@ -518,6 +530,7 @@ export async function seedEventLog(options: SeedEventLogOptions): Promise<Seeded
       await writer.insert("lifecycle_events", EVENT_COLUMNS, rows);
     }
     debug(`events inserted ${((performance.now() - started) / 1000).toFixed(1)}s`);
+    await writer.runDeferredTriggers();
     for (const sql of recreate) await writer.exec(sql);
     debug(`indexes rebuilt ${((performance.now() - started) / 1000).toFixed(1)}s`);
     await writer.commit();

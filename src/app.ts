@@ -79,7 +79,6 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
-    batch: store,
   };
 }
 

@@ -64,7 +64,7 @@ describe("GraphQL explorer", () => {
 
   beforeAll(async () => {
     server = await startTestServer("sqlite", {
-      env: { SUBSCRIPTION_SETTLE_DELAY: "50ms", SUBSCRIPTION_POLL_INTERVAL: "200ms" },
+      env: { SUBSCRIPTION_POLL_INTERVAL: "200ms" },
     });
     host = { origin: server.url };
     await server.app.services.tags.createTag(server.organizationId, TAG_NAME);

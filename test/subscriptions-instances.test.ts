@@ -3,6 +3,7 @@ import pg from "pg";
 import type { LifecycleEvent } from "../src/domain/lifecycle/lifecycle-event.ts";
 import { newId } from "../src/domain/shared/ids.ts";
 import { gqlData } from "./support/graphql-client.ts";
+import { liveOrderIds } from "./support/live-order.ts";
 import {
   eventually,
   metricValue,
@@ -10,13 +11,13 @@ import {
   waitForOpenSubscriptions,
   type TestSubscription,
 } from "./support/subscription-client.ts";
-import { startInstanceOn, startTestServer, type DatabaseKind, type TestServer } from "./support/test-server.ts";
+import { startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
  * SPEC §2, §10: subscription clients on any instance see events written through any instance. On PostgreSQL
- * instances wake each other with NOTIFY (the receiving instance here polls only once a minute, so a prompt
- * delivery proves the signal works); an event whose signal never comes (written by another process) still
- * arrives through the periodic read of the log. On SQLite, processes sharing one file rely on that read alone.
+ * the database itself NOTIFYs every instance when a transaction that wrote events commits (the receiving
+ * instances here poll only once a minute, so a prompt delivery proves the signal works), whatever process wrote
+ * them. On SQLite, processes sharing one file rely on the periodic read of the log alone.
  */
 
 const FAST = { SUBSCRIPTION_POLL_INTERVAL: "100ms" };
@@ -65,8 +66,8 @@ async function logIds(server: TestServer, referenceId: string): Promise<string[]
   return data.reference.events.edges.map((edge: { node: { id: string } }) => edge.node.id);
 }
 
-/** Appends an event straight to the log, as another process would: no commit signal reaches this one. */
-async function insertEventWithoutSignal(
+/** Appends an event straight to the log, as another process would: the app publishes no commit signal. */
+async function insertEventDirectly(
   server: TestServer,
   referenceId: string,
   occurredAt = new Date(),
@@ -127,6 +128,26 @@ describe("subscriptions across two instances on postgres", () => {
     expect(idsOf(onFirst)).toEqual(log);
   });
 
+  it("loses no event when the LISTEN connections drop: each instance reconnects and reads at once", async () => {
+    const reference = await createReference(first, "BK-TWO-LISTEN");
+    const onFirst = watch(first, { referenceId: reference });
+    const onSecond = watch(second, { referenceId: reference });
+    await waitForOpenSubscriptions(first, 1);
+    await waitForOpenSubscriptions(second, 1);
+    // Both instances poll once a minute: only signals (or a reconnect's read) bring events sooner.
+    const dropped = await first.database.prisma.$queryRaw<{ pid: number }[]>`
+      SELECT pg_terminate_backend(pid) AS "pid" FROM pg_stat_activity
+      WHERE datname = current_database() AND application_name = 'reftrail-lifecycle-signals'`;
+    expect(dropped).toHaveLength(2);
+    for (let i = 0; i < 2; i++) await recordExtraction(first, reference);
+    await recordExtraction(second, reference);
+    await onFirst.waitFor(3, 20_000);
+    await onSecond.waitFor(3, 20_000);
+    const log = (await logIds(first, reference)).slice(1);
+    expect(idsOf(onFirst)).toEqual(log);
+    expect(idsOf(onSecond)).toEqual(log);
+  });
+
   it("resumes on the other instance with the last cursor received", async () => {
     const reference = await createReference(first, "BK-TWO-2");
     const before = watch(first, { referenceId: reference });
@@ -143,12 +164,13 @@ describe("subscriptions across two instances on postgres", () => {
   });
 });
 
-describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit signal on %s", (kind) => {
+// SQLite: processes sharing one file have no signals between them, only the periodic read of the log.
+describe("events without a commit signal on sqlite", () => {
   let writer: TestServer;
   let reader: TestServer;
 
   beforeAll(async () => {
-    writer = await startTestServer(kind, { env: FAST });
+    writer = await startTestServer("sqlite", { env: FAST });
     reader = await startInstanceOn(writer, { env: FAST });
   });
 
@@ -158,11 +180,11 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
   });
 
   it("still arrive, in order, through the periodic read of the log", async () => {
-    const reference = await createReference(writer, `BK-POLL-${kind}`);
+    const reference = await createReference(writer, "BK-POLL-sqlite");
     const subscription = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference });
     try {
       await waitForOpenSubscriptions(reader, 1);
-      const inserted = (await insertEventWithoutSignal(writer, reference)).id;
+      const inserted = (await insertEventDirectly(writer, reference)).id;
       await recordExtraction(writer, reference);
       await subscription.waitFor(2, 5_000);
       expect(idsOf(subscription)).toEqual((await logIds(writer, reference)).slice(1));
@@ -174,14 +196,14 @@ describe.each<DatabaseKind>(["postgres", "sqlite"])("events without a commit sig
   });
 });
 
-// SQLite has one writer at a time: a transaction never runs beside another's commit, so nothing waits there.
-describe("events committed behind a running transaction on postgres", () => {
+// PostgreSQL sends the commit signal itself (migration 0006), whatever process inserted the event.
+describe("events written by another process on postgres", () => {
   let writer: TestServer;
   let reader: TestServer;
 
   beforeAll(async () => {
-    writer = await startTestServer("postgres", { env: FAST });
-    reader = await startInstanceOn(writer, { env: FAST });
+    writer = await startTestServer("postgres", { env: SIGNALS_ONLY });
+    reader = await startInstanceOn(writer, { env: SIGNALS_ONLY });
   });
 
   afterAll(async () => {
@@ -189,14 +211,51 @@ describe("events committed behind a running transaction on postgres", () => {
     await writer?.close();
   });
 
-  it("waits behind a transaction that is still running, then arrive in the log's live order", async () => {
-    const reference = await createReference(writer, "BK-HELD");
+  it("wake every instance at once: the database signals each commit", async () => {
+    const reference = await createReference(writer, "BK-DIRECT");
+    const onReader = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference });
+    const onWriter = subscribe<EventMessage>(writer, EVENTS, { referenceId: reference });
+    try {
+      await waitForOpenSubscriptions(reader, 1);
+      await waitForOpenSubscriptions(writer, 1);
+      const started = Date.now();
+      const inserted = (await insertEventDirectly(writer, reference)).id;
+      // Both instances poll once a minute: only a signal brings the event sooner (margin for a loaded CI host).
+      await onReader.waitFor(1, 20_000);
+      await onWriter.waitFor(1, 20_000);
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(idsOf(onReader)).toEqual([inserted]);
+      expect(idsOf(onWriter)).toEqual([inserted]);
+    } finally {
+      await onReader.dispose();
+      await onWriter.dispose();
+    }
+  });
+});
+
+// SQLite has one writer at a time: a transaction never runs beside another's commit.
+describe("events committed beside a running transaction on postgres", () => {
+  let writer: TestServer;
+  let reader: TestServer;
+
+  beforeAll(async () => {
+    writer = await startTestServer("postgres", { env: FAST });
+    reader = await startInstanceOn(writer, { env: SIGNALS_ONLY });
+  });
+
+  afterAll(async () => {
+    await reader?.close();
+    await writer?.close();
+  });
+
+  it("go out at once, without waiting for an older transaction, which follows when it commits", async () => {
+    const reference = await createReference(writer, "BK-BESIDE");
     const subscription = subscribe<EventMessage>(reader, EVENTS, { referenceId: reference });
     const slow = new pg.Client({ connectionString: writer.database.url });
     await slow.connect();
     try {
       await waitForOpenSubscriptions(reader, 1);
-      // A transaction takes its id and writes an event, then stays open while another one commits.
+      // A transaction writes an event first, then stays open while another one writes and commits.
       await slow.query("BEGIN");
       const held = newId();
       await slow.query(
@@ -205,22 +264,45 @@ describe("events committed behind a running transaction on postgres", () => {
         [held, writer.organizationId, reference, JSON.stringify({ status: "succeeded" })],
       );
       await recordExtraction(writer, reference);
-      // Committed, but the running transaction could still add events before it: nothing is sent yet.
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      expect(idsOf(subscription)).toEqual([]);
+      // Committed: delivered now (the reader polls once a minute, so the commit signal brought it).
+      await subscription.waitFor(1, 5_000);
+      const [committed] = idsOf(subscription);
+      expect(committed).not.toBe(held);
       await slow.query("COMMIT");
       await subscription.waitFor(2, 5_000);
-      const log = await writer.database.prisma.lifecycleEvent.findMany({
-        where: { referenceId: reference, type: "extraction_succeeded" },
-        orderBy: [{ transactionId: "asc" }, { position: "asc" }],
-        select: { id: true },
-      });
-      expect(idsOf(subscription)).toEqual(log.map((row) => row.id));
-      // The transaction that started first comes first, although it committed last.
-      expect(idsOf(subscription)[0]).toBe(held);
+      // The live order is the order of commits: the transaction that started first comes second.
+      expect(idsOf(subscription)).toEqual([committed, held]);
+      expect(await liveOrderIds(writer, { type: "extraction_succeeded", referenceId: reference })).toEqual([
+        committed,
+        held,
+      ]);
     } finally {
       await slow.end();
       await subscription.dispose();
     }
+  });
+
+  it("keeps a commit number only while its transaction still has events (retention deletes both)", async () => {
+    const kept = await createReference(writer, "BK-KEPT");
+    const pruned = await createReference(writer, "BK-PRUNED");
+    await recordExtraction(writer, kept);
+    await recordExtraction(writer, pruned);
+    const commitsOf = async (referenceId: string) =>
+      (
+        await writer.database.prisma.$queryRaw<{ count: bigint }[]>`
+          SELECT COUNT(*) AS "count" FROM "lifecycle_commits" c
+          WHERE EXISTS (SELECT 1 FROM "lifecycle_events" e WHERE e."reference_id" = ${referenceId}
+                        AND e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id")`
+      )[0]!.count;
+    const totalCommits = async () =>
+      (
+        await writer.database.prisma.$queryRaw<{ count: bigint }[]>`SELECT COUNT(*) AS "count" FROM "lifecycle_commits"`
+      )[0]!.count;
+    // Each write (creation, extraction) is one transaction with one number.
+    expect(await commitsOf(pruned)).toBe(2n);
+    const before = await totalCommits();
+    await writer.database.prisma.$executeRaw`DELETE FROM "lifecycle_events" WHERE "reference_id" = ${pruned}`;
+    expect(await totalCommits()).toBe(before - 2n);
+    expect(await commitsOf(kept)).toBe(2n);
   });
 });

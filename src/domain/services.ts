@@ -24,9 +24,4 @@ export interface Services {
   readonly webhooks: WebhookService;
   /** The delivery rules the webhook worker applies. */
   readonly webhookDeliveries: WebhookDeliveryService;
-  /** Read-only batch lookups for DataLoaders; each takes many keys and issues one query. */
-  readonly batch: Pick<
-    Store,
-    "findTagsByIds" | "findTagsByReferenceIds" | "findReferencesByIds" | "findChildrenByParentIds"
-  >;
 }

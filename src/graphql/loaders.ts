@@ -35,22 +35,22 @@ export interface Loaders {
 }
 
 export function createLoaders(services: Services, organizationId: string): Loaders {
-  const { batch, references } = services;
+  const { tags, references } = services;
 
   const tagsByReferenceId = new DataLoader<string, Tag[]>(async (ids) => {
-    const byReference = await batch.findTagsByReferenceIds(ids);
+    const byReference = await tags.tagsOfReferences(ids);
     return ids.map((id) => byReference.get(id) ?? []);
   });
 
   const referenceById = new DataLoader<string, Reference | null>(async (ids) => {
     const found = new Map(
-      (await batch.findReferencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
+      (await references.referencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
     );
     return ids.map((id) => found.get(id) ?? null);
   });
 
   const childrenByParentId = new DataLoader<string, Reference[]>(async (ids) => {
-    const byParent = await batch.findChildrenByParentIds(ids);
+    const byParent = await references.childrenOfReferences(ids);
     return ids.map((id) => byParent.get(id) ?? []);
   });
 

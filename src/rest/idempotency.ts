@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
+import type { IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
 import { DomainError } from "../domain/shared/errors.ts";
 
 /*
@@ -9,23 +10,6 @@ import { DomainError } from "../domain/shared/errors.ts";
  * still running is 409. The key is claimed with an insert before the handler runs, so two concurrent requests
  * cannot both create an object. A 5xx releases the key so that the client can retry.
  */
-
-export interface IdempotencyRecord {
-  readonly organizationId: string;
-  readonly key: string;
-  readonly requestHash: string;
-  readonly statusCode: number | null;
-  readonly responseBody: string | null;
-  readonly createdAt: Date;
-}
-
-export interface IdempotencyStore {
-  find(organizationId: string, key: string): Promise<IdempotencyRecord | null>;
-  /** Inserts an in-flight record; false when the key is already held. */
-  claim(organizationId: string, key: string, requestHash: string): Promise<boolean>;
-  complete(organizationId: string, key: string, statusCode: number, responseBody: string): Promise<void>;
-  release(organizationId: string, key: string): Promise<void>;
-}
 
 const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;

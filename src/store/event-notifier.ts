@@ -7,19 +7,22 @@ import type { Database } from "./database.ts";
  * Commit signals: "organization X committed events". They only wake readers up early; readers also poll the
  * log, so a lost signal delays an event by at most one poll interval and loses nothing.
  *
- * - SQLite: one process owns the database, so signals stay in the process.
- * - PostgreSQL: each instance LISTENs on one channel over a dedicated connection (outside Prisma's pool, which
- *   cannot hold a session open) and sends a NOTIFY after each commit, so instances wake each other. NOTIFY is
- *   sent after the commit, from the same connection; an instance that dies in between only costs the others
- *   one poll interval.
+ * - SQLite: one process owns the database, so signals stay in the process: the unit of work publishes them
+ *   after COMMIT.
+ * - PostgreSQL: the database itself sends them. The trigger that numbers a transaction's events at COMMIT
+ *   (migration 0006) also runs `pg_notify` on LIFECYCLE_CHANNEL with the organization id, which PostgreSQL
+ *   delivers when the transaction commits, to every instance LISTENing, this one included. So every instance
+ *   hears of every commit, whichever process wrote it, with no statement after the commit and nothing lost when
+ *   a writer dies between its COMMIT and a NOTIFY of its own. `publish` only stands in for the database while
+ *   the LISTEN connection is down, for this instance's own commits. Each instance LISTENs over a dedicated
+ *   connection (outside Prisma's pool, which cannot hold a session open).
  *
- * The listener is written against `pg` directly rather than with `pg-listen` (issue 12 asked): pg-listen sends
- * one `NOTIFY` statement per call, where a burst of commits here is flushed as one `pg_notify` over an array,
- * and its notification event carries the payload but not the sending backend's process id, which is how an
- * instance skips its own notifications (its subscriptions were already woken in-process). Reconnecting with
- * backoff and reading the log at once afterwards are the only other duties, about 60 lines below.
+ * The listener is written against `pg` directly rather than with `pg-listen` (issue 12 asked): what is left is
+ * one LISTEN, reconnecting with backoff, and reading the log at once after a reconnect (the commits it missed),
+ * about 50 lines below.
  */
 
+/** The channel named in migration 0006's trigger. */
 export const LIFECYCLE_CHANNEL = "reftrail_lifecycle_events";
 
 export interface NotifierLog {
@@ -36,18 +39,13 @@ export async function openCommitSignals(database: Database, log: NotifierLog): P
   return signals;
 }
 
-/** The organizations of a committed batch of events, each once. */
-export function organizationsOf(events: readonly LifecycleEvent[]): string[] {
-  return [...new Set(events.map((event) => event.organizationId))];
-}
-
 class InProcessCommitSignals implements CommitSignals {
   private readonly listeners = new Set<CommitSignalListener>();
 
   constructor(protected readonly log: NotifierLog) {}
 
   publish(events: readonly LifecycleEvent[]): void {
-    for (const organizationId of organizationsOf(events)) this.emit(organizationId);
+    for (const organizationId of new Set(events.map((event) => event.organizationId))) this.emit(organizationId);
   }
 
   onSignal(listener: CommitSignalListener): () => void {
@@ -75,14 +73,10 @@ const MAX_RECONNECT_DELAY_MS = 5_000;
 
 class PostgresCommitSignals extends InProcessCommitSignals {
   private client: pg.Client | undefined;
-  private connected = false;
+  private listening = false;
   private closed = false;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private reconnectDelayMs = 100;
-  /** Organizations waiting to be signalled, merged until the next turn of the event loop. */
-  private readonly outgoing = new Set<string>();
-  private flushScheduled = false;
-  private sending: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly url: string,
@@ -96,44 +90,18 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     await this.connect();
   }
 
+  /** The database signals every commit itself (see above); without a LISTEN connection, wake this instance. */
   override publish(events: readonly LifecycleEvent[]): void {
-    for (const organizationId of organizationsOf(events)) {
-      // This instance's own subscriptions are woken at once; the others through NOTIFY.
-      this.emit(organizationId);
-      this.outgoing.add(organizationId);
-    }
-    if (!this.flushScheduled && this.outgoing.size > 0) {
-      this.flushScheduled = true;
-      setImmediate(() => this.flush());
-    }
+    if (!this.listening) super.publish(events);
   }
 
   override async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
     await super.close();
-    await this.sending;
     const client = this.client;
     this.client = undefined;
     if (client) await client.end().catch(() => undefined);
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    const payloads = [...this.outgoing];
-    this.outgoing.clear();
-    const client = this.client;
-    // Disconnected: the other instances find these events at their next poll.
-    if (!client || !this.connected || this.closed) return;
-    // One statement per flush, one flush at a time on this connection (pg queues queries, but deprecates it).
-    this.sending = this.sending
-      .then(() =>
-        client.query("SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload", [LIFECYCLE_CHANNEL, payloads]),
-      )
-      .then(
-        () => undefined,
-        (error: unknown) => this.log.warn({ err: error }, "sending lifecycle commit notifications failed"),
-      );
   }
 
   private async connect(): Promise<void> {
@@ -141,18 +109,15 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     const client = new pg.Client({ connectionString: this.url, application_name: "reftrail-lifecycle-signals" });
     this.client = client;
     client.on("notification", (message) => {
-      // Our own NOTIFY comes back to us too; local subscribers were already woken by publish().
-      if (message.processId === backendProcessId(client) || message.channel !== LIFECYCLE_CHANNEL || !message.payload)
-        return;
       // The payload is an organization id.
-      this.emit(message.payload);
+      if (message.channel === LIFECYCLE_CHANNEL && message.payload) this.emit(message.payload);
     });
     client.on("error", (error) => this.lost(client, error));
     client.on("end", () => this.lost(client, undefined));
     try {
       await client.connect();
       await client.query(`LISTEN ${LIFECYCLE_CHANNEL}`);
-      this.connected = true;
+      this.listening = true;
       if (this.reconnectDelayMs > 100) this.log.info({}, "lifecycle commit signals reconnected");
       this.reconnectDelayMs = 100;
       // Whatever was committed while we were not listening: read the log now rather than at the next poll.
@@ -164,8 +129,8 @@ class PostgresCommitSignals extends InProcessCommitSignals {
 
   private lost(client: pg.Client, error: unknown): void {
     if (client !== this.client || this.closed) return;
-    this.connected = false;
     this.client = undefined;
+    this.listening = false;
     client.removeAllListeners("notification");
     client.end().catch(() => undefined);
     this.log.warn(
@@ -177,9 +142,4 @@ class PostgresCommitSignals extends InProcessCommitSignals {
     this.reconnectTimer.unref();
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
   }
-}
-
-/** The server process behind a connection (set once connected; `pg` has it, its type declarations do not). */
-function backendProcessId(client: pg.Client): number | undefined {
-  return (client as pg.Client & { processID?: number }).processID;
 }

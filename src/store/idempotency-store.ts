@@ -1,5 +1,5 @@
 import type { Clock } from "../domain/shared/clock.ts";
-import type { IdempotencyRecord, IdempotencyStore } from "../rest/idempotency.ts";
+import type { IdempotencyRecord, IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
 import type { Database } from "./database.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 

@@ -1,141 +1,160 @@
+import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
 import type { LiveEvent, LiveLogStore, ReplayQuery, SettledRead, SettledReadQuery } from "../domain/live/live-feed.ts";
-import { comparePositions, laterOf, type LogPosition } from "../domain/live/log-position.ts";
+import { laterOf, type LogPosition } from "../domain/live/log-position.ts";
 import type { Database } from "./database.ts";
-import { lifecycleEventFromRow } from "./prisma-store.ts";
-import type { Prisma } from "./__generated__/sqlite/client.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
- * Reads of the lifecycle log in live order, `(transaction_id, position)` (see src/domain/live/log-position.ts
- * and migration 0004), served by the `(organization_id, transaction_id, position)` and
- * `(reference_id, transaction_id, position)` indexes.
+ * Reads of the lifecycle log in live order (see src/domain/live/log-position.ts), one statement each.
  *
- * What is settled:
- * - SQLite: everything committed. `lifecycle_log_sequence` holds the last position handed out; a position is
- *   taken under the write lock, so every event up to it that is visible is all there will ever be.
- * - PostgreSQL: events of transactions below the horizon: the oldest transaction of this database still running
- *   (see findSettledEnd). Every transaction of this database below it has ended, so nothing can appear there any
- *   more. The horizon is read *before* the rows: a later snapshot sees at least everything it promised.
+ * - SQLite: the order is `lifecycle_events.position`, taken under the write lock inside the writing transaction
+ *   (migration 0004); `commit` is always 0. `lifecycle_log_sequence` holds the last number handed out.
+ * - PostgreSQL: the order is `(lifecycle_commits.position, lifecycle_events.position)`: the number the event's
+ *   transaction took at COMMIT for its organization (migration 0006), then the event's order inside it. Numbers
+ *   become visible in increasing order, so every read returns final results: no horizon, no waiting for other
+ *   writers. Served by the `(organization_id, position)` index of `lifecycle_commits` and the
+ *   `(organization_id, transaction_id, position)` index of `lifecycle_events`.
  */
 
 const MAX_SEQUENCE = 9_223_372_036_854_775_807n;
 
-type LifecycleEventRow = Awaited<ReturnType<Database["prisma"]["lifecycleEvent"]["findMany"]>>[number];
+interface LiveEventRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly reference_id: string;
+  readonly type: string;
+  readonly occurred_at: unknown;
+  readonly detail: unknown;
+  readonly reference_tags: unknown;
+  readonly commit_position: number | bigint | string;
+  readonly position: number | bigint | string;
+}
+
+const COLUMNS = Prisma.raw(
+  ["id", "organization_id", "reference_id", "type", "occurred_at", "detail", "reference_tags", "position"]
+    .map((column) => `e."${column}"`)
+    .join(", "),
+);
 
 export class PrismaLiveLogStore implements LiveLogStore {
-  constructor(private readonly database: Database) {}
+  private readonly postgres: boolean;
+
+  constructor(private readonly database: Database) {
+    this.postgres = database.provider === "postgres";
+  }
 
   async readSettled(query: SettledReadQuery): Promise<SettledRead> {
-    const end = await this.findSettledEnd();
-    const where: Prisma.LifecycleEventWhereInput = { AND: [after(query.after)] };
-    if (query.organizationIds) where.organizationId = oneOrMany(query.organizationIds);
-    const rows = await this.database.prisma.lifecycleEvent.findMany({
-      where,
-      orderBy: [{ transactionId: "asc" }, { position: "asc" }],
-      take: query.limit,
-    });
-    const events: LiveEvent[] = [];
-    let heldBack = false;
-    for (const row of rows) {
-      const live = liveEventFromRow(row);
-      // Ordered by transaction: after the first event above the horizon, all the rest are too.
-      if (this.database.provider === "postgres" && live.position.transactionId > end.transactionId) {
-        heldBack = true;
-        break;
-      }
-      events.push(live);
-    }
+    const conditions = [this.after(query.after)];
+    if (query.organizationIds) conditions.push(this.inOrganizations(query.organizationIds));
+    // The page and the end of the log in one statement, so one snapshot: one round trip per read of the feed,
+    // and nothing can commit between the two. An empty page still gives one row (with the end).
+    const rows = await this.database.prisma.$queryRaw<(LiveEventRow & { readonly settled_end: string | null })[]>`
+      SELECT ${this.settledEnd()} AS "settled_end", page.* FROM (SELECT 1 AS "anchor") AS anchor
+      LEFT JOIN (${this.page(conditions, query.limit)}) AS page ON TRUE
+      ORDER BY page."commit_position", page."position"`;
+    const end = this.endPosition(rows[0]?.settled_end ?? null);
+    const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
     const last = events.at(-1)?.position ?? query.after;
-    // A full page may stop short of the settled end; otherwise the read saw everything up to it.
-    const complete = heldBack || rows.length < query.limit;
-    return { events, reached: complete ? laterOf(last, end) : last, heldBack };
+    // A full page may stop short of the end; otherwise the read saw everything up to it.
+    return { events, reached: events.length < query.limit ? laterOf(last, end) : last };
   }
 
   async findSettledEnd(): Promise<LogPosition> {
-    if (this.database.provider === "sqlite") {
-      const [row] = await this.database.prisma.$queryRaw<{ last_position: number | bigint }[]>`
-        SELECT "last_position" FROM "lifecycle_log_sequence" WHERE "id" = 1`;
-      return { transactionId: 0n, sequence: BigInt(row?.last_position ?? 0) };
-    }
-    // The oldest transaction of *this database* still running at the snapshot, else the snapshot's xmax. The
-    // cluster-wide pg_snapshot_xmin would also wait for transactions of other databases on the same server,
-    // which can never write this table. A transaction running at the snapshot that has ended by the time
-    // pg_stat_activity is read is left out, which is safe: its rows are already visible to the later read.
-    // Transaction ids in pg_stat_activity are 32-bit; those running at one time differ in their low 32 bits.
-    const [row] = await this.database.prisma.$queryRaw<{ horizon: string }[]>`
-      WITH snapshot AS (SELECT pg_current_snapshot() AS current)
-      SELECT COALESCE(
-        (SELECT min(running::text::bigint) FROM snapshot, pg_snapshot_xip(snapshot.current) AS running
-         WHERE (running::text::bigint & 4294967295) IN (
-           SELECT backend_xid::text::bigint FROM pg_stat_activity
-           WHERE datname = current_database() AND backend_xid IS NOT NULL
-           UNION ALL
-           SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database = current_database())),
-        (SELECT pg_snapshot_xmax(current)::text::bigint FROM snapshot)
-      )::text AS horizon`;
-    return { transactionId: BigInt(row!.horizon) - 1n, sequence: MAX_SEQUENCE };
+    const [row] = await this.database.prisma.$queryRaw<{ settled_end: string | null }[]>`
+      SELECT ${this.settledEnd()} AS "settled_end"`;
+    return this.endPosition(row?.settled_end ?? null);
+  }
+
+  /** The last number handed out (as text: 64 bits): SQLite's event counter, PostgreSQL's last commit. */
+  private settledEnd(): Prisma.Sql {
+    return this.postgres
+      ? Prisma.sql`(SELECT MAX("position")::text FROM "lifecycle_commits")`
+      : Prisma.sql`(SELECT CAST("last_position" AS TEXT) FROM "lifecycle_log_sequence" WHERE "id" = 1)`;
+  }
+
+  private endPosition(last: string | null): LogPosition {
+    const number = BigInt(last ?? 0);
+    return this.postgres ? { commit: number, sequence: MAX_SEQUENCE } : { commit: 0n, sequence: number };
   }
 
   async readRange(query: ReplayQuery): Promise<LiveEvent[]> {
-    const where: Prisma.LifecycleEventWhereInput = {
-      organizationId: query.organizationId,
-      occurredAt: { gte: query.notBefore },
-      AND: [after(query.after), atOrBefore(query.until)],
-    };
-    if (query.referenceId !== undefined) where.referenceId = query.referenceId;
-    if (query.types && query.types.length > 0) where.type = { in: [...query.types] };
-    const rows = await this.database.prisma.lifecycleEvent.findMany({
-      where,
-      orderBy: [{ transactionId: "asc" }, { position: "asc" }],
-      take: query.limit,
-    });
-    return rows.map(liveEventFromRow).filter((live) => comparePositions(live.position, query.until) <= 0);
-  }
-
-  async listCommittedIdsAfter(organizationId: string, position: LogPosition, limit: number): Promise<string[]> {
-    const rows = await this.database.prisma.lifecycleEvent.findMany({
-      where: { organizationId, AND: [after(position)] },
-      select: { id: true },
-      take: limit,
-    });
-    return rows.map((row) => row.id);
+    const conditions = [
+      this.after(query.after),
+      this.atOrBefore(query.until),
+      this.inOrganizations([query.organizationId]),
+      Prisma.sql`e."occurred_at" >= ${query.notBefore}`,
+    ];
+    if (query.referenceId !== undefined) conditions.push(Prisma.sql`e."reference_id" = ${query.referenceId}`);
+    if (query.types && query.types.length > 0)
+      conditions.push(Prisma.sql`e."type" IN (${Prisma.join([...query.types])})`);
+    return this.read(conditions, query.limit);
   }
 
   async findPosition(organizationId: string, eventId: string): Promise<LogPosition | null> {
-    const row = await this.database.prisma.lifecycleEvent.findFirst({
-      where: { id: eventId, organizationId },
-      select: { transactionId: true, position: true },
-    });
-    if (!row || row.position === null || row.transactionId === null) return null;
-    return { transactionId: BigInt(row.transactionId), sequence: BigInt(row.position) };
+    const [row] = await this.read([this.inOrganizations([organizationId]), Prisma.sql`e."id" = ${eventId}`], 1);
+    return row?.position ?? null;
+  }
+
+  private async read(conditions: Prisma.Sql[], limit: number): Promise<LiveEvent[]> {
+    const rows = await this.database.prisma.$queryRaw<LiveEventRow[]>(this.page(conditions, limit));
+    return rows.map(liveEventFromRow);
+  }
+
+  /** Events matching `conditions` in live order, at most `limit`, with their `commit_position`. */
+  private page(conditions: Prisma.Sql[], limit: number): Prisma.Sql {
+    const where = Prisma.join(conditions, " AND ");
+    return this.postgres
+      ? Prisma.sql`
+            SELECT ${COLUMNS}, c."position" AS "commit_position" FROM "lifecycle_commits" c
+            JOIN "lifecycle_events" e
+              ON e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id"
+            WHERE ${where} ORDER BY c."position", e."position" LIMIT ${limit}`
+      : Prisma.sql`
+            SELECT ${COLUMNS}, 0 AS "commit_position" FROM "lifecycle_events" e
+            WHERE ${where} ORDER BY e."position" LIMIT ${limit}`;
+  }
+
+  /** Strictly after `position` in live order (SQLite has no commit number: it is always 0 there). */
+  private after(position: LogPosition): Prisma.Sql {
+    if (!this.postgres) return Prisma.sql`e."position" > ${position.sequence}`;
+    return Prisma.sql`c."position" >= ${position.commit}
+      AND (c."position" > ${position.commit} OR e."position" > ${position.sequence})`;
+  }
+
+  private atOrBefore(position: LogPosition): Prisma.Sql {
+    if (!this.postgres) return Prisma.sql`e."position" <= ${position.sequence}`;
+    return Prisma.sql`c."position" <= ${position.commit}
+      AND (c."position" < ${position.commit} OR e."position" <= ${position.sequence})`;
+  }
+
+  private inOrganizations(ids: readonly string[]): Prisma.Sql {
+    // On PostgreSQL on the commit rows, so the (organization_id, position) index drives the read.
+    const column = Prisma.raw(this.postgres ? `c."organization_id"` : `e."organization_id"`);
+    return ids.length === 1 ? Prisma.sql`${column} = ${ids[0]}` : Prisma.sql`${column} IN (${Prisma.join([...ids])})`;
   }
 }
 
-function liveEventFromRow(row: LifecycleEventRow): LiveEvent {
-  // The database fills both columns on insert (migration 0004), so neither is ever null in a read.
-  return {
-    event: lifecycleEventFromRow(row),
-    position: { transactionId: BigInt(row.transactionId ?? 0), sequence: BigInt(row.position ?? 0) },
-  };
+function liveEventFromRow(row: LiveEventRow): LiveEvent {
+  const event = {
+    id: row.id,
+    organizationId: row.organization_id,
+    referenceId: row.reference_id,
+    type: row.type,
+    occurredAt: toDate(row.occurred_at),
+    detail: fromJson(row.detail),
+    referenceTags: fromJson(row.reference_tags) as TagSnapshot[],
+  } as unknown as LifecycleEvent;
+  return { event, position: { commit: BigInt(row.commit_position), sequence: BigInt(row.position) } };
 }
 
-function after(position: LogPosition): Prisma.LifecycleEventWhereInput {
-  return {
-    OR: [
-      { transactionId: { gt: position.transactionId } },
-      { transactionId: position.transactionId, position: { gt: position.sequence } },
-    ],
-  };
+/** A timestamp read by `$queryRaw`: a Date on PostgreSQL, ISO text (maybe without a zone) on SQLite. */
+function toDate(value: unknown): Date {
+  if (value instanceof Date) return value;
+  const text = String(value);
+  return new Date(/(Z|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`);
 }
 
-function atOrBefore(position: LogPosition): Prisma.LifecycleEventWhereInput {
-  return {
-    OR: [
-      { transactionId: { lt: position.transactionId } },
-      { transactionId: position.transactionId, position: { lte: position.sequence } },
-    ],
-  };
-}
-
-function oneOrMany(ids: readonly string[]): string | { in: string[] } {
-  return ids.length === 1 ? ids[0]! : { in: [...ids] };
+/** A JSON column read by `$queryRaw`: text on SQLite, already parsed on PostgreSQL. */
+function fromJson(value: unknown): unknown {
+  return typeof value === "string" ? JSON.parse(value) : value;
 }

@@ -1,12 +1,12 @@
 import type { LifecycleEvent, LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
-import { comparePositions, laterOf, type LogPosition } from "./log-position.ts";
+import { comparePositions, laterOf, LOG_START, type LogPosition } from "./log-position.ts";
 
 /*
  * The live side of the lifecycle log (SPEC §10): one feed per process reads the log in live order (see
  * log-position.ts) from its frontier and hands each event to the live subscriptions (listeners) of its
- * organization. It reads when woken by a commit signal, soon again while committed events wait behind a running
- * transaction (PostgreSQL), and at least every poll interval as a safety net, so a lost signal delays an event
- * but never loses it. There is no settle delay: what the store returns as settled can never be preceded later.
+ * organization. It reads when woken by a commit signal and at least every poll interval as a safety net, so a
+ * lost signal delays an event but never loses it. There is no settle delay and no waiting for other writers:
+ * positions become visible in increasing order, so whatever a read returns can never be preceded later.
  */
 
 /** A lifecycle event with its place in the live order. */
@@ -27,8 +27,6 @@ export interface SettledRead {
   readonly events: readonly LiveEvent[];
   /** Up to where the read saw every event of the organizations it read (at least the last event's position). */
   readonly reached: LogPosition;
-  /** Committed events wait behind a transaction still running (PostgreSQL): read again soon. */
-  readonly heldBack: boolean;
 }
 
 /** A range `(after, until]` of one organization's log with a subscription's filters, at most `limit` events. */
@@ -50,11 +48,6 @@ export interface LiveLogStore {
   findSettledEnd(): Promise<LogPosition>;
   /** Call only with `until` at or before a position the feed has read up to (so the range is settled). */
   readRange(query: ReplayQuery): Promise<LiveEvent[]>;
-  /**
-   * Ids of the organization's events already committed after `after` (at most `limit`): on PostgreSQL, events
-   * committed but still behind the horizon. A subscription that starts "now" skips them: they happened before it.
-   */
-  listCommittedIdsAfter(organizationId: string, after: LogPosition, limit: number): Promise<string[]>;
   /** Where an event of the organization sits in the live order; null when it does not exist (any more). */
   findPosition(organizationId: string, eventId: string): Promise<LogPosition | null>;
 }
@@ -64,7 +57,10 @@ export type CommitSignalListener = (organizationId: string | null) => void;
 
 /** Commit signals across the instances that share a database (implemented in src/store/event-notifier.ts). */
 export interface CommitSignals {
-  /** Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. */
+  /**
+   * Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. (Where the
+   * database signals its commits itself, as PostgreSQL does here, this does nothing.)
+   */
   publish(events: readonly LifecycleEvent[]): void;
   onSignal(listener: CommitSignalListener): () => void;
   close(): Promise<void>;
@@ -90,8 +86,6 @@ export interface LiveFeedLog {
 export interface LiveFeedOptions {
   /** The safety net: how often the feed reads with no signal. */
   readonly pollIntervalMs: number;
-  /** First wait before reading again while events are held back; doubles up to HELD_BACK_RETRY_MAX_MS. */
-  readonly heldBackRetryMs?: number;
   /** Events per read of the log; a larger backlog is read in several steps. */
   readonly batchSize?: number;
 }
@@ -102,13 +96,6 @@ interface OrganizationListeners {
   readonly byReference: Map<string, Set<LiveListener>>;
   size: number;
 }
-
-/**
- * While events are held back, the feed reads at least this often. The transaction in the way may have written
- * no event, so no signal announces its end; a short retry keeps the delay it adds small without waiting for the
- * poll.
- */
-const HELD_BACK_RETRY_MAX_MS = 50;
 
 // The feed names the organizations it reads; past this many it reads every organization's events instead.
 const MAX_ORGANIZATIONS_PER_QUERY = 200;
@@ -127,8 +114,6 @@ export class LiveFeed {
   private closed = false;
   private readonly batchSize: number;
   private pollTimer: ReturnType<typeof setInterval> | undefined;
-  private retryTimer: ReturnType<typeof setTimeout> | undefined;
-  private retryDelayMs: number;
   private reading: Promise<void> | undefined;
   private readAgain = false;
   private readonly stopSignals: () => void;
@@ -140,19 +125,14 @@ export class LiveFeed {
     private readonly log: LiveFeedLog,
   ) {
     this.batchSize = options.batchSize ?? 1_000;
-    this.retryDelayMs = this.firstRetryMs;
     this.stopSignals = signals.onSignal((organizationId) => {
       if (organizationId === null || this.listeners.has(organizationId)) void this.requestRead();
     });
   }
 
-  private get firstRetryMs(): number {
-    return Math.min(this.options.heldBackRetryMs ?? 2, HELD_BACK_RETRY_MAX_MS);
-  }
-
   /** Everything up to here has been handed to the listeners (the start of the log before the first read). */
   get frontier(): LogPosition {
-    return this.position ?? { transactionId: 0n, sequence: 0n };
+    return this.position ?? LOG_START;
   }
 
   /** Open listeners. */
@@ -247,10 +227,7 @@ export class LiveFeed {
   private deactivate(): void {
     this.active = false;
     clearInterval(this.pollTimer);
-    clearTimeout(this.retryTimer);
     this.pollTimer = undefined;
-    this.retryTimer = undefined;
-    this.retryDelayMs = this.firstRetryMs;
     // Idle, the frontier goes stale: `prepare` moves it to the end of the log before the next listener.
   }
 
@@ -269,7 +246,6 @@ export class LiveFeed {
       if (!this.active) return;
       this.advance(read, from, organizationIds.length > MAX_ORGANIZATIONS_PER_QUERY ? null : covered);
       if (read.events.length === this.batchSize) this.readAgain = true;
-      this.scheduleRetry(read.heldBack, read.events.length > 0);
     } while (this.readAgain);
   }
 
@@ -294,22 +270,6 @@ export class LiveFeed {
     }
     this.dispatch(fresh);
     for (const listener of uncovered) listener.catchUp(read.reached);
-  }
-
-  /** While events are held back, read again soon, backing off to HELD_BACK_RETRY_MAX_MS. */
-  private scheduleRetry(heldBack: boolean, progressed: boolean): void {
-    // Back off only while nothing moves: under a steady stream of commits some event is nearly always held back
-    // by a transaction that is about to commit.
-    if (!heldBack || progressed) this.retryDelayMs = this.firstRetryMs;
-    if (!heldBack) return;
-    if (this.retryTimer) return;
-    const delay = this.retryDelayMs;
-    this.retryDelayMs = Math.min(this.retryDelayMs * 2, HELD_BACK_RETRY_MAX_MS);
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      void this.requestRead();
-    }, delay);
-    this.retryTimer.unref();
   }
 
   /** Hands each event to the listeners of its organization (and reference), one batch per listener. */

@@ -65,8 +65,6 @@ interface StreamDependencies {
   readonly pageSize: number;
   readonly onFallBehind: () => void;
   readonly onEnd: (stream: LiveStream) => void;
-  /** Events after the start that committed before the subscription began ("now" on PostgreSQL): not sent. */
-  readonly committedBefore?: ReadonlySet<string>;
 }
 
 /**
@@ -161,16 +159,16 @@ export class LiveStream implements AsyncIterableIterator<StreamMessage>, LiveLis
 
   /** The next event for the consumer, if one is ready: replayed rows first, then live ones. */
   private take(): LiveEvent | undefined {
-    let next: LiveEvent | undefined;
-    while ((next = this.page.shift())) {
+    let next = this.page.shift();
+    if (next) {
       this.position = next.position;
-      if (!this.deps.committedBefore?.has(next.event.id)) return next;
+      return next;
     }
     if (this.replayUntil) return undefined;
     while ((next = this.queue.shift())) {
       if (comparePositions(next.position, this.position) <= 0) continue;
       this.position = next.position;
-      if (!this.deps.committedBefore?.has(next.event.id)) return next;
+      return next;
     }
     return undefined;
   }
@@ -244,11 +242,12 @@ export interface LiveSubscriptionStats {
   readonly fellBehind: number;
 }
 
-/** A subscription cursor: the event's listing position (`t`, `i`) and its live position (`l`). */
-type StreamCursor = EventPosition & { readonly l?: string };
-
-/** Bounds the memory of a subscription started while a long transaction holds the horizon back. */
-const MAX_SKIPPED_AT_START = 10_000;
+/**
+ * A subscription cursor: the event's listing position (`t`, `i`) and its live position (`p`). Cursors issued
+ * before commit-ordered positions (migration 0006) carried `l`, a position in the former order: they are
+ * resolved by their event, like listing cursors.
+ */
+type StreamCursor = EventPosition & { readonly p?: string };
 
 // Subscription cursors hold a position in the organization's log, valid whatever the subscription's filters.
 const STREAM_CURSOR_SCOPE = { scope: "lifecycle-stream" };
@@ -298,16 +297,8 @@ export class LiveSubscriptions {
     if (input.referenceId !== undefined && input.referenceId !== null) {
       filter.referenceId = (await this.references.getReference(organizationId, input.referenceId)).id;
     }
-    let start: LogPosition;
-    let committedBefore: Set<string> | undefined;
-    if (cursor) start = await this.startAfter(organizationId, cursor);
-    else {
-      // "Now": the end of the settled log, minus what committed behind it already (PostgreSQL, while an older
-      // transaction still runs). Those events come later in the live order but happened before this subscription.
-      start = await this.store.findSettledEnd();
-      const early = await this.store.listCommittedIdsAfter(organizationId, start, MAX_SKIPPED_AT_START);
-      if (early.length > 0) committedBefore = new Set(early);
-    }
+    // Without a cursor, "now": the end of the log as it is committed at this moment.
+    const start = cursor ? await this.startAfter(organizationId, cursor) : await this.store.findSettledEnd();
     await this.feed.prepare();
     const stream = new LiveStream(organizationId, filter, start, {
       feed: this.feed,
@@ -318,7 +309,6 @@ export class LiveSubscriptions {
       pageSize: this.options.pageSize ?? 200,
       onFallBehind: () => this.fellBehind++,
       onEnd: (ended) => this.streams.delete(ended),
-      ...(committedBefore && { committedBefore }),
     });
     this.streams.add(stream);
     return stream;
@@ -337,7 +327,7 @@ export class LiveSubscriptions {
 
   private encodeCursor(live: LiveEvent): string {
     return this.cursors.encode<StreamCursor>(
-      { t: live.event.occurredAt.toISOString(), i: live.event.id, l: formatPosition(live.position) },
+      { t: live.event.occurredAt.toISOString(), i: live.event.id, p: formatPosition(live.position) },
       STREAM_CURSOR_SCOPE,
     );
   }
@@ -353,7 +343,7 @@ export class LiveSubscriptions {
    * replays what retention still keeps.
    */
   private async startAfter(organizationId: string, cursor: StreamCursor): Promise<LogPosition> {
-    const live = parsePosition(cursor.l);
+    const live = parsePosition(cursor.p);
     if (live) return live;
     return (await this.store.findPosition(organizationId, cursor.i.toLowerCase())) ?? LOG_START;
   }

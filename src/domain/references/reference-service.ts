@@ -154,6 +154,23 @@ export class ReferenceService {
   }
 
   /**
+   * The organization's references among `ids`, with their tags, in one statement (for DataLoaders); ids of
+   * other organizations or of no reference are left out, in no particular order.
+   */
+  referencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]> {
+    return this.store.findReferencesByIds(organizationId, ids);
+  }
+
+  /**
+   * The child references of many bills of lading or bookings at once, oldest first, with their tags, in one
+   * statement (for DataLoaders). The ids are those of references the caller read through its organization;
+   * children always belong to their parent's organization. Parents without children have no entry.
+   */
+  childrenOfReferences(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>> {
+    return this.store.findChildrenByParentIds(parentIds);
+  }
+
+  /**
    * Newest first, filtered (SPEC §12). Unknown tag names or ids to include match nothing; unknown ones to
    * exclude exclude nothing. Exclusions combine with every other filter by AND.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.

@@ -62,6 +62,15 @@ export class TagService {
     return tag;
   }
 
+  /**
+   * The tags of many references at once, in one statement, each reference's in name order (for DataLoaders
+   * and pages). The ids are those of references the caller read through its organization; a reference's tags
+   * are always of the reference's organization. Unknown ids have no entry.
+   */
+  tagsOfReferences(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
+    return this.store.findTagsByReferenceIds(referenceIds);
+  }
+
   /** Tags in case-insensitive name order, optionally only those whose name starts with `namePrefix`. */
   async listTags(organizationId: string, input: ListTagsInput): Promise<Page<Tag>> {
     const prefix = input.namePrefix === undefined ? undefined : tagNameKey(input.namePrefix.trim().normalize("NFC"));

@@ -104,7 +104,7 @@ export async function serializeReferences(services: Services, references: readon
   if (references.every((reference) => "tags" in reference)) {
     return references.map((reference) => serializeReference(reference, (reference as TaggedReference).tags));
   }
-  const tagsByReference = await services.batch.findTagsByReferenceIds(references.map((reference) => reference.id));
+  const tagsByReference = await services.tags.tagsOfReferences(references.map((reference) => reference.id));
   return references.map((reference) => serializeReference(reference, tagsByReference.get(reference.id) ?? []));
 }
 
