@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
-import { LiveFeed } from "./domain/live/live-feed.ts";
+import { LiveFeed, type CommitSignals } from "./domain/live/live-feed.ts";
 import { LiveSubscriptions } from "./domain/live/live-subscriptions.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
@@ -122,7 +122,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id },
     ]),
   );
-  const subscriptions = await startLiveSubscriptions(services, config, database, http);
+  // "Events committed" for the live side and the webhook worker: in-process on SQLite, LISTEN/NOTIFY on PostgreSQL.
+  const commitSignals = await openCommitSignals(database, http.log.child({ component: "commit-signals" }));
+  const subscriptions = await startLiveSubscriptions(services, config, database, commitSignals, http);
   await registerSubscriptions(http, {
     services,
     config,
@@ -139,7 +141,14 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, config, http);
-  const stopWebhookWorker = startWebhookWorker({ services, config, clock, registry: metricsRegistry, log: http.log });
+  const stopWebhookWorker = startWebhookWorker({
+    services,
+    config,
+    clock,
+    registry: metricsRegistry,
+    log: http.log,
+    commitSignals,
+  });
 
   return {
     http,
@@ -167,10 +176,10 @@ async function startLiveSubscriptions(
   services: Services,
   config: Config,
   database: Database,
+  signals: CommitSignals,
   http: FastifyInstance,
 ): Promise<LiveSubscriptions> {
   const log = http.log.child({ component: "live" });
-  const signals = await openCommitSignals(database, log);
   const stopPublishing = services.commits.onEventsCommitted((events) => signals.publish(events));
   const store = new PrismaLiveLogStore(database);
   const feed = new LiveFeed(store, signals, { pollIntervalMs: config.subscriptionPollIntervalMs }, log);

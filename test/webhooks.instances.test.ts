@@ -93,3 +93,37 @@ describe("two instances on one PostgreSQL database", () => {
     expect(bySecond).toBeGreaterThan(0);
   }, 180_000);
 });
+
+describe("an instance that did not write the event", () => {
+  let writer: TestServer;
+  let sender: TestServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    // The writer sends nothing; the sender would find the delivery by polling only after a minute.
+    writer = await startTestServer("postgres", { env: { WEBHOOK_WORKER: "off" } });
+    sender = await startInstanceOn(writer, { env: { WEBHOOK_POLL_INTERVAL: "60s" } });
+  });
+  afterAll(async () => {
+    await sender?.close();
+    await writer?.close();
+    await receiver?.close();
+  });
+
+  it("is woken by the commit (LISTEN/NOTIFY) and delivers long before its next poll", async () => {
+    const endpoint = await createEndpoint(writer, { url: receiver.url("/elsewhere") });
+    receiver.verifyWith("/elsewhere", endpoint.secret);
+    // The sender's first poll (at start) has passed: the endpoint did not exist then.
+    const created = await http(writer, "POST", "/v1/references", {
+      body: { container_id: containerNumber(999_001), carrier_code: "MAEU" },
+    });
+    expect(created.status).toBe(201);
+
+    const [hook] = await receiver.waitForCount("/elsewhere", 1, 20_000);
+    expect(hook!.json.id).toBeDefined();
+    expect(hook!.json.type).toBe("reference_created");
+    expect(hook!.json.reference_id).toBe(created.body.reference.id);
+    expect(hook!.verifiedBy).toEqual([endpoint.secret]);
+  }, 60_000);
+});

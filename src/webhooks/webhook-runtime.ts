@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Registry } from "prom-client";
 import type { Config } from "../config.ts";
+import type { CommitSignals } from "../domain/live/live-feed.ts";
 import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
@@ -20,11 +21,13 @@ export interface WebhookWorkerDependencies {
   readonly clock: Clock;
   readonly registry: Registry;
   readonly log: FastifyBaseLogger;
+  /** Commits of every instance (LISTEN/NOTIFY on PostgreSQL), so that events another instance wrote go out at once. */
+  readonly commitSignals: CommitSignals;
 }
 
 /**
- * Starts this process's delivery worker (unless WEBHOOK_WORKER=off), woken whenever events commit or a
- * delivery is queued by hand. Returns a function that stops it (see WebhookWorker.stop).
+ * Starts this process's delivery worker (unless WEBHOOK_WORKER=off), woken whenever events commit (in this
+ * process or, on PostgreSQL, in any instance) or a delivery is queued by hand. Returns a function that stops it (see WebhookWorker.stop).
  */
 export function startWebhookWorker({
   services,
@@ -32,6 +35,7 @@ export function startWebhookWorker({
   clock,
   registry,
   log,
+  commitSignals,
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
@@ -54,11 +58,15 @@ export function startWebhookWorker({
       timeoutMs: config.webhookTimeoutMs,
     },
   );
+  // This process's commits wake the worker directly; the commit signals add the other instances' commits, which
+  // would otherwise wait for the next poll.
   const unsubscribeEvents = services.commits.onEventsCommitted(() => worker.wake());
+  const unsubscribeSignals = commitSignals.onSignal(() => worker.wake());
   const unsubscribeQueued = services.webhooks.onQueued(() => worker.wake());
   worker.start();
   return async () => {
     unsubscribeEvents();
+    unsubscribeSignals();
     unsubscribeQueued();
     await worker.stop();
   };
