@@ -15,7 +15,7 @@ import type {
   WebhookRepository,
 } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
-import { chunksOf, toDate, toNullableDate } from "./prisma-store.ts";
+import { chunksOf, toDate, toNullableDate } from "./rows.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";

@@ -99,7 +99,7 @@ export class LifecycleLogService {
     };
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isEventPosition) : undefined;
     // The reference's existence and its page of events, in one statement.
-    const rows = await this.store.listEventsOfReference(organizationId, {
+    const rows = await this.store.lifecycle.listEventsOfReference(organizationId, {
       referenceId: id,
       types: types as LifecycleEventType[],
       from: input.from,
@@ -119,7 +119,7 @@ export class LifecycleLogService {
     let total = 0;
     for (let batch = 0; batch < maxBatches; batch++) {
       // Each batch is its own short statement, so writers are never locked out for long.
-      const deleted = await this.store.deleteEventsBefore(cutoff, batchSize);
+      const deleted = await this.store.lifecycle.deleteEventsBefore(cutoff, batchSize);
       total += deleted;
       if (deleted < batchSize) break;
     }

@@ -46,7 +46,7 @@ export class LifecycleRecorder {
       occurredAt: this.clock.now(),
       referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
     } as LifecycleEvent;
-    await store.insertEvent(event);
+    await store.lifecycle.insertEvent(event);
     await this.outbox?.enqueue(store, event);
     return event;
   }
@@ -70,7 +70,7 @@ export class LifecycleRecorder {
           referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
         }) as LifecycleEvent,
     );
-    await store.insertEvents(events);
+    await store.lifecycle.insertEvents(events);
     await this.outbox?.enqueueAll(store, events);
     return events;
   }

@@ -43,10 +43,10 @@ export class NodeService {
     if (wanted.length === 0) return found;
     const { store } = this;
     const [tags, references, updates, events, endpoints, deliveries, attempts] = await Promise.all([
-      store.findTagsByIds(organizationId, wanted),
-      store.findReferencesByIds(organizationId, wanted),
-      store.findReferenceUpdatesByIds(organizationId, wanted),
-      store.findEventsByIds(organizationId, wanted, this.lifecycleLog.retentionCutoff()),
+      store.tags.findTagsByIds(organizationId, wanted),
+      store.references.findReferencesByIds(organizationId, wanted),
+      store.references.findReferenceUpdatesByIds(organizationId, wanted),
+      store.lifecycle.findEventsByIds(organizationId, wanted, this.lifecycleLog.retentionCutoff()),
       store.webhooks.findEndpointsByIds(wanted),
       store.webhooks.findDeliveriesByIds(organizationId, wanted),
       store.webhooks.findAttemptsByIds(organizationId, wanted),

@@ -46,7 +46,7 @@ export class OrganizationService {
   async createOrganization(name: string): Promise<{ organization: Organization; apiKey: IssuedApiKey }> {
     return this.store.transaction(async (store) => {
       const organization: Organization = { id: newId(), name: name.trim() || "default", createdAt: this.clock.now() };
-      await store.insertOrganization(organization);
+      await store.organizations.insertOrganization(organization);
       const apiKey = await this.issueKey(store, organization.id);
       return { organization, apiKey };
     });
@@ -54,24 +54,25 @@ export class OrganizationService {
 
   /** Creates the default organization when the database has none; returns its key, or null. */
   async ensureDefaultOrganization(): Promise<{ organization: Organization; apiKey: IssuedApiKey } | null> {
-    if ((await this.store.countOrganizations()) > 0) return null;
+    if ((await this.store.organizations.countOrganizations()) > 0) return null;
     return this.createOrganization("default");
   }
 
   /** Whether any organization exists (a production server starts without creating one). */
   async hasOrganizations(): Promise<boolean> {
-    return (await this.store.countOrganizations()) > 0;
+    return (await this.store.organizations.countOrganizations()) > 0;
   }
 
   /** Every organization, oldest first. */
   listOrganizations(): Promise<Organization[]> {
-    return this.store.listOrganizations();
+    return this.store.organizations.listOrganizations();
   }
 
   /** The organization's keys, revoked ones included, oldest first; no secrets. @throws NOT_FOUND. */
   async listApiKeys(organizationId: string): Promise<ApiKeySummary[]> {
-    if (!isUuid(organizationId) || !(await this.store.findOrganization(organizationId))) throw notFound("organization");
-    const keys = await this.store.listApiKeys(organizationId);
+    if (!isUuid(organizationId) || !(await this.store.organizations.findOrganization(organizationId)))
+      throw notFound("organization");
+    const keys = await this.store.organizations.listApiKeys(organizationId);
     return keys.map(({ id, keyPrefix, createdAt, revokedAt }) => ({
       id,
       organizationId,
@@ -84,21 +85,22 @@ export class OrganizationService {
   /** @throws NOT_FOUND for an unknown organization. */
   async createApiKey(organizationId: string): Promise<IssuedApiKey> {
     return this.store.transaction(async (store) => {
-      if (!isUuid(organizationId) || !(await store.findOrganization(organizationId))) throw notFound("organization");
+      if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
+        throw notFound("organization");
       return this.issueKey(store, organizationId);
     });
   }
 
   /** Revokes at once: the next request with that key is refused. @throws NOT_FOUND. */
   async revokeApiKey(keyId: string): Promise<void> {
-    const key = isUuid(keyId) ? await this.store.revokeApiKey(keyId, this.clock.now()) : null;
+    const key = isUuid(keyId) ? await this.store.organizations.revokeApiKey(keyId, this.clock.now()) : null;
     if (!key) throw notFound("API key");
   }
 
   /** The caller behind a presented key, or null when the key is unknown or revoked. */
   async authenticate(presentedKey: string): Promise<Caller | null> {
     if (!presentedKey.startsWith(KEY_PREFIX)) return null;
-    const key = await this.store.findApiKeyByHash(hashKey(presentedKey));
+    const key = await this.store.organizations.findApiKeyByHash(hashKey(presentedKey));
     if (!key || key.revokedAt) return null;
     return { organizationId: key.organizationId, apiKeyId: key.id };
   }
@@ -106,7 +108,7 @@ export class OrganizationService {
   private async issueKey(store: Store, organizationId: string): Promise<IssuedApiKey> {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
     const id = newId();
-    await store.insertApiKey({
+    await store.organizations.insertApiKey({
       id,
       organizationId,
       keyHash: hashKey(key),

@@ -151,7 +151,7 @@ export class IngestionService {
       const ids = [...new Set(parsed.map((item) => item.referenceId).filter(isUuid))];
       const tagsByReference = new Map<string, readonly Tag[]>();
       const current = new Map<string, Reference>();
-      for (const { tags, ...reference } of await store.lockReferences(organizationId, ids)) {
+      for (const { tags, ...reference } of await store.references.lockReferences(organizationId, ids)) {
         tagsByReference.set(reference.id, tags);
         current.set(reference.id, reference);
       }
@@ -185,8 +185,8 @@ export class IngestionService {
       const finalStates = new Map(
         changed.map(({ change }) => [change.reference.id, current.get(change.reference.id)!]),
       );
-      if (updates.length > 0) await store.insertReferenceUpdates(updates);
-      if (finalStates.size > 0) await store.updateReferences([...finalStates.values()]);
+      if (updates.length > 0) await store.references.insertReferenceUpdates(updates);
+      if (finalStates.size > 0) await store.references.updateReferences([...finalStates.values()]);
       const events = await this.recorder.recordAll(store, drafts);
       return { changes, events };
     });

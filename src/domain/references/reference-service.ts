@@ -137,8 +137,8 @@ export class ReferenceService {
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       this.assertTagCount(tags.length);
       const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
-      await store.insertReference(reference);
-      await store.linkTags(
+      await store.references.insertReference(reference);
+      await store.references.linkTags(
         reference.id,
         tags.map((tag) => tag.id),
         reference.createdAt,
@@ -158,7 +158,7 @@ export class ReferenceService {
    * other organizations or of no reference are left out, in no particular order.
    */
   referencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]> {
-    return this.store.findReferencesByIds(organizationId, ids);
+    return this.store.references.findReferencesByIds(organizationId, ids);
   }
 
   /**
@@ -167,7 +167,7 @@ export class ReferenceService {
    * children always belong to their parent's organization. Parents without children have no entry.
    */
   childrenOfReferences(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>> {
-    return this.store.findChildrenByParentIds(parentIds);
+    return this.store.references.findChildrenByParentIds(parentIds);
   }
 
   /**
@@ -217,7 +217,7 @@ export class ReferenceService {
     const filtersTags = filters.tagIds.length + filters.tagNames.length > 0;
     const excludedIds = filters.excludeTagIds ?? [];
     const excludedNameKeys = filters.excludeTagNames ?? [];
-    const rows = await this.store.listReferences(organizationId, {
+    const rows = await this.store.references.listReferences(organizationId, {
       ...(filtersTags && {
         tags: { match: filters.tagMatch, ids: filters.tagIds, nameKeys: filters.tagNames },
       }),
@@ -253,10 +253,10 @@ export class ReferenceService {
     limit: number,
   ): Promise<Map<string, Page<Reference>>> {
     const keys = [...new Set(tagIds.filter(isUuid).map((id) => id.toLowerCase()))];
-    const idsByTag = await this.store.listReferenceIdsByTagIds(organizationId, keys, limit + 1);
+    const idsByTag = await this.store.references.listReferenceIdsByTagIds(organizationId, keys, limit + 1);
     const referenceIds = [...new Set([...idsByTag.values()].flat())];
     const references = new Map(
-      (await this.store.findReferencesByIds(organizationId, referenceIds)).map((reference) => [
+      (await this.store.references.findReferencesByIds(organizationId, referenceIds)).map((reference) => [
         reference.id,
         reference,
       ]),
@@ -290,12 +290,12 @@ export class ReferenceService {
       const current = reference.tags;
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
       this.assertTagCount(combined.size);
-      await store.linkTags(
+      await store.references.linkTags(
         reference.id,
         tags.map((tag) => tag.id),
         this.clock.now(),
       );
-      return (await store.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
+      return (await store.tags.findTagsByReferenceIds([reference.id])).get(reference.id) ?? [];
     });
   }
 
@@ -306,9 +306,9 @@ export class ReferenceService {
   async removeTag(organizationId: string, referenceId: string, tagId: string): Promise<void> {
     await this.store.transaction(async (store) => {
       const reference = await this.getReferenceIn(store, organizationId, referenceId);
-      const [tag] = isUuid(tagId) ? await store.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
+      const [tag] = isUuid(tagId) ? await store.tags.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
       if (!tag) throw notFound("tag");
-      await store.unlinkTag(reference.id, tag.id);
+      await store.references.unlinkTag(reference.id, tag.id);
     });
   }
 
@@ -370,7 +370,7 @@ export class ReferenceService {
   /** One stored update of the reference. @throws NOT_FOUND (also for another organization's update). */
   async getUpdate(organizationId: string, referenceId: string, updateId: string): Promise<ReferenceUpdate> {
     const [update] = isUuid(updateId)
-      ? await this.store.findReferenceUpdatesByIds(organizationId, [updateId.toLowerCase()])
+      ? await this.store.references.findReferenceUpdatesByIds(organizationId, [updateId.toLowerCase()])
       : [];
     if (!update || update.referenceId !== referenceId.toLowerCase()) throw notFound("Reference update");
     return update;
@@ -386,7 +386,7 @@ export class ReferenceService {
     const reference = await this.getReference(organizationId, referenceId);
     const filters = { scope: "updates", referenceId: reference.id };
     const after = cursor ? this.cursors.decode(cursor, filters, isReferencePosition) : undefined;
-    const rows = await this.store.listReferenceUpdates(reference.id, after?.i, limit + 1);
+    const rows = await this.store.references.listReferenceUpdates(reference.id, after?.i, limit + 1);
     return pageOf(rows, limit, (update) => this.cursors.encode<ReferencePosition>({ i: update.id }, filters), !!after);
   }
 
@@ -437,7 +437,7 @@ export class ReferenceService {
       }
       const parentTags = parent.tags;
       const existing = new Map<string, Reference>(
-        ((await store.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [
+        ((await store.references.findChildrenByParentIds([parent.id])).get(parent.id) ?? []).map((child) => [
           child.containerId!,
           child,
         ]),
@@ -446,7 +446,7 @@ export class ReferenceService {
       for (const containerId of new Set(numbers)) {
         let child = existing.get(containerId);
         if (!child) {
-          const { reference, created } = await store.insertChildIfAbsent(
+          const { reference, created } = await store.references.insertChildIfAbsent(
             this.newReference(organizationId, {
               containerId,
               billOfLading: null,
@@ -457,7 +457,7 @@ export class ReferenceService {
           );
           child = reference;
           if (created) {
-            await store.linkTags(
+            await store.references.linkTags(
               child.id,
               parentTags.map((tag) => tag.id),
               child.createdAt,
@@ -496,8 +496,8 @@ export class ReferenceService {
    */
   private async applyChange(store: Store, tags: readonly Tag[], change: TrackingChange): Promise<Reference> {
     if (change.events.length === 0) return change.reference;
-    if (change.update) await store.insertReferenceUpdate(change.update);
-    await store.updateReference(change.reference);
+    if (change.update) await store.references.insertReferenceUpdate(change.update);
+    await store.references.updateReference(change.reference);
     for (const body of change.events) await this.recorder.record(store, change.reference, tags, body);
     return change.reference;
   }
@@ -522,14 +522,16 @@ export class ReferenceService {
   }
 
   private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
-    const [reference] = isUuid(id) ? await store.findReferencesByIds(organizationId, [id.toLowerCase()]) : [];
+    const [reference] = isUuid(id)
+      ? await store.references.findReferencesByIds(organizationId, [id.toLowerCase()])
+      : [];
     if (!reference) throw notFound("reference");
     return reference;
   }
 
-  /** Like getReferenceIn, holding the reference until the transaction ends (Store.lockReference). */
+  /** Like getReferenceIn, holding the reference until the transaction ends (ReferenceRepository.lockReference). */
   private async lockReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
-    const reference = isUuid(id) ? await store.lockReference(organizationId, id.toLowerCase()) : null;
+    const reference = isUuid(id) ? await store.references.lockReference(organizationId, id.toLowerCase()) : null;
     if (!reference) throw notFound("reference");
     return reference;
   }

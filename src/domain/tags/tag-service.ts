@@ -45,11 +45,11 @@ export class TagService {
   async createTag(organizationId: string, rawName: unknown): Promise<Tag> {
     const name = this.checkName(rawName);
     return this.store.transaction(async (store) => {
-      await store.lockOrganization(organizationId);
-      const [existing] = await store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+      await store.organizations.lockOrganization(organizationId);
+      const [existing] = await store.tags.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
       if (existing) throw this.nameTaken(existing);
       await this.assertRoomForTags(store, organizationId, 1);
-      const { tag, created } = await store.insertTagIfAbsent(this.newTag(organizationId, name));
+      const { tag, created } = await store.tags.insertTagIfAbsent(this.newTag(organizationId, name));
       if (!created) throw this.nameTaken(tag);
       return tag;
     });
@@ -57,7 +57,7 @@ export class TagService {
 
   /** @throws NOT_FOUND when the id is unknown in this organization (or not an id at all). */
   async getTag(organizationId: string, id: string): Promise<Tag> {
-    const [tag] = isUuid(id) ? await this.store.findTagsByIds(organizationId, [id.toLowerCase()]) : [];
+    const [tag] = isUuid(id) ? await this.store.tags.findTagsByIds(organizationId, [id.toLowerCase()]) : [];
     if (!tag) throw notFound("tag");
     return tag;
   }
@@ -68,7 +68,7 @@ export class TagService {
    * are always of the reference's organization. Unknown ids have no entry.
    */
   tagsOfReferences(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
-    return this.store.findTagsByReferenceIds(referenceIds);
+    return this.store.tags.findTagsByReferenceIds(referenceIds);
   }
 
   /** Tags in case-insensitive name order, optionally only those whose name starts with `namePrefix`. */
@@ -76,7 +76,7 @@ export class TagService {
     const prefix = input.namePrefix === undefined ? undefined : tagNameKey(input.namePrefix.trim().normalize("NFC"));
     const filters = { scope: "tags", prefix };
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isTagPosition) : undefined;
-    const rows = await this.store.listTags(organizationId, {
+    const rows = await this.store.tags.listTags(organizationId, {
       namePrefixKey: prefix || undefined,
       after: after && { nameKey: after.k, id: after.i },
       limit: input.limit + 1,
@@ -98,10 +98,10 @@ export class TagService {
     // No transaction: the rename is one conditional statement, and on PostgreSQL the unique violation a
     // concurrent rename can cause would abort a surrounding transaction before the holder could be read.
     const tag = await this.getTag(organizationId, id);
-    const renamed = await this.store.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
+    const renamed = await this.store.tags.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
     if (renamed) return renamed;
     // Nothing renamed: another tag holds the name, or this tag was deleted meanwhile (NOT_FOUND then).
-    const [holder] = await this.store.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+    const [holder] = await this.store.tags.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
     if (holder) throw this.nameTaken(holder);
     await this.getTag(organizationId, tag.id);
     throw this.nameTaken(tag);
@@ -109,7 +109,7 @@ export class TagService {
 
   /** Deletes a tag and, through the foreign key's cascade, its links to every reference. */
   async deleteTag(organizationId: string, id: string): Promise<void> {
-    const deleted = isUuid(id) && (await this.store.deleteTag(organizationId, id.toLowerCase()));
+    const deleted = isUuid(id) && (await this.store.tags.deleteTag(organizationId, id.toLowerCase()));
     if (!deleted) throw notFound("tag");
   }
 
@@ -126,7 +126,7 @@ export class TagService {
     field = "tags",
   ): Promise<Tag[]> {
     const ids = [...new Set(entries.flatMap((entry) => (entry.kind === "id" ? [entry.id] : [])))];
-    const found = new Map((await store.findTagsByIds(organizationId, ids)).map((tag) => [tag.id, tag]));
+    const found = new Map((await store.tags.findTagsByIds(organizationId, ids)).map((tag) => [tag.id, tag]));
     const issues: FieldIssue[] = [];
     entries.forEach((entry, index) => {
       if (entry.kind === "id" && !found.has(entry.id)) {
@@ -141,14 +141,17 @@ export class TagService {
       if (entry.kind === "name" && !names.has(tagNameKey(entry.name))) names.set(tagNameKey(entry.name), entry.name);
     }
     const existingByKey = new Map(
-      (await store.findTagsByNameKeys(organizationId, [...names.keys()])).map((tag) => [tagNameKey(tag.name), tag]),
+      (await store.tags.findTagsByNameKeys(organizationId, [...names.keys()])).map((tag) => [
+        tagNameKey(tag.name),
+        tag,
+      ]),
     );
     let missing = [...names].filter(([key]) => !existingByKey.has(key));
     if (missing.length > 0) {
       // Counted under the organization's lock, so that parallel requests cannot all see room for their tags;
       // names created by a request that held the lock before are found again rather than counted twice.
-      await store.lockOrganization(organizationId);
-      for (const tag of await store.findTagsByNameKeys(
+      await store.organizations.lockOrganization(organizationId);
+      for (const tag of await store.tags.findTagsByNameKeys(
         organizationId,
         missing.map(([key]) => key),
       )) {
@@ -158,7 +161,7 @@ export class TagService {
     }
     if (missing.length > 0) await this.assertRoomForTags(store, organizationId, missing.length);
     // All missing names in one INSERT … ON CONFLICT DO NOTHING and one read of their holders.
-    const created = await store.insertTagsIfAbsent(missing.map(([, name]) => this.newTag(organizationId, name)));
+    const created = await store.tags.insertTagsIfAbsent(missing.map(([, name]) => this.newTag(organizationId, name)));
     for (const [key] of missing) {
       const tag = created.get(key);
       if (!tag) throw new Error(`tag "${key}" neither inserted nor found`);
@@ -174,7 +177,7 @@ export class TagService {
   }
 
   private async assertRoomForTags(store: Store, organizationId: string, adding: number): Promise<void> {
-    const count = await store.countTags(organizationId);
+    const count = await store.tags.countTags(organizationId);
     if (count + adding > this.limits.maxTagsPerOrganization) {
       throw new DomainError(
         "LIMIT_EXCEEDED",

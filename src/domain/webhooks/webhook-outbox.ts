@@ -44,7 +44,7 @@ export class WebhookOutbox {
     const endpoints = await this.enabledEndpoints(store, first.organizationId);
     if (endpoints.length === 0) return;
     const deliveries = events.flatMap((event) => this.deliveriesOf(event, endpoints));
-    if (deliveries.length > 0) await store.insertWebhookDeliveries(deliveries);
+    if (deliveries.length > 0) await store.webhooks.insertDeliveries(deliveries);
   }
 
   /** One pending delivery of `event` per endpoint that routes it. */

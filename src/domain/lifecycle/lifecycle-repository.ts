@@ -1,0 +1,43 @@
+import type { LifecycleEvent, LifecycleEventType } from "./lifecycle-event.ts";
+
+/*
+ * What the lifecycle log needs from persistence, implemented in src/store/prisma-lifecycle-repository.ts.
+ * Reached as `store.lifecycle` of a `Store`: inside `store.transaction` it writes in that transaction, and the
+ * events it inserts are handed to the unit of work, which publishes them once committed.
+ */
+
+export interface EventListQuery {
+  readonly referenceId: string;
+  readonly types?: readonly LifecycleEventType[];
+  readonly from?: Date;
+  readonly to?: Date;
+  readonly notBefore: Date;
+  readonly order: "asc" | "desc";
+  /** keyset: exclusive position in (occurred_at, id) order, in the direction of `order` */
+  readonly after?: { readonly occurredAt: Date; readonly id: string };
+  readonly limit: number;
+}
+
+export interface LifecycleRepository {
+  insertEvent(event: LifecycleEvent): Promise<void>;
+  /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
+  findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]>;
+  listEvents(query: EventListQuery): Promise<LifecycleEvent[]>;
+  /**
+   * `listEvents` for a reference of the organization, checked in the same statement: null when the
+   * organization has no such reference.
+   */
+  listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null>;
+  deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Set-wise writes (bulk ingestion): each method costs a fixed number of statements whatever the number of
+  // rows, except that a multi-row statement is cut in chunks past the database's bound-parameter limit.
+  // ---------------------------------------------------------------------------------------------------------
+
+  /**
+   * Inserts events in one multi-row statement, in the order given (their log positions follow it), and hands
+   * them to the unit of work like `insertEvent`, so they are published once committed.
+   */
+  insertEvents(events: readonly LifecycleEvent[]): Promise<void>;
+}

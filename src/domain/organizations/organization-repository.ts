@@ -1,0 +1,35 @@
+import type { Organization } from "../models.ts";
+
+/*
+ * What organizations and their API keys need from persistence, implemented in
+ * src/store/prisma-organization-repository.ts. Reached as `store.organizations` of a `Store`: inside
+ * `store.transaction` it writes in that transaction.
+ */
+
+export interface ApiKeyRecord {
+  readonly id: string;
+  readonly organizationId: string;
+  readonly keyHash: string;
+  readonly keyPrefix: string;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
+export interface OrganizationRepository {
+  insertOrganization(organization: Organization): Promise<void>;
+  countOrganizations(): Promise<number>;
+  findOrganization(id: string): Promise<Organization | null>;
+  /** Every organization, oldest first (administration only: the CLI). */
+  listOrganizations(): Promise<Organization[]>;
+  /** The organization's keys, revoked ones included, oldest first. */
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]>;
+  /**
+   * Holds the organization until the transaction ends: other transactions that lock it wait, so that a count of
+   * its tags taken after the lock stays true until commit (the per-organization tag limit). Only inside
+   * `transaction`. Lock order, to avoid deadlocks: a reference before its organization.
+   */
+  lockOrganization(organizationId: string): Promise<void>;
+  insertApiKey(key: ApiKeyRecord): Promise<void>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
+  revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
+}

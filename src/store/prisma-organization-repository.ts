@@ -1,0 +1,105 @@
+import type { Organization } from "../domain/models.ts";
+import type { ApiKeyRecord, OrganizationRepository } from "../domain/organizations/organization-repository.ts";
+import type { Database, PrismaClient } from "./database.ts";
+import { toDate, toNullableDate } from "./rows.ts";
+import type { SqlExecutor } from "./sql-executor.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
+
+/*
+ * The organizations and api_keys tables. Built by the unit of work (src/store/prisma-store.ts) on its executor:
+ * inside `store.transaction`, statements run in that transaction.
+ */
+
+interface ApiKeyRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly key_hash: string;
+  readonly key_prefix: string;
+  readonly created_at: unknown;
+  readonly revoked_at: unknown;
+}
+
+function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    keyHash: row.key_hash,
+    keyPrefix: row.key_prefix,
+    createdAt: toDate(row.created_at),
+    revokedAt: toNullableDate(row.revoked_at),
+  };
+}
+
+export class PrismaOrganizationRepository implements OrganizationRepository {
+  constructor(
+    private readonly database: Database,
+    /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
+    private readonly sql: SqlExecutor,
+    /** Whether `sql` runs in a transaction: locks are taken only inside one. */
+    private readonly inTransaction: boolean,
+  ) {}
+
+  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  private get client(): PrismaClient {
+    return this.database.prisma;
+  }
+
+  async insertOrganization(organization: Organization): Promise<void> {
+    const { id, name, createdAt } = organization;
+    await this.sql.run(Prisma.sql`
+      INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${id}, ${name}, ${createdAt})`);
+  }
+
+  countOrganizations(): Promise<number> {
+    return this.client.organization.count();
+  }
+
+  async findOrganization(id: string): Promise<Organization | null> {
+    const [row] = await this.sql.all<{ id: string; name: string; created_at: unknown }>(Prisma.sql`
+      SELECT "id", "name", "created_at" FROM "organizations" WHERE "id" = ${id}`);
+    return row ? { id: row.id, name: row.name, createdAt: toDate(row.created_at) } : null;
+  }
+
+  listOrganizations(): Promise<Organization[]> {
+    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  }
+
+  async lockOrganization(organizationId: string): Promise<void> {
+    this.assertInTransaction("lockOrganization");
+    // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
+    // NO KEY UPDATE, not UPDATE: it still serializes lockers but lets inserts that reference the organization
+    // (API keys) check their foreign key without waiting.
+    if (this.database.provider !== "postgres") return;
+    await this.sql.all(Prisma.sql`SELECT 1 FROM "organizations" WHERE "id" = ${organizationId} FOR NO KEY UPDATE`);
+  }
+
+  async insertApiKey(key: ApiKeyRecord): Promise<void> {
+    await this.sql.run(Prisma.sql`
+      INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at")
+      VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
+  }
+
+  async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
+    // Every authenticated request starts here: the unique key_hash index, one statement.
+    const [row] = await this.sql.all<ApiKeyRow>(Prisma.sql`
+      SELECT "id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at"
+      FROM "api_keys" WHERE "key_hash" = ${keyHash}`);
+    return row ? apiKeyFromRow(row) : null;
+  }
+
+  async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {
+    const key = await this.client.apiKey.findUnique({ where: { id } });
+    if (!key) return null;
+    if (key.revokedAt) return key;
+    return this.client.apiKey.update({ where: { id }, data: { revokedAt: at } });
+  }
+
+  private assertInTransaction(method: string): void {
+    // A lock taken outside a transaction would be released at once and protect nothing.
+    if (!this.inTransaction) throw new Error(`${method} must be called inside store.transaction`);
+  }
+}

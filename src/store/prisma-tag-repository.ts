@@ -1,0 +1,179 @@
+import type { Tag } from "../domain/models.ts";
+import type { TagListQuery, TagRepository } from "../domain/tags/tag-repository.ts";
+import type { Database, PrismaClient } from "./database.ts";
+import { findInChunks } from "./in-chunks.ts";
+import { chunksOf, toDate } from "./rows.ts";
+import type { SqlExecutor } from "./sql-executor.ts";
+import { isUniqueViolation } from "./unique-violation.ts";
+import { Prisma } from "./__generated__/sqlite/client.ts";
+
+/*
+ * The tags table (and the reference_tags links as seen from tags). Built by the unit of work
+ * (src/store/prisma-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
+ */
+
+interface TagRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly name: string;
+  readonly created_at: Date | string;
+  readonly updated_at: Date | string;
+}
+
+/** Raw rows carry dates as Date (PostgreSQL) or as the ISO text SQLite stores. */
+function tagFromRow(row: TagRow): Tag {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    name: row.name,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+  };
+}
+
+const TAG_COLUMNS = Prisma.raw(
+  ["id", "organization_id", "name", "name_key", "created_at", "updated_at"].map((column) => `t."${column}"`).join(", "),
+);
+
+function keyedTagFromRow(row: TagRow & { readonly name_key: string }): Tag & { nameKey: string } {
+  return { ...tagFromRow(row), nameKey: row.name_key };
+}
+
+export class PrismaTagRepository implements TagRepository {
+  constructor(
+    private readonly database: Database,
+    /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
+    private readonly sql: SqlExecutor,
+  ) {}
+
+  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  private get client(): PrismaClient {
+    return this.database.prisma;
+  }
+
+  async findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]> {
+    if (ids.length === 0) return [];
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<TagRow>(Prisma.sql`
+        SELECT ${TAG_COLUMNS} FROM "tags" t
+        WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join(chunk)})`),
+    );
+    return rows.map(tagFromRow);
+  }
+
+  async findTagsByNameKeys(organizationId: string, nameKeys: readonly string[]): Promise<Tag[]> {
+    if (nameKeys.length === 0) return [];
+    return (await this.findKeyedTags(organizationId, nameKeys)).map(({ nameKey, ...tag }) => tag);
+  }
+
+  /** The organization's tags holding these name keys, with their keys. */
+  private findKeyedTags(organizationId: string, nameKeys: readonly string[]): Promise<(Tag & { nameKey: string })[]> {
+    return findInChunks(nameKeys, async (chunk) => {
+      const rows = await this.sql.all<TagRow & { name_key: string }>(Prisma.sql`
+        SELECT ${TAG_COLUMNS} FROM "tags" t
+        WHERE t."organization_id" = ${organizationId} AND t."name_key" IN (${Prisma.join(chunk)})`);
+      return rows.map(keyedTagFromRow);
+    });
+  }
+
+  async insertTagIfAbsent(tag: Tag & { readonly nameKey: string }): Promise<{ tag: Tag; created: boolean }> {
+    // ON CONFLICT DO NOTHING rather than create-and-catch: on PostgreSQL a failed statement would abort the
+    // surrounding transaction, and the unique index makes concurrent upserts of one name converge on one row.
+    const inserted = await this.sql.run(Prisma.sql`
+      INSERT INTO "tags" ("id", "organization_id", "name", "name_key", "created_at", "updated_at")
+      VALUES (${tag.id}, ${tag.organizationId}, ${tag.name}, ${tag.nameKey}, ${tag.createdAt}, ${tag.updatedAt})
+      ON CONFLICT ("organization_id", "name_key") DO NOTHING`);
+    const [holder] = await this.findKeyedTags(tag.organizationId, [tag.nameKey]);
+    if (!holder) throw new Error(`tag "${tag.nameKey}" neither inserted nor found`);
+    const { nameKey, ...held } = holder;
+    return { tag: held, created: inserted === 1 };
+  }
+
+  async insertTagsIfAbsent(tags: readonly (Tag & { readonly nameKey: string })[]): Promise<Map<string, Tag>> {
+    const byKey = new Map<string, Tag>();
+    if (tags.length === 0) return byKey;
+    for (const chunk of chunksOf(tags, 6)) {
+      await this.sql.run(Prisma.sql`
+        INSERT INTO "tags" ("id", "organization_id", "name", "name_key", "created_at", "updated_at")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (tag) =>
+              Prisma.sql`(${tag.id}, ${tag.organizationId}, ${tag.name}, ${tag.nameKey}, ${tag.createdAt}, ${tag.updatedAt})`,
+          ),
+        )}
+        ON CONFLICT ("organization_id", "name_key") DO NOTHING`);
+    }
+    const holders = await this.findKeyedTags(
+      tags[0]!.organizationId,
+      tags.map((tag) => tag.nameKey),
+    );
+    for (const holder of holders) {
+      const { nameKey, ...tag } = holder;
+      byKey.set(nameKey, tag);
+    }
+    return byKey;
+  }
+
+  async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
+    // The NOT EXISTS answers the common case; two renames racing to one name both pass it, and the unique index
+    // on (organization_id, name_key) refuses the later one: that is the same answer, not an error.
+    const updated = await this.sql
+      .run(
+        Prisma.sql`
+      UPDATE "tags" SET "name" = ${name}, "name_key" = ${nameKey}, "updated_at" = ${at}
+      WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+        AND NOT EXISTS (
+          SELECT 1 FROM "tags" AS other
+          WHERE other."organization_id" = ${organizationId} AND other."name_key" = ${nameKey} AND other."id" <> ${id}
+        )`,
+      )
+      .catch((error: unknown) => {
+        if (isUniqueViolation(error)) return 0;
+        throw error;
+      });
+    if (updated === 0) return null;
+    const [tag] = await this.findTagsByIds(organizationId, [id]);
+    return tag ?? null;
+  }
+
+  async deleteTag(organizationId: string, id: string): Promise<boolean> {
+    // Its links (to references and to webhook endpoints' filters) go with it: ON DELETE CASCADE.
+    const deleted = await this.sql.run(Prisma.sql`
+      DELETE FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
+    return deleted > 0;
+  }
+
+  listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {
+    const where: Prisma.TagWhereInput = { organizationId };
+    if (query.namePrefixKey) where.nameKey = { startsWith: query.namePrefixKey };
+    if (query.after) {
+      where.OR = [
+        { nameKey: { gt: query.after.nameKey } },
+        { nameKey: query.after.nameKey, id: { gt: query.after.id } },
+      ];
+    }
+    return this.client.tag.findMany({ where, orderBy: [{ nameKey: "asc" }, { id: "asc" }], take: query.limit });
+  }
+
+  async countTags(organizationId: string): Promise<number> {
+    const [row] = await this.sql.all<{ count: unknown }>(Prisma.sql`
+      SELECT COUNT(*) AS "count" FROM "tags" WHERE "organization_id" = ${organizationId}`);
+    return Number(row?.count ?? 0);
+  }
+
+  async findTagsByReferenceIds(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
+    const byReference = new Map<string, Tag[]>(referenceIds.map((id) => [id, []]));
+    if (referenceIds.length === 0) return byReference;
+    // One join instead of Prisma's `include`, which sends two statements: this runs for every page of
+    // references on both surfaces.
+    const rows = await findInChunks(referenceIds, (chunk) =>
+      this.sql.all<TagRow & { reference_id: string }>(Prisma.sql`
+      SELECT rt."reference_id", t."id", t."organization_id", t."name", t."created_at", t."updated_at"
+      FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id"
+      WHERE rt."reference_id" IN (${Prisma.join(chunk)})
+      ORDER BY t."name_key", t."id"`),
+    );
+    for (const row of rows) byReference.get(row.reference_id)?.push(tagFromRow(row));
+    return byReference;
+  }
+}
