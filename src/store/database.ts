@@ -4,6 +4,7 @@ import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient as SqlitePrismaClient } from "./__generated__/sqlite/client.ts";
 import { PrismaClient as PostgresPrismaClient } from "./__generated__/postgres/client.ts";
+import { startSqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { PostgresDriver, SqliteDriver, UnitAwarePool, type SqlDriver, type SqliteAdapter } from "./sql-executor.ts";
 
 export type DatabaseProvider = "sqlite" | "postgres";
@@ -69,6 +70,10 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     await prisma.$queryRawUnsafe("PRAGMA busy_timeout = 5000");
     await prisma.$queryRawUnsafe("PRAGMA foreign_keys = ON");
     await prisma.$queryRawUnsafe("PRAGMA synchronous = NORMAL");
+    // Checkpoints (the only fsyncs in WAL mode) run on a thread of their own, not in a request's COMMIT.
+    await prisma.$queryRawUnsafe("PRAGMA wal_autocheckpoint = 0");
+    const checkpointer = startSqliteCheckpointer(file);
+    closeDriver = () => checkpointer.stop();
     sql = new SqliteDriver(() => {
       if (!factory.adapter) throw new Error("the SQLite connection is not open");
       return factory.adapter;
