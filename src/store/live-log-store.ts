@@ -1,7 +1,7 @@
-import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
 import type { LiveEvent, LiveLogStore, ReplayQuery, SettledRead, SettledReadQuery } from "../domain/live/live-feed.ts";
 import { laterOf, type LogPosition } from "../domain/live/log-position.ts";
 import type { Database } from "./database.ts";
+import { eventFromRow, type EventRow } from "./prisma-lifecycle-repository.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
@@ -18,14 +18,7 @@ import { Prisma } from "./__generated__/sqlite/client.ts";
 
 const MAX_SEQUENCE = 9_223_372_036_854_775_807n;
 
-interface LiveEventRow {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly reference_id: string;
-  readonly type: string;
-  readonly occurred_at: unknown;
-  readonly detail: unknown;
-  readonly reference_tags: unknown;
+interface LiveEventRow extends EventRow {
   readonly commit_position: number | bigint | string;
   readonly position: number | bigint | string;
 }
@@ -48,10 +41,10 @@ export class PrismaLiveLogStore implements LiveLogStore {
     if (query.organizationIds) conditions.push(this.inOrganizations(query.organizationIds));
     // The page and the end of the log in one statement, so one snapshot: one round trip per read of the feed,
     // and nothing can commit between the two. An empty page still gives one row (with the end).
-    const rows = await this.database.prisma.$queryRaw<(LiveEventRow & { readonly settled_end: string | null })[]>`
+    const rows = await this.database.sql.all<LiveEventRow & { readonly settled_end: string | null }>(Prisma.sql`
       SELECT ${this.settledEnd()} AS "settled_end", page.* FROM (SELECT 1 AS "anchor") AS anchor
       LEFT JOIN (${this.page(conditions, query.limit)}) AS page ON TRUE
-      ORDER BY page."commit_position", page."position"`;
+      ORDER BY page."commit_position", page."position"`);
     const end = this.endPosition(rows[0]?.settled_end ?? null);
     const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
     const last = events.at(-1)?.position ?? query.after;
@@ -60,8 +53,8 @@ export class PrismaLiveLogStore implements LiveLogStore {
   }
 
   async findSettledEnd(): Promise<LogPosition> {
-    const [row] = await this.database.prisma.$queryRaw<{ settled_end: string | null }[]>`
-      SELECT ${this.settledEnd()} AS "settled_end"`;
+    const [row] = await this.database.sql.all<{ settled_end: string | null }>(Prisma.sql`
+      SELECT ${this.settledEnd()} AS "settled_end"`);
     return this.endPosition(row?.settled_end ?? null);
   }
 
@@ -96,7 +89,7 @@ export class PrismaLiveLogStore implements LiveLogStore {
   }
 
   private async read(conditions: Prisma.Sql[], limit: number): Promise<LiveEvent[]> {
-    const rows = await this.database.prisma.$queryRaw<LiveEventRow[]>(this.page(conditions, limit));
+    const rows = await this.database.sql.all<LiveEventRow>(this.page(conditions, limit));
     return rows.map(liveEventFromRow);
   }
 
@@ -135,26 +128,8 @@ export class PrismaLiveLogStore implements LiveLogStore {
 }
 
 function liveEventFromRow(row: LiveEventRow): LiveEvent {
-  const event = {
-    id: row.id,
-    organizationId: row.organization_id,
-    referenceId: row.reference_id,
-    type: row.type,
-    occurredAt: toDate(row.occurred_at),
-    detail: fromJson(row.detail),
-    referenceTags: fromJson(row.reference_tags) as TagSnapshot[],
-  } as unknown as LifecycleEvent;
-  return { event, position: { commit: BigInt(row.commit_position), sequence: BigInt(row.position) } };
-}
-
-/** A timestamp read by `$queryRaw`: a Date on PostgreSQL, ISO text (maybe without a zone) on SQLite. */
-function toDate(value: unknown): Date {
-  if (value instanceof Date) return value;
-  const text = String(value);
-  return new Date(/(Z|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`);
-}
-
-/** A JSON column read by `$queryRaw`: text on SQLite, already parsed on PostgreSQL. */
-function fromJson(value: unknown): unknown {
-  return typeof value === "string" ? JSON.parse(value) : value;
+  return {
+    event: eventFromRow(row),
+    position: { commit: BigInt(row.commit_position), sequence: BigInt(row.position) },
+  };
 }

@@ -11,7 +11,7 @@ import { Prisma } from "./__generated__/sqlite/client.ts";
  * the unit publishes once it has committed.
  */
 
-interface EventRow {
+export interface EventRow {
   readonly id: string;
   readonly organization_id: string;
   readonly reference_id: string;
@@ -21,7 +21,8 @@ interface EventRow {
   readonly reference_tags: unknown;
 }
 
-function eventFromRow(row: EventRow): LifecycleEvent {
+/** An event row as the driver reads it on either database (see src/store/rows.ts). */
+export function eventFromRow(row: EventRow): LifecycleEvent {
   return {
     id: row.id,
     organizationId: row.organization_id,
