@@ -28,6 +28,8 @@
  * With the defaults the whole run took about 4 minutes on a 2-core machine that other jobs were also using
  * (seeding: ~30 s per database; part A: 8 load runs of 12 s; part B: a few seconds per page position).
  */
+// First: libraries read NODE_ENV when they load.
+import "./production-env.ts";
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
