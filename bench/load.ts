@@ -18,8 +18,22 @@ export interface LoadSpec {
   readonly connections: number;
   /** Run for this many seconds… */
   readonly durationSeconds?: number;
+  /**
+   * …after warming up for this many seconds on the same connections, once every connection has had a response
+   * (see load-worker.mjs: opening connections to a busy server is slow, and is reported as `rampSeconds`).
+   */
+  readonly warmupSeconds?: number;
   /** …or send exactly this many requests. */
   readonly amount?: number;
+  /** Also report each connection's request count and latencies (to tell a slow server from unfair service). */
+  readonly perConnection?: boolean;
+}
+
+export interface ConnectionResult {
+  readonly requests: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
 }
 
 export interface LoadResult {
@@ -30,12 +44,15 @@ export interface LoadResult {
   readonly errors: number;
   readonly timeouts: number;
   readonly seconds: number;
+  /** With `warmupSeconds`: how long it took until every connection had had a response. */
+  readonly rampSeconds?: number;
   /** Latency percentiles of 2xx responses, milliseconds. */
   readonly p50: number;
   readonly p90: number;
   readonly p99: number;
   readonly max: number;
   readonly mean: number;
+  readonly perConnection?: readonly ConnectionResult[];
 }
 
 /** A worker thread that runs one load at a time; started once, so that each run does not pay its start-up. */

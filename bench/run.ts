@@ -10,7 +10,8 @@
  *   BENCH_CREATED_EVENTS    1                 also seed one `reference_created` event per reference (0: skip)
  *   BENCH_EVENTS            1000000           lifecycle events on the one reference of part B
  *   BENCH_DURATION_SECONDS  10                length of each load run of part A
- *   BENCH_WARMUP_SECONDS    2                 unmeasured load before each run of part A
+ *   BENCH_WARMUP_SECONDS    2                 unmeasured load before each run of part A, on the measured
+ *                                             connections once each has had a response (see bench/load-worker.mjs)
  *   BENCH_CONNECTIONS       10                concurrent connections in part A
  *   BENCH_SEQUENTIAL        200               sequential requests per page position in part B (fewer when a
  *                                             page is so slow that 200 would take more than BENCH_SEQUENTIAL_MAX_SECONDS)
@@ -27,6 +28,8 @@
  * With the defaults the whole run took about 4 minutes on a 2-core machine that other jobs were also using
  * (seeding: ~30 s per database; part A: 8 load runs of 12 s; part B: a few seconds per page position).
  */
+// First: libraries read NODE_ENV when they load.
+import "./production-env.ts";
 import { writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
@@ -131,11 +134,19 @@ function check(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(`benchmark sanity check failed: ${message}`);
 }
 
-/** Warm-up, then the measured run. */
-async function measure(spec: Omit<LoadSpec, "durationSeconds" | "amount" | "connections">): Promise<LoadResult> {
-  if (settings.warmupSeconds > 0)
-    await runLoad({ ...spec, connections: settings.connections, durationSeconds: settings.warmupSeconds });
-  return runLoad({ ...spec, connections: settings.connections, durationSeconds: settings.durationSeconds });
+/**
+ * One load run: the connections open, warm up, then are measured (load-worker.mjs; how long they took to be all
+ * served once is the row's `ramp` note).
+ */
+async function measure(
+  spec: Omit<LoadSpec, "durationSeconds" | "warmupSeconds" | "amount" | "connections">,
+): Promise<LoadResult> {
+  return runLoad({
+    ...spec,
+    connections: settings.connections,
+    durationSeconds: settings.durationSeconds,
+    warmupSeconds: settings.warmupSeconds,
+  });
 }
 
 /** `count` requests one after the other (fewer when a page is slow), after 10% as warm-up. */
@@ -566,6 +577,9 @@ function notes(result: LoadResult): string {
   if (result.non2xx) problems.push(`${result.non2xx} non-2xx`);
   if (result.errors) problems.push(`${result.errors} errors`);
   if (result.timeouts) problems.push(`${result.timeouts} timeouts`);
+  // Opening the connections to a server under load (one accepted per event-loop turn): slow when requests are.
+  if (result.rampSeconds !== undefined && result.rampSeconds >= 0.5)
+    problems.push(`connections all served after ${result.rampSeconds.toFixed(1)} s`);
   return problems.join(", ");
 }
 

@@ -335,9 +335,28 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
       const small = await gql(server, query, { n: 5 });
       expect(small.status).toBe(200);
       expect(small.body.errors).toBeUndefined();
+      // Every answer depends on the caller's key: never stored by a cache, refused or not.
+      expect(small.headers.get("cache-control")).toBe("no-store");
+      expect(literal.headers.get("cache-control")).toBe("no-store");
       const large = await gql(server, query, { n: 500 });
       expect(large.status).toBe(400);
       expect(large.body.errors?.[0]?.extensions?.limit).toMatchObject({ kind: "cost" });
+      // A pass is remembered per document and per value of the variables the cost depends on (limits.ts):
+      // a second pass of the small values, then the large ones again, still refused.
+      expect((await gql(server, query, { n: 5 })).status).toBe(200);
+      expect((await gql(server, query, { n: 500 })).status).toBe(400);
+
+      // An absent variable takes its default (500 pages), an explicit null the field's default (50).
+      const defaulted = `query ($n: Int = 500) { references(first: $n) { edges { node { tags { references(first: 10) { edges { node { id } } } } } } } }`;
+      expect((await gql(server, defaulted, { n: null })).status).toBe(200);
+      const absent = await gql(server, defaulted, {});
+      expect(absent.status).toBe(400);
+      expect(absent.body.errors?.[0]?.extensions?.limit).toMatchObject({ kind: "cost" });
+
+      // @include and @skip decide which fields count.
+      const included = `query ($deep: Boolean!) { references(first: 500) { edges { node { tags @include(if: $deep) { references(first: 500) { edges { node { id } } } } } } } }`;
+      expect((await gql(server, included, { deep: false })).status).toBe(200);
+      expect((await gql(server, included, { deep: true })).status).toBe(400);
     });
 
     it("answers the standard introspection query", async () => {

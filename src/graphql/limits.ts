@@ -263,19 +263,74 @@ export function checkOperationCost(
   }
 }
 
-/** Runs {@link checkOperationCost} before Apollo executes an operation. */
+/**
+ * The variables an operation's cost depends on: those given to a `first` or `last` argument (the estimator reads
+ * only these) or to a directive (`@include`/`@skip` decide which fields count).
+ */
+function costVariables(document: DocumentNode): readonly string[] {
+  const names = new Set<string>();
+  const collect = (node: unknown, counts: boolean): void => {
+    if (Array.isArray(node)) {
+      for (const item of node) collect(item, counts);
+      return;
+    }
+    if (typeof node !== "object" || node === null) return;
+    const ast = node as ASTNode & Record<string, unknown>;
+    if (ast.kind === Kind.VARIABLE) {
+      if (counts) names.add(ast.name.value);
+      return;
+    }
+    if (ast.kind === Kind.VARIABLE_DEFINITION) return;
+    const inside =
+      counts ||
+      ast.kind === Kind.DIRECTIVE ||
+      (ast.kind === Kind.ARGUMENT && (ast.name.value === "first" || ast.name.value === "last"));
+    for (const [key, value] of Object.entries(ast)) if (key !== "loc") collect(value, inside);
+  };
+  collect(document, false);
+  return [...names].sort();
+}
+
+/** Cost checks passed, per parsed document (Apollo keeps one DocumentNode per query text in its document store). */
+interface PassedCostChecks {
+  readonly variables: readonly string[];
+  readonly passed: Set<string>;
+}
+
+/** How many passing (operation, cost variables) combinations are remembered per document. */
+const MAX_PASSED_COST_CHECKS = 64;
+
+/**
+ * Runs {@link checkOperationCost} before Apollo executes an operation. The check walks the whole operation with
+ * graphql-js's validator, as much work as executing a small query, so a pass is remembered per document and
+ * per value of the variables the cost depends on: a client repeating one query pays for the check once. Only
+ * passes are remembered; an operation over the limit is checked (and refused) every time.
+ */
 export function operationCostPlugin<Context extends object>(
   config: Pick<Config, "graphqlMaxCost">,
 ): ApolloServerPlugin<Context> {
+  const passedByDocument = new WeakMap<DocumentNode, PassedCostChecks>();
   return {
     async requestDidStart() {
       return {
         async didResolveOperation({ schema, document, request }) {
+          let checks = passedByDocument.get(document);
+          if (!checks) {
+            checks = { variables: costVariables(document), passed: new Set() };
+            passedByDocument.set(document, checks);
+          }
+          const variables = request.variables ?? {};
+          // An absent variable takes its definition's default, an explicit null does not: the key tells them apart.
+          const values = checks.variables.map((name) => (Object.hasOwn(variables, name) ? [variables[name]] : []));
+          const key = JSON.stringify([request.operationName ?? null, values]);
+          if (checks.passed.has(key)) return;
           const error = checkOperationCost(schema, document, config, {
             variables: request.variables ?? null,
             operationName: request.operationName ?? null,
           });
           if (error) throw error;
+          if (checks.passed.size >= MAX_PASSED_COST_CHECKS) checks.passed.clear();
+          checks.passed.add(key);
         },
       };
     },
