@@ -5,7 +5,9 @@
  * expected to succeed once the database is back.
  *
  * Errors reach the adapters in several wrappings (the driver's own error, Prisma's DriverAdapterError with
- * a `cause`, a PrismaClientKnownRequestError with `meta.driverAdapterError`), so the whole chain is examined.
+ * a `cause`, a PrismaClientKnownRequestError with `meta.driverAdapterError`, graphql-js's NonErrorThrown with
+ * `thrownValue` when the driver's error is not an `Error` of this realm, as under jest's module VM), so the
+ * whole chain is examined.
  */
 
 /** Prisma's codes for an unreachable or overloaded database (P1001 unreachable, P1008 timed out, P1017 closed...). */
@@ -40,7 +42,11 @@ export function isDatabaseUnavailableError(error: unknown): boolean {
     for (const message of [record.message, record.originalMessage]) {
       if (typeof message === "string" && DRIVER_MESSAGES.test(message)) return true;
     }
-    pending.push(record.cause, (record.meta as Record<string, unknown> | undefined)?.driverAdapterError);
+    pending.push(
+      record.cause,
+      record.thrownValue,
+      (record.meta as Record<string, unknown> | undefined)?.driverAdapterError,
+    );
   }
   return false;
 }
