@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { openDatabase, type Database } from "../src/store/database.ts";
+import { PrismaLiveLogStore } from "../src/store/live-log-store.ts";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
 
 /*
  * The store's driver path shares Prisma's connections. On SQLite that is one connection, where a statement sent
  * while a unit of work is open would join its transaction: a write from outside must wait for the unit and
- * survive its rollback, and Prisma's own statements issued inside a unit must be part of it.
+ * survive its rollback, a read from outside must see only what has committed, and Prisma's own statements
+ * issued inside a unit must be part of it.
  */
 
 describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
@@ -48,6 +50,16 @@ describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
     expect(await organizationIds("a-")).toEqual(["a-outside"]);
   });
 
+  it("shows a read outside a unit of work only what has committed", async () => {
+    let readDuringUnit: string[] | undefined;
+    await database.sql.transaction(async (unit) => {
+      await unit.run(insertOrganization("d-inside"));
+      readDuringUnit = await organizationIds("d-");
+    });
+    expect(readDuringUnit).toEqual([]);
+    expect(await organizationIds("d-")).toEqual(["d-inside"]);
+  });
+
   it("rolls back Prisma's own statements issued inside a unit of work with it", async () => {
     await expect(
       database.sql.transaction(async (unit) => {
@@ -65,5 +77,38 @@ describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
       await database.prisma.organization.create({ data: { id: "c-prisma", name: "c", createdAt: new Date() } });
     });
     expect(await organizationIds("c-")).toEqual(["c-driver", "c-prisma"]);
+  });
+});
+
+describe("the live log on SQLite, while a unit of work is open", () => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("sqlite");
+    database = await openDatabase(testDatabase.url);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  // Live subscriptions read the end of the log outside any unit of work. A position a unit has taken but not
+  // committed must stay invisible: after a rollback the next event takes the same number again.
+  it("does not show the log positions the unit has taken", async () => {
+    const live = new PrismaLiveLogStore(database);
+    const before = await live.findSettledEnd();
+    let during: unknown;
+    await expect(
+      database.sql.transaction(async (unit) => {
+        await unit.run(
+          Prisma.sql`UPDATE "lifecycle_log_sequence" SET "last_position" = "last_position" + 5 WHERE "id" = 1`,
+        );
+        during = await live.findSettledEnd();
+        throw new Error("rolled back on purpose");
+      }),
+    ).rejects.toThrow("rolled back on purpose");
+    expect(during).toEqual(before);
+    expect(await live.findSettledEnd()).toEqual(before);
   });
 });

@@ -73,11 +73,19 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     // Checkpoints (the only fsyncs in WAL mode) run on a thread of their own, not in a request's COMMIT.
     await prisma.$queryRawUnsafe("PRAGMA wal_autocheckpoint = 0");
     const checkpointer = startSqliteCheckpointer(file);
-    closeDriver = () => checkpointer.stop();
-    sql = new SqliteDriver(() => {
-      if (!factory.adapter) throw new Error("the SQLite connection is not open");
-      return factory.adapter;
-    }, options.onQuery);
+    const driver = new SqliteDriver(
+      () => {
+        if (!factory.adapter) throw new Error("the SQLite connection is not open");
+        return factory.adapter;
+      },
+      file,
+      options.onQuery,
+    );
+    closeDriver = async () => {
+      driver.close();
+      await checkpointer.stop();
+    };
+    sql = driver;
   } else {
     // One pool for Prisma and the driver: the connection limit stays the one Prisma had.
     const pool = new UnitAwarePool({ connectionString: url });

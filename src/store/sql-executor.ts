@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import type Sqlite from "better-sqlite3";
+import Sqlite from "better-sqlite3";
 import pg from "pg";
 import type { Prisma } from "./__generated__/sqlite/client.ts";
 
@@ -55,15 +55,50 @@ export class SqliteDriver implements SqlDriver {
   private statements = new Map<string, Sqlite.Statement>();
   private statementsOf: Sqlite.Database | null = null;
 
+  /** Reads outside units of work, on a connection of their own: see `all`. Opened on first use. */
+  private reader: Sqlite.Database | null = null;
+  private readonly readerStatements = new Map<string, Sqlite.Statement>();
+
   constructor(
     /** The adapter Prisma connected last (it reconnects after `$disconnect`). */
     private readonly adapter: () => SqliteAdapter,
+    /** The database file, for the read connection. */
+    private readonly file: string,
     private readonly onStatement?: StatementListener,
   ) {}
 
+  /**
+   * A read outside a unit of work runs on a read-only connection of its own. In WAL mode it sees only what has
+   * committed: on the shared connection it would also see the writes of whatever unit of work is open there (a
+   * unit spans awaits), so a live subscription could send an event, or take a log position, that a rollback
+   * then takes back — and the next event would reuse that position unseen.
+   */
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
+    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values) as Row[];
     if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.all<Row>(query));
     return this.execute(query.sql, query.values, "all") as Row[];
+  }
+
+  /** Closes the read connection (the shared one is Prisma's). */
+  close(): void {
+    this.reader?.close();
+    this.reader = null;
+    this.readerStatements.clear();
+  }
+
+  private read(sql: string, values: readonly unknown[]): unknown[] {
+    this.onStatement?.(sql);
+    if (!this.reader) {
+      this.reader = new Sqlite(this.file, { readonly: true, fileMustExist: true });
+      // A reader waits only while SQLite recovers or resets the WAL, never for writers.
+      this.reader.pragma("busy_timeout = 5000");
+    }
+    let statement = this.readerStatements.get(sql);
+    if (!statement) {
+      statement = this.reader.prepare(sql);
+      this.readerStatements.set(sql, statement);
+    }
+    return statement.all(...values.map(sqliteValue));
   }
 
   async run(query: Prisma.Sql): Promise<number> {
@@ -73,9 +108,8 @@ export class SqliteDriver implements SqlDriver {
 
   /**
    * The connection is shared: while a unit of work (ours or Prisma's) is open on it, a statement sent from
-   * outside joins that transaction. A read may (it answers a request, it decides nothing); a write would be
-   * rolled back with a transaction it is no part of, so it waits for the adapter's mutex and runs in a
-   * transaction of its own.
+   * outside joins that transaction. A write would be rolled back with a transaction it is no part of, so it
+   * waits for the adapter's mutex and runs in a transaction of its own.
    */
   private mustWaitForTransaction(sql: string): boolean {
     return this.adapter().client.inTransaction && !this.prepared(sql).readonly;
