@@ -49,6 +49,8 @@ export function startSqliteCheckpointer(file: string, intervalMs = 100): SqliteC
   const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
   return {
     stop: async () => {
+      // Held while it finishes: an unreferenced thread would let the process end with this await unsettled.
+      worker.ref();
       worker.postMessage("stop");
       await exited;
     },
