@@ -17,14 +17,13 @@
  * the worker off), so every event also writes its outbox row, as in production. Everything it creates is removed.
  */
 import { loadavg } from "node:os";
-import { buildApp, type App } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
+import type { App } from "../src/app.ts";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
-import { openDatabase } from "../src/store/database.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
-import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
+import { benchDatabases, intSetting } from "./settings.ts";
+import { startBenchApp } from "./bench-app.ts";
 
 type Kind = "sqlite" | "postgres";
 
@@ -55,17 +54,11 @@ function containerNumber(serial: number): string {
 }
 
 async function startApp(url: string): Promise<App> {
-  const config = loadConfig({
-    NODE_ENV: "production",
-    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
+  const app = await startBenchApp(url, {
     WEBHOOK_WORKER: "off",
     // The deliveries go to a closed port on loopback; production refuses private targets unless allowed.
     WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-    LOG_LEVEL: "silent",
-    RATE_LIMIT_PER_MINUTE: "off",
-    DATABASE_URL: url,
   });
-  const app = await buildApp({ config, database: await openDatabase(url) });
   await app.http.listen({ host: "127.0.0.1", port: 0 });
   return app;
 }

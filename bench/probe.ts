@@ -12,14 +12,11 @@
 import "./production-env.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { loadavg } from "node:os";
-import { buildApp } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
-import { openDatabase } from "../src/store/database.ts";
 import { startBaseline, HELLO_QUERY } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
 import { seedEventLog, seedReferences, type Kind } from "./seed.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
-import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
+import { startBenchApp } from "./bench-app.ts";
 
 const kind = (process.env.PROBE_KIND ?? "sqlite") as Kind;
 const rowsWanted = new Set((process.env.PROBE_ROWS ?? "fhello,ahello,ref,two,one").split(","));
@@ -35,16 +32,7 @@ const REF_QUERY = `query BenchReference($id: ID!) {
 
 async function main() {
   const database = await createTestDatabase(kind, "reftrail_probe");
-  const start = async () => {
-    const config = loadConfig({
-      NODE_ENV: "production",
-      WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
-      LOG_LEVEL: "silent",
-      RATE_LIMIT_PER_MINUTE: "off",
-      DATABASE_URL: database.url,
-    });
-    return buildApp({ config, database: await openDatabase(database.url) });
-  };
+  const start = () => startBenchApp(database.url);
   let app = await start();
   const { organization, apiKey } = await app.services.organizations.createOrganization("probe");
   await app.close();

@@ -35,9 +35,8 @@ import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
-import { buildApp, type App } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
-import { openDatabase, sqliteFilePath } from "../src/store/database.ts";
+import type { App } from "../src/app.ts";
+import { sqliteFilePath } from "../src/store/database.ts";
 import { HELLO_QUERY, startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
 import { runIngestionBench } from "./ingestion.bench.ts";
@@ -45,7 +44,8 @@ import { runSubscriptionBench } from "./subscriptions.bench.ts";
 import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
-import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
+import { benchDatabases, intSetting } from "./settings.ts";
+import { startBenchApp } from "./bench-app.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings
@@ -104,18 +104,6 @@ process.once("SIGINT", () => {
   log("interrupted: dropping the benchmark databases");
   void Promise.allSettled([...liveDatabases].map((database) => database.drop())).then(() => process.exit(130));
 });
-
-async function startApp(url: string): Promise<App> {
-  const config = loadConfig({
-    NODE_ENV: "production",
-    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
-    LOG_LEVEL: "silent",
-    RATE_LIMIT_PER_MINUTE: "off",
-    DATABASE_URL: url,
-  });
-  const database = await openDatabase(url);
-  return buildApp({ config, database });
-}
 
 function baseUrlOf(app: App): string {
   const address = app.http.server.address();
@@ -251,7 +239,7 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
     // 1. The organization, its key and one probe reference, through the application's services. The app is then
     //    closed: a raw SQLite connection must not be open beside Prisma's in one process (the adapter bundles its
     //    own better-sqlite3, and two SQLite copies in one process break each other's POSIX locks).
-    let app = await startApp(database.url);
+    let app = await startBenchApp(database.url);
     const { organization, apiKey } = await app.services.organizations.createOrganization("bench");
     const probe = await app.services.references.createReference(organization.id, {
       containerId: containerNumber("PRB", 1),
@@ -338,7 +326,7 @@ async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
     };
 
     // 3. The real server.
-    app = await startApp(database.url);
+    app = await startBenchApp(database.url);
     await app.http.listen({ host: "127.0.0.1", port: 0 });
     try {
       const base = baseUrlOf(app);

@@ -1,0 +1,21 @@
+import { buildApp, type App } from "../src/app.ts";
+import { loadConfig } from "../src/config.ts";
+import { openDatabase } from "../src/store/database.ts";
+import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
+
+/**
+ * The server under test, in the bench's own process, set up as in production (NODE_ENV=production, a throwaway
+ * key for signing secrets at rest, no request logs, no rate limit) on the database at `url`; `env` adds or
+ * overrides settings. Not listening yet: each part chooses how.
+ */
+export async function startBenchApp(url: string, env: Readonly<Record<string, string>> = {}): Promise<App> {
+  const config = loadConfig({
+    NODE_ENV: "production",
+    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
+    LOG_LEVEL: "silent",
+    RATE_LIMIT_PER_MINUTE: "off",
+    DATABASE_URL: url,
+    ...env,
+  });
+  return buildApp({ config, database: await openDatabase(url) });
+}
