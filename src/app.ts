@@ -22,6 +22,7 @@ import { registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
+import { ReadCache } from "./read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
@@ -60,7 +61,7 @@ export function buildServices(
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   return {
-    organizations: new OrganizationService(store, clock),
+    organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,
@@ -103,14 +104,17 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
+  // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache.ts).
+  const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes });
   await registerRest(http, {
     services,
     config,
     idempotency: new PrismaIdempotencyStore(database, clock),
     clock,
     isServiceUnavailable: isDatabaseUnavailableError,
+    readCache,
   });
-  await registerGraphql(http, { services, config, isServiceUnavailable: isDatabaseUnavailableError });
+  await registerGraphql(http, { services, config, isServiceUnavailable: isDatabaseUnavailableError, readCache });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
   const deliverySignals = await openDeliveryChangeSignals(database, http.log.child({ component: "delivery-signals" }));

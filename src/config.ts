@@ -69,6 +69,8 @@ export interface Config {
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
   readonly subscriptionMaxOperationsPerConnection: number;
+  /** The bytes of responses the read cache keeps per instance (src/read-cache.ts); 0 turns it off. */
+  readonly readCacheMaxBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -175,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       parseDuration(env.SUBSCRIPTION_AUTH_RECHECK_INTERVAL ?? "5s", "SUBSCRIPTION_AUTH_RECHECK_INTERVAL"),
     ),
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
+    readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
   };
 }
 

@@ -18,14 +18,15 @@ import { SecretCipher } from "../store/secret-cipher.ts";
 function buildCommandServices(config: Config, database: Database) {
   // No command reads a webhook secret: the key is only looked up if one ever does (so none is needed here).
   const store = new PrismaStore(database, new SecretCipher(() => loadWebhookSecretKey(config)));
+  const lifecycleLog = new LifecycleLogService(
+    store,
+    systemClock,
+    new CursorCodec(config.cursorSecret),
+    config.retentionMonths,
+  );
   return {
-    organizations: new OrganizationService(store, systemClock),
-    lifecycleLog: new LifecycleLogService(
-      store,
-      systemClock,
-      new CursorCodec(config.cursorSecret),
-      config.retentionMonths,
-    ),
+    organizations: new OrganizationService(store, systemClock, () => lifecycleLog.retentionCutoff()),
+    lifecycleLog,
     webhookDeliveries: new WebhookDeliveryService(store, systemClock, {
       scheduleMs: config.webhookRetryScheduleMs,
       disableAfterMs: config.webhookDisableAfterMs,

@@ -21,6 +21,8 @@ import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explo
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "./graphql-js.ts";
 import { buildGraphqlSchema } from "./schema.ts";
+import { readCachePlugin } from "./read-cache-plugin.ts";
+import type { ReadCache } from "../read-cache.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -30,6 +32,7 @@ export interface GraphqlDependencies {
   readonly config: Config;
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE, HTTP 503). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  readonly readCache: ReadCache;
 }
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
@@ -139,7 +142,7 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { services, config, isServiceUnavailable }: GraphqlDependencies,
+  { services, config, isServiceUnavailable, readCache }: GraphqlDependencies,
 ): Promise<void> {
   const apollo = new ApolloServer<GraphqlContext>({
     schema: buildGraphqlSchema(),
@@ -171,6 +174,7 @@ export async function registerGraphql(
       unexpectedErrorLoggingPlugin(app.log),
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
+      readCachePlugin(readCache),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
       // close already stops accepting requests and lets in-flight ones finish.

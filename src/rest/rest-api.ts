@@ -17,6 +17,8 @@ import { registerInputGuards } from "./input-guards.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
 import { registerIngestionRoutes } from "./routes/ingestion.routes.ts";
+import { registerReadCache } from "./read-cache-hooks.ts";
+import type { ReadCache } from "../read-cache.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
 import { registerReferenceRoutes } from "./routes/references.routes.ts";
 import { registerTagRoutes } from "./routes/tags.routes.ts";
@@ -39,6 +41,7 @@ export interface RestDependencies {
   readonly clock: Clock;
   /** Recognizes an error that means the database is unreachable right now (answered 503, not 500). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  readonly readCache: ReadCache;
 }
 
 /** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
@@ -53,7 +56,7 @@ function isPublicPath(url: string): boolean {
  */
 export async function registerRest(
   app: FastifyInstance,
-  { services, config, idempotency, clock, isServiceUnavailable }: RestDependencies,
+  { services, config, idempotency, clock, isServiceUnavailable, readCache }: RestDependencies,
 ): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
   const bodyAjv = addFormatsPlugin(
@@ -155,6 +158,7 @@ export async function registerRest(
 
   registerInputGuards(app);
   registerIdempotency(app, idempotency, clock);
+  registerReadCache(app, readCache);
 
   // One place sets `Location` on creations, for fresh and for replayed (Idempotency-Key) responses alike:
   // the route declares how to find the path in its body.

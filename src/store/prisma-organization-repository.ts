@@ -1,5 +1,9 @@
 import type { Organization } from "../domain/models.ts";
-import type { ApiKeyRecord, OrganizationRepository } from "../domain/organizations/organization-repository.ts";
+import type {
+  ApiKeyRecord,
+  AuthenticatedApiKey,
+  OrganizationRepository,
+} from "../domain/organizations/organization-repository.ts";
 import type { Database, PrismaClient } from "./database.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
@@ -83,12 +87,25 @@ export class PrismaOrganizationRepository implements OrganizationRepository {
       VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
   }
 
-  async findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null> {
-    // Every authenticated request starts here: the unique key_hash index, one statement.
-    const [row] = await this.sql.all<ApiKeyRow>(Prisma.sql`
-      SELECT "id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at"
-      FROM "api_keys" WHERE "key_hash" = ${keyHash}`);
-    return row ? apiKeyFromRow(row) : null;
+  async findApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null> {
+    // Every authenticated request starts here, in one statement: the unique key_hash index, the version's primary
+    // key (raised by triggers, migration 0007; an organization that never changed has none) and one seek in the
+    // (organization_id, occurred_at, id) index of the log.
+    const [row] = await this.sql.all<ApiKeyRow & { data_version: unknown; oldest_visible_event_at: unknown }>(
+      Prisma.sql`
+      SELECT k."id", k."organization_id", k."key_hash", k."key_prefix", k."created_at", k."revoked_at",
+        COALESCE(v."version", 0) AS "data_version",
+        (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
+         WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
+      FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
+      WHERE k."key_hash" = ${keyHash}`,
+    );
+    if (!row) return null;
+    return {
+      ...apiKeyFromRow(row),
+      dataVersion: Number(row.data_version),
+      oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
+    };
   }
 
   async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {

@@ -15,6 +15,13 @@ export interface ApiKeyRecord {
   readonly revokedAt: Date | null;
 }
 
+export interface AuthenticatedApiKey extends ApiKeyRecord {
+  /** The organization's data version, raised by the database with every commit that changes its data. */
+  readonly dataVersion: number;
+  /** When the organization's oldest lifecycle event at or after the given retention cutoff occurred; null if none. */
+  readonly oldestVisibleEventAt: Date | null;
+}
+
 export interface OrganizationRepository {
   insertOrganization(organization: Organization): Promise<void>;
   countOrganizations(): Promise<number>;
@@ -30,6 +37,10 @@ export interface OrganizationRepository {
    */
   lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
-  findApiKeyByHash(keyHash: string): Promise<ApiKeyRecord | null>;
+  /**
+   * The key with what its organization's reads depend on (see `Caller.readVersion`), read in one statement: every
+   * authenticated request starts here, before it reads any data.
+   */
+  findApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
 }

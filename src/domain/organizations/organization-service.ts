@@ -25,6 +25,15 @@ export interface ApiKeySummary {
 export interface Caller {
   readonly organizationId: string;
   readonly apiKeyId: string;
+  /**
+   * Everything a read of the organization's data depends on besides the request, taken when the caller was
+   * authenticated, before the request read any data: the organization's data version, which the database raises
+   * with every commit that changes its tags, references or lifecycle log (migration 0007), and its oldest event
+   * still inside the retention window, which changes when the window (moving with the clock) passes it. A
+   * response computed under one read version stays exact for as long as the read version does: the read cache's
+   * key (src/read-cache.ts).
+   */
+  readonly readVersion: string;
 }
 
 const KEY_PREFIX = "rt_";
@@ -41,6 +50,8 @@ export class OrganizationService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    /** The lifecycle log's retention cutoff (LifecycleLogService): what a caller's reads can see moves with it. */
+    private readonly retentionCutoff: () => Date,
   ) {}
 
   async createOrganization(name: string): Promise<{ organization: Organization; apiKey: IssuedApiKey }> {
@@ -100,9 +111,14 @@ export class OrganizationService {
   /** The caller behind a presented key, or null when the key is unknown or revoked. */
   async authenticate(presentedKey: string): Promise<Caller | null> {
     if (!presentedKey.startsWith(KEY_PREFIX)) return null;
-    const key = await this.store.organizations.findApiKeyByHash(hashKey(presentedKey));
+    const key = await this.store.organizations.findApiKeyByHash(hashKey(presentedKey), this.retentionCutoff());
     if (!key || key.revokedAt) return null;
-    return { organizationId: key.organizationId, apiKeyId: key.id };
+    const oldestVisibleEvent = key.oldestVisibleEventAt?.getTime() ?? "none";
+    return {
+      organizationId: key.organizationId,
+      apiKeyId: key.id,
+      readVersion: `${key.dataVersion}/${oldestVisibleEvent}`,
+    };
   }
 
   private async issueKey(store: Store, organizationId: string): Promise<IssuedApiKey> {

@@ -33,6 +33,7 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
   app.get<{ Params: { referenceId: string }; Querystring: EventsQuery }>(
     "/references/:referenceId/events",
     {
+      config: { readCache: true },
       schema: {
         tags: ["lifecycle"],
         operationId: "listReferenceEvents",

@@ -175,6 +175,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
   app.get<{ Querystring: ListReferencesQuery }>(
     "/references",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "listReferences",
@@ -189,6 +190,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
   app.get<{ Params: { referenceId: string } }>(
     "/references/:referenceId",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "getReference",
@@ -428,6 +430,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
   app.get<{ Params: { referenceId: string }; Querystring: { limit: number; cursor?: string } }>(
     "/references/:referenceId/updates",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "listReferenceUpdates",
@@ -451,6 +454,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
   app.get<{ Params: { referenceId: string; updateId: string } }>(
     "/references/:referenceId/updates/:updateId",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "getReferenceUpdate",

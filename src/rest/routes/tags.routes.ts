@@ -50,6 +50,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
   app.get<{ Querystring: { name_prefix?: string; limit: number; cursor?: string } }>(
     "/tags",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "listTags",
@@ -77,6 +78,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
   app.get<{ Params: { tagId: string } }>(
     "/tags/:tagId",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "getTag",
@@ -126,6 +128,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
   app.get<{ Params: { tagId: string }; Querystring: ListReferencesQuery }>(
     "/tags/:tagId/references",
     {
+      config: { readCache: true },
       schema: {
         tags,
         operationId: "listTagReferences",

@@ -1,0 +1,54 @@
+import { LRUCache } from "lru-cache";
+import type { Caller } from "./domain/organizations/organization-service.ts";
+
+/**
+ * Responses of reads — REST GET pages of tags, references and lifecycle events, GraphQL queries of the same —
+ * kept per organization under its read version (`Caller.readVersion`, docs/decisions.md, "Read cache"): the
+ * organization's data version, which the database raises in the same commit as any change a cached read could
+ * show (migration 0007), and its oldest event inside the retention window, the one thing that changes what a
+ * read shows without a commit. Authentication reads both before the request reads any data. So an entry is only
+ * ever found by a request that authenticated after every change the entry reflects and before any newer one: a
+ * hit answers exactly what computing the response afresh would, on every instance, whoever wrote last. Entries of
+ * older versions are never found again; the least recently used go first when the cache is full.
+ *
+ * `lru-cache` keeps the entries, bounded in bytes; what is ours is only the key.
+ */
+export class ReadCache {
+  private readonly entries: LRUCache<string, CachedRead> | null;
+
+  constructor(options: { readonly maxBytes: number }) {
+    this.entries =
+      options.maxBytes > 0
+        ? new LRUCache<string, CachedRead>({ maxSize: options.maxBytes, sizeCalculation: (entry) => entry.size })
+        : null;
+  }
+
+  /** The key of `request` (what identifies the response within the organization) for this caller. */
+  keyOf(caller: Caller, request: string): string {
+    return `${caller.organizationId} ${caller.readVersion} ${request}`;
+  }
+
+  get<Body>(key: string): Body | undefined {
+    return this.entries?.get(key)?.body as Body | undefined;
+  }
+
+  /** `size` is the response's length in bytes (about), which the cache's byte bound counts. */
+  set(key: string, body: unknown, size: number): void {
+    // An entry larger than the whole cache would be refused by lru-cache with a warning: skip it quietly.
+    if (!this.entries || size > this.entries.maxSize) return;
+    this.entries.set(key, { body, size: Math.max(1, size) });
+  }
+}
+
+interface CachedRead {
+  readonly body: unknown;
+  readonly size: number;
+}
+
+/**
+ * A request with `Cache-Control: no-cache` (or `no-store`) is computed afresh and not stored (RFC 9111 §5.2.1):
+ * a client, or a benchmark, that wants the response from the database itself. Responses are exact either way.
+ */
+export function refusesCachedResponse(cacheControl: unknown): boolean {
+  return typeof cacheControl === "string" && /(?:^|,)\s*no-(?:cache|store)\s*(?:,|$)/i.test(cacheControl);
+}

@@ -1,0 +1,39 @@
+import type { FastifyInstance } from "fastify";
+import { refusesCachedResponse, type ReadCache } from "../read-cache.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The read cache's key of this request's response, while it is being computed to be stored. */
+    readCacheKey?: string;
+  }
+  interface FastifyContextConfig {
+    /** A GET route whose 200 responses the read cache keeps: it shows only what the data version covers. */
+    readCache?: boolean;
+  }
+}
+
+/**
+ * REST reads answered from the read cache (src/read-cache.ts): the routes that declare `readCache` (tags,
+ * references and their updates, the lifecycle log). The lookup runs after authentication (which read the data
+ * version) and after validation, so a bad request still gets its own error; a hit sends the stored bytes.
+ */
+export function registerReadCache(app: FastifyInstance, cache: ReadCache): void {
+  app.addHook("preHandler", async (request, reply) => {
+    if (!request.routeOptions.config.readCache || !request.caller) return;
+    if (refusesCachedResponse(request.headers["cache-control"])) return;
+    const key = cache.keyOf(request.caller, `rest ${request.url}`);
+    const hit = cache.get<string>(key);
+    if (hit === undefined) {
+      request.readCacheKey = key;
+      return;
+    }
+    return reply.type("application/json; charset=utf-8").send(hit);
+  });
+
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (request.readCacheKey !== undefined && reply.statusCode === 200 && typeof payload === "string") {
+      cache.set(request.readCacheKey, payload, payload.length);
+    }
+    return payload;
+  });
+}

@@ -1,0 +1,217 @@
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import Sqlite from "better-sqlite3";
+import pg from "pg";
+import { computeCheckDigit } from "../src/domain/references/container-number.ts";
+import { sqliteFilePath } from "../src/store/database.ts";
+import { gql, gqlData } from "./support/graphql-client.ts";
+import { expectStatus, http } from "./support/http.ts";
+import {
+  DATABASE_KINDS,
+  ManualClock,
+  startInstanceOn,
+  startTestServer,
+  type TestServer,
+} from "./support/test-server.ts";
+
+/*
+ * The read cache (src/read-cache.ts) answers a repeated read without reading the data again, and never answers
+ * what computing it afresh would not: every commit that changes an organization's tags, references or log
+ * raises its data version in the database, whoever makes it (this instance, another one, plain SQL).
+ * A hit shows as a request that sent one statement: the API key lookup, which reads the version.
+ */
+
+let serial = 0;
+function containerNumber(): string {
+  const firstTen = `MSCU${String(++serial).padStart(6, "0")}`;
+  return `${firstTen}${computeCheckDigit(firstTen)}`;
+}
+
+const REFERENCE_QUERY = `query Reference($id: ID!) {
+  reference(id: $id) { id tags { name } events(first: 50) { edges { node { type } } } }
+}`;
+
+describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
+  let server: TestServer;
+  let otherInstance: TestServer;
+  let counting = false;
+  let statements: string[] = [];
+
+  /** Runs `request` and returns its result and the number of SQL statements this instance sent for it. */
+  async function measure<T>(request: () => Promise<T>): Promise<{ result: T; statements: number }> {
+    statements = [];
+    counting = true;
+    try {
+      const result = await request();
+      return { result, statements: statements.length };
+    } finally {
+      counting = false;
+    }
+  }
+
+  async function createReference(tags: string[]): Promise<string> {
+    const created = await http(server, "POST", "/v1/references", {
+      body: { container_id: containerNumber(), carrier_code: "MSCU", tags: tags.map((name) => ({ name })) },
+    });
+    expectStatus(created, 201);
+    return created.body.reference.id as string;
+  }
+
+  beforeAll(async () => {
+    // No webhook worker: its statements would land in the counts at random.
+    server = await startTestServer(kind, {
+      onQuery: (sql) => {
+        if (counting) statements.push(sql);
+      },
+      env: { WEBHOOK_WORKER: "off" },
+    });
+    otherInstance = await startInstanceOn(server, { env: { WEBHOOK_WORKER: "off" } });
+  });
+
+  afterAll(async () => {
+    await otherInstance?.close();
+    await server?.close();
+  });
+
+  it("answers a repeated REST or GraphQL read with the same body after the key lookup alone", async () => {
+    const referenceId = await createReference(["cached"]);
+    for (const path of ["/v1/references?limit=50", `/v1/references/${referenceId}/events?limit=50`, "/v1/tags"]) {
+      const first = await measure(() => http(server, "GET", path));
+      expectStatus(first.result, 200);
+      expect(first.statements).toBeGreaterThan(1);
+      const second = await measure(() => http(server, "GET", path));
+      expectStatus(second.result, 200);
+      expect(second.statements).toBe(1);
+      expect(second.result.body).toEqual(first.result.body);
+      expect(second.result.headers.get("content-type")).toBe(first.result.headers.get("content-type"));
+    }
+    const first = await measure(() => gql(server, REFERENCE_QUERY, { id: referenceId }));
+    expect(first.statements).toBeGreaterThan(1);
+    const second = await measure(() => gql(server, REFERENCE_QUERY, { id: referenceId }));
+    expect(second.statements).toBe(1);
+    expect(second.result.body).toEqual(first.result.body);
+    expect(second.result.body.data.reference.tags).toEqual([{ name: "cached" }]);
+  });
+
+  it("shows every write made through the API to the next read, REST and GraphQL alike", async () => {
+    const referenceId = await createReference(["before"]);
+    // Both reads cached, then changed by a tag, an event and a rename.
+    const before = await gqlData(server, REFERENCE_QUERY, { id: referenceId });
+    expect(before.reference.events.edges.length).toBe(1);
+    await http(server, "GET", `/v1/references/${referenceId}`);
+    expectStatus(
+      await http(server, "POST", `/v1/references/${referenceId}/tags`, { body: { tags: [{ name: "after" }] } }),
+      200,
+    );
+    expectStatus(
+      await http(server, "POST", `/v1/references/${referenceId}/extractions`, { body: { status: "succeeded" } }),
+      201,
+    );
+    const data = await gqlData(server, REFERENCE_QUERY, { id: referenceId });
+    expect(data.reference.tags.map((tag: { name: string }) => tag.name)).toEqual(["after", "before"]);
+    expect(data.reference.events.edges.length).toBe(2);
+    const rest = await http(server, "GET", `/v1/references/${referenceId}`);
+    expect(rest.body.tags.map((tag: { name: string }) => tag.name)).toEqual(["after", "before"]);
+
+    const tagId = rest.body.tags.find((tag: { name: string }) => tag.name === "after").id;
+    await gqlData(server, `mutation($id: ID!) { renameTag(input: { id: $id, name: "renamed" }) { tag { name } } }`, {
+      id: tagId,
+    });
+    const renamed = await http(server, "GET", `/v1/references/${referenceId}`);
+    expect(renamed.body.tags.map((tag: { name: string }) => tag.name)).toEqual(["before", "renamed"]);
+  });
+
+  it("shows at once what another instance wrote", async () => {
+    const referenceId = await createReference([]);
+    const path = `/v1/references/${referenceId}/events?limit=50`;
+    expect((await http(server, "GET", path)).body.data).toHaveLength(1);
+    expectStatus(
+      await http(otherInstance, "POST", `/v1/references/${referenceId}/extractions`, {
+        body: { status: "succeeded" },
+      }),
+      201,
+    );
+    expect((await http(server, "GET", path)).body.data).toHaveLength(2);
+  });
+
+  it("shows a change written by plain SQL, outside any instance: the version is the database's", async () => {
+    const referenceId = await createReference(["outside"]);
+    const tagsPath = `/v1/references/${referenceId}`;
+    expect((await http(server, "GET", tagsPath)).body.tags[0].name).toBe("outside");
+    const rename = `UPDATE "tags" SET "name" = 'written-by-sql', "name_key" = 'written-by-sql' WHERE "name" = 'outside'`;
+    if (kind === "postgres") {
+      const client = new pg.Client({ connectionString: server.database.url });
+      await client.connect();
+      await client.query(rename);
+      await client.end();
+    } else {
+      const connection = new Sqlite(sqliteFilePath(server.database.url));
+      connection.exec(rename);
+      connection.close();
+    }
+    expect((await http(server, "GET", tagsPath)).body.tags[0].name).toBe("written-by-sql");
+  });
+
+  it("keeps each organization's responses to itself", async () => {
+    await createReference(["mine"]);
+    const mine = await http(server, "GET", "/v1/tags?limit=100");
+    expect(mine.body.data.length).toBeGreaterThan(0);
+    const other = await server.newOrganization("other");
+    const theirs = await http({ url: server.url, apiKey: other.apiKey }, "GET", "/v1/tags?limit=100");
+    expectStatus(theirs, 200);
+    expect(theirs.body.data).toEqual([]);
+  });
+
+  it("computes the response afresh for Cache-Control: no-cache", async () => {
+    const path = "/v1/references?limit=10";
+    await http(server, "GET", path);
+    const fresh = await measure(() => http(server, "GET", path, { headers: { "cache-control": "no-cache" } }));
+    expect(fresh.statements).toBeGreaterThan(1);
+    const query = `{ references(first: 10) { edges { node { id } } } }`;
+    await gql(server, query);
+    const freshQuery = await measure(() => gql(server, query, {}, { headers: { "cache-control": "no-cache" } }));
+    expect(freshQuery.statements).toBeGreaterThan(1);
+  });
+
+  it("never keeps errors, nor anything about webhooks, which the version does not cover", async () => {
+    const missing = "/v1/references/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    for (let round = 0; round < 2; round++) {
+      const response = await measure(() => http(server, "GET", missing));
+      expectStatus(response.result, 404);
+      expect(response.statements).toBeGreaterThan(1);
+    }
+    const webhooks = `{ webhookEndpoints(first: 10) { edges { node { id } } } }`;
+    const referenceId = await createReference([]);
+    const node = `query($id: ID!) { node(id: $id) { id } }`;
+    for (let round = 0; round < 2; round++) {
+      const listed = await measure(() => gql(server, webhooks));
+      expect(listed.result.body.errors).toBeUndefined();
+      expect(listed.statements).toBeGreaterThan(1);
+      const found = await measure(() => gql(server, node, { id: referenceId }));
+      expect(found.result.body.data.node.id).toBe(referenceId);
+      expect(found.statements).toBeGreaterThan(1);
+    }
+  });
+});
+
+describe.each(DATABASE_KINDS)("the read cache and the retention window on %s", (kind) => {
+  it("stops showing an event once it ages out, though its page was cached", async () => {
+    const clock = new ManualClock(new Date("2026-01-15T00:00:00.000Z"));
+    const server = await startTestServer(kind, {
+      clock,
+      env: { WEBHOOK_WORKER: "off", RETENTION_MONTHS: "1", RETENTION_PRUNE_INTERVAL: "0" },
+    });
+    try {
+      const created = await http(server, "POST", "/v1/references", {
+        body: { container_id: containerNumber(), carrier_code: "MSCU" },
+      });
+      expectStatus(created, 201);
+      const path = `/v1/references/${created.body.reference.id}/events`;
+      expect((await http(server, "GET", path)).body.data).toHaveLength(1);
+      expect((await http(server, "GET", path)).body.data).toHaveLength(1);
+      clock.advance(32 * 24 * 3600 * 1000);
+      expect((await http(server, "GET", path)).body.data).toHaveLength(0);
+    } finally {
+      await server.close();
+    }
+  });
+});
