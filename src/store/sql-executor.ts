@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { createHash } from "node:crypto";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
 import type { Prisma } from "./__generated__/sqlite/client.ts";
@@ -215,7 +216,32 @@ async function postgresQuery(
   const text = typeof query === "string" ? query : query.text;
   onStatement?.(text);
   const values = typeof query === "string" ? [] : query.values.map(postgresValue);
-  return target.query({ text, values, types: POSTGRES_TYPES } as pg.QueryConfig);
+  return target.query({
+    text,
+    values,
+    types: POSTGRES_TYPES,
+    name: preparedName(text, values.length),
+  } as pg.QueryConfig);
+}
+
+/**
+ * The store's statements are prepared once per connection (node-postgres keeps a connection's named statements
+ * and sends only Bind/Execute after the first use), so PostgreSQL stops parsing and planning them on every call:
+ * that work ran on the same 2 cores as everything else. Statements with many parameters are the multi-row
+ * INSERTs and long IN lists of bulk writes, whose text changes with their row count: they stay unnamed, so the
+ * statements a connection keeps stay few. Transaction control ("BEGIN", "COMMIT") has nothing to plan.
+ */
+const PREPARED_MAX_PARAMETERS = 24;
+const preparedNames = new Map<string, string>();
+
+function preparedName(text: string, parameters: number): string | undefined {
+  if (parameters === 0 || parameters > PREPARED_MAX_PARAMETERS) return undefined;
+  let name = preparedNames.get(text);
+  if (name === undefined) {
+    name = `reftrail_${createHash("sha1").update(text).digest("hex")}`;
+    preparedNames.set(text, name);
+  }
+  return name;
 }
 
 export class PostgresDriver implements SqlDriver {
