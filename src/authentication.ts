@@ -1,6 +1,13 @@
 import type { Caller } from "./domain/organizations/organization-service.ts";
 import type { Services } from "./domain/services.ts";
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The request's authenticated caller, once a hook or route has authenticated it (REST, GraphQL). */
+    caller?: Caller;
+  }
+}
+
 /**
  * SPEC §3: a key comes as `X-API-Key: <key>` or `Authorization: Bearer <key>` (HTTP), or as the same names in
  * graphql-ws `connectionParams`. Shared by REST, GraphQL over HTTP and subscriptions.

@@ -92,6 +92,34 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect(second.result.body.data.reference.tags).toEqual([{ name: "cached" }]);
   });
 
+  it("sends a GraphQL hit as first sent, per method and Accept header, and never to a key that fails", async () => {
+    await createReference(["headers"]);
+    const query = `{ tags(first: 5) { edges { node { name } } } }`;
+    const first = await gql(server, query);
+    const second = await measure(() => gql(server, query));
+    expect(second.statements).toBe(1);
+    expect(second.result.body).toEqual(first.body);
+    for (const header of ["content-type", "cache-control"]) {
+      expect(second.result.headers.get(header)).toBe(first.headers.get(header));
+    }
+    expect(second.result.headers.get("cache-control")).toBe("no-store");
+
+    const plainJson = async () =>
+      fetch(`${server.url}/graphql?query=${encodeURIComponent(query)}`, {
+        headers: { accept: "application/json", "x-api-key": server.apiKey },
+      });
+    const firstGet = await plainJson();
+    expect(firstGet.headers.get("content-type")).toMatch(/^application\/json/);
+    const secondGet = await measure(plainJson);
+    expect(secondGet.statements).toBe(1);
+    expect(secondGet.result.headers.get("content-type")).toBe(firstGet.headers.get("content-type"));
+    expect(await secondGet.result.json()).toEqual(await firstGet.json());
+
+    const denied = await gql(server, query, {}, { apiKey: "rt_not-a-key" });
+    expect(denied.status).toBe(401);
+    expect(denied.body.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
+  });
+
   it("shows every write made through the API to the next read, REST and GraphQL alike", async () => {
     const referenceId = await createReference(["before"]);
     // Both reads cached, then changed by a tag, an event and a rename.
@@ -210,6 +238,25 @@ describe.each(DATABASE_KINDS)("the read cache and the retention window on %s", (
       expect((await http(server, "GET", path)).body.data).toHaveLength(1);
       clock.advance(32 * 24 * 3600 * 1000);
       expect((await http(server, "GET", path)).body.data).toHaveLength(0);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe.each(DATABASE_KINDS)("the read cache and rate limiting on %s", (kind) => {
+  it("counts a cached answer against the key's rate limit like any other", async () => {
+    const server = await startTestServer(kind, { env: { WEBHOOK_WORKER: "off", RATE_LIMIT_PER_MINUTE: "4" } });
+    try {
+      const query = `{ tags(first: 5) { edges { node { name } } } }`;
+      expectStatus(await http(server, "GET", "/v1/tags"), 200);
+      expectStatus(await http(server, "GET", "/v1/tags"), 200);
+      expect((await gql(server, query)).status).toBe(200);
+      expect((await gql(server, query)).status).toBe(200);
+      expectStatus(await http(server, "GET", "/v1/tags"), 429);
+      const limited = await gql(server, query);
+      expect(limited.status).toBe(429);
+      expect(limited.body.errors?.[0]?.extensions?.code).toBe("RATE_LIMITED");
     } finally {
       await server.close();
     }

@@ -4,6 +4,7 @@ import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import { unauthenticated } from "./errors.ts";
 import { createLoaders, type Loaders } from "./loaders.ts";
+import type { ReadCacheSlot } from "./read-cache-plugin.ts";
 
 /** What every resolver gets: who is calling, the services, this request's loaders and its logger. */
 export interface GraphqlContext {
@@ -11,6 +12,8 @@ export interface GraphqlContext {
   readonly services: Services;
   readonly loaders: Loaders;
   readonly log: FastifyBaseLogger;
+  /** Over HTTP, when the response may be kept by the read cache (src/graphql/read-cache-plugin.ts). */
+  readonly readCacheSlot?: ReadCacheSlot;
 }
 
 export interface ContextSource {
@@ -18,6 +21,9 @@ export interface ContextSource {
   /** HTTP headers, or graphql-ws `connectionParams` (same names: `x-api-key`, `authorization`). */
   readonly credentials: Record<string, unknown>;
   readonly log: FastifyBaseLogger;
+  /** The caller, when the transport has authenticated the credentials already. */
+  readonly caller?: Caller;
+  readonly readCacheSlot?: ReadCacheSlot;
 }
 
 /**
@@ -25,8 +31,9 @@ export interface ContextSource {
  * introspection query included, needs a valid key.
  * @throws a GraphQLError UNAUTHENTICATED (HTTP 401) for a missing, unknown or revoked key.
  */
-export async function createGraphqlContext({ services, credentials, log }: ContextSource): Promise<GraphqlContext> {
-  const caller = await authenticateHeaders(services, credentials);
+export async function createGraphqlContext(source: ContextSource): Promise<GraphqlContext> {
+  const { services, credentials, log, readCacheSlot } = source;
+  const caller = source.caller ?? (await authenticateHeaders(services, credentials));
   if (!caller) {
     throw unauthenticated(
       presentedApiKey(credentials) === null
@@ -34,5 +41,5 @@ export async function createGraphqlContext({ services, credentials, log }: Conte
         : "The API key is invalid or revoked",
     );
   }
-  return { caller, services, loaders: createLoaders(services, caller.organizationId), log };
+  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, readCacheSlot };
 }

@@ -22,6 +22,7 @@ import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from
 import { GraphQLError } from "./graphql-js.ts";
 import { buildGraphqlSchema } from "./schema.ts";
 import { readCachePlugin } from "./read-cache-plugin.ts";
+import { GraphqlReadCache } from "./read-cache-http.ts";
 import type { ReadCache } from "../read-cache.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
@@ -174,7 +175,7 @@ export async function registerGraphql(
       unexpectedErrorLoggingPlugin(app.log),
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
-      readCachePlugin(readCache),
+      readCachePlugin(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
       // close already stops accepting requests and lets in-flight ones finish.
@@ -203,10 +204,19 @@ export async function registerGraphql(
     await registerExplorer(scope, { endpoint: GRAPHQL_ENDPOINT });
     const explorerPage = renderExplorerPage({ endpoint: GRAPHQL_ENDPOINT });
 
+    const readCacheHttp = new GraphqlReadCache(readCache, services);
+    readCacheHttp.register(scope);
+
     const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
       context: async (request) => {
         try {
-          return await createGraphqlContext({ services, credentials: request.headers, log: request.log });
+          return await createGraphqlContext({
+            services,
+            credentials: request.headers,
+            log: request.log,
+            caller: request.caller,
+            readCacheSlot: request.graphqlReadCache,
+          });
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
           if (!isServiceUnavailable(error)) throw error;
@@ -227,6 +237,7 @@ export async function registerGraphql(
       handler: async function (request, reply) {
         // The explorer page needs no key: it holds nothing, and the user types the key into it.
         if (wantsExplorerPage(request)) return reply.type("text/html; charset=utf-8").send(explorerPage);
+        if (await readCacheHttp.answer(request, reply)) return reply;
         return executeGraphql.call(this, request, reply);
       },
     });

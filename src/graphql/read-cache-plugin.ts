@@ -1,7 +1,6 @@
-import type { ApolloServerPlugin, GraphQLRequestContext } from "@apollo/server";
-import type { DocumentNode, FormattedExecutionResult, GraphQLSchema, OperationDefinitionNode } from "graphql";
+import type { ApolloServerPlugin } from "@apollo/server";
+import type { DocumentNode, GraphQLSchema, OperationDefinitionNode } from "graphql";
 import { BREAK, TypeInfo, visit, visitWithTypeInfo } from "./graphql-js.ts";
-import { refusesCachedResponse, type ReadCache } from "../read-cache.ts";
 import type { GraphqlContext } from "./context.ts";
 
 /*
@@ -13,7 +12,8 @@ import type { GraphqlContext } from "./context.ts";
  * and `node`/`nodes` can reach them, so an operation that selects any of them is always executed.
  *
  * Apollo's own response-cache plugin is not used: it keys entries by cache hints and a time to live, so a hit
- * may be stale; here the key is the database's data version, and a hit is exact.
+ * may be stale; here the key is the database's data version, and a hit is exact. It also runs a hit through
+ * Apollo's request pipeline and serializes it again every time; here a hit is the stored bytes.
  */
 
 const CACHEABLE_QUERY_FIELDS = new Set(["tag", "tags", "reference", "references", "__typename", "__schema", "__type"]);
@@ -66,8 +66,23 @@ export function isCacheableOperation(
   return cacheable;
 }
 
-/** The plugin: a hit skips execution; a miss without errors is stored for the next request like it. */
-export function readCachePlugin(cache: ReadCache): ApolloServerPlugin<GraphqlContext> {
+/** What the HTTP route and the plugin share about one request (see `readCachePlugin`). */
+export interface ReadCacheSlot {
+  /** The request's key in the read cache (src/read-cache.ts). */
+  readonly key: string;
+  /** Set by the plugin: the response is a cacheable query's, without errors. */
+  cacheable: boolean;
+}
+
+/**
+ * The plugin's half of the GraphQL read cache. The HTTP route looks a request up before Apollo sees it, by its
+ * caller's read version and its query text, operation name, variables and Accept header, and sends a hit's bytes
+ * as they were sent the first time: a hit costs the key lookup and no GraphQL work at all. Only this plugin can
+ * tell whether a response may be kept: it marks the request's slot when the operation executed was a query
+ * within what the data version covers (decided once per parsed document) and answered without errors; the route
+ * then keeps the bytes Apollo sends.
+ */
+export function readCachePlugin(): ApolloServerPlugin<GraphqlContext> {
   // Per document (Apollo keeps parsed documents in its own cache, so a repeated query is the same object).
   const decided = new WeakMap<DocumentNode, Map<OperationDefinitionNode, boolean>>();
   const cacheable = (schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode) => {
@@ -77,31 +92,15 @@ export function readCachePlugin(cache: ReadCache): ApolloServerPlugin<GraphqlCon
     if (answer === undefined) operations.set(operation, (answer = isCacheableOperation(schema, document, operation)));
     return answer;
   };
-  const keyOf = ({ request, queryHash, contextValue }: GraphQLRequestContext<GraphqlContext>) =>
-    cache.keyOf(
-      contextValue.caller,
-      `graphql ${queryHash} ${request.operationName ?? ""} ${JSON.stringify(request.variables ?? {})}`,
-    );
-
   return {
     async requestDidStart() {
-      let key: string | null = null;
       return {
-        async responseForOperation(requestContext) {
-          const { document, operation, schema, request } = requestContext;
-          if (!operation || !cacheable(schema, document, operation)) return null;
-          if (refusesCachedResponse(request.http?.headers.get("cache-control"))) return null;
-          key = keyOf(requestContext);
-          const hit = cache.get<FormattedExecutionResult>(key);
-          if (!hit) return null;
-          key = null;
-          return { http: requestContext.response.http, body: { kind: "single", singleResult: hit } };
-        },
-        async willSendResponse({ response }) {
-          if (key === null || response.body.kind !== "single") return;
-          const result = response.body.singleResult;
-          if (result.errors !== undefined || response.http.status !== undefined) return;
-          cache.set(key, result, JSON.stringify(result).length);
+        async willSendResponse({ contextValue, document, operation, schema, response }) {
+          // contextValue is typed as present, but is a bare object when the context itself failed.
+          const slot = (contextValue as Partial<GraphqlContext>).readCacheSlot;
+          if (!slot || !document || !operation || response.body.kind !== "single") return;
+          if (response.body.singleResult.errors !== undefined || response.http.status !== undefined) return;
+          slot.cacheable = cacheable(schema, document, operation);
         },
       };
     },

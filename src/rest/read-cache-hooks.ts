@@ -14,11 +14,12 @@ declare module "fastify" {
 
 /**
  * REST reads answered from the read cache (src/read-cache.ts): the routes that declare `readCache` (tags,
- * references and their updates, the lifecycle log). The lookup runs after authentication (which read the data
- * version) and after validation, so a bad request still gets its own error; a hit sends the stored bytes.
+ * references and their updates, the lifecycle log). The lookup runs after authentication (which read the read
+ * version), rate limiting (a route-level onRequest hook) and the input guards, and before schema validation: only
+ * a 200 is kept, so the same URL was valid, and a hit sends the stored bytes at once.
  */
 export function registerReadCache(app: FastifyInstance, cache: ReadCache): void {
-  app.addHook("preHandler", async (request, reply) => {
+  app.addHook("preValidation", async (request, reply) => {
     if (!request.routeOptions.config.readCache || !request.caller) return;
     if (refusesCachedResponse(request.headers["cache-control"])) return;
     const key = cache.keyOf(request.caller, `rest ${request.url}`);

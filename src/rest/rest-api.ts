@@ -25,9 +25,6 @@ import { registerTagRoutes } from "./routes/tags.routes.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.routes.ts";
 
 declare module "fastify" {
-  interface FastifyRequest {
-    caller?: Caller;
-  }
   interface FastifyContextConfig {
     /** For a route that creates a resource: its path, from the response body, sent as `Location` with the 201. */
     locationOf?: (body: never) => string;

@@ -1,0 +1,94 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { authenticateHeaders } from "../authentication.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { Services } from "../domain/services.ts";
+import { refusesCachedResponse, type ReadCache } from "../read-cache.ts";
+import type { ReadCacheSlot } from "./read-cache-plugin.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The GraphQL request's place in the read cache, while its response is being computed. */
+    graphqlReadCache?: ReadCacheSlot;
+  }
+}
+
+/** A response the GraphQL route sent, kept as sent. */
+interface CachedGraphqlResponse {
+  readonly body: string;
+  readonly contentType: string;
+}
+
+/**
+ * The HTTP half of the GraphQL read cache (the plugin's comment in read-cache-plugin.ts tells the whole). What
+ * identifies a response within the caller's organization and read version: the method, the Accept header (it
+ * picks the response's media type), and the operation as sent — query text, operation name, variables. A request
+ * with `extensions` (automatic persisted queries) is not cached: its text may be absent.
+ */
+function operationKey(request: FastifyRequest): string | null {
+  const source = (request.method === "GET" ? request.query : request.body) as Record<string, unknown> | null;
+  if (typeof source !== "object" || source === null || Array.isArray(source)) return null;
+  const { query, operationName, variables, extensions } = source;
+  if (typeof query !== "string" || extensions !== undefined) return null;
+  // GET carries variables as JSON text already; POST as a value, which may be too deep to serialize here: such
+  // a request is refused by the variables guard anyway, so it is simply not cached.
+  let variablesText: string;
+  try {
+    variablesText = typeof variables === "string" ? variables : JSON.stringify(variables ?? null);
+  } catch {
+    return null;
+  }
+  const accept = request.headers.accept ?? "";
+  return `graphql ${request.method} ${accept} ${typeof operationName === "string" ? operationName : ""} ${variablesText} ${query}`;
+}
+
+export class GraphqlReadCache {
+  constructor(
+    private readonly cache: ReadCache,
+    private readonly services: Services,
+  ) {}
+
+  /**
+   * Answers the request from the cache when it can (true); otherwise prepares its slot, for the plugin to mark
+   * and for the onSend hook to fill. The caller it authenticates stays on the request (the context reuses it: one
+   * key lookup per request); a request it cannot authenticate goes on to Apollo, which answers the error.
+   */
+  async answer(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+    const operation = operationKey(request);
+    if (operation === null || refusesCachedResponse(request.headers["cache-control"])) return false;
+    let caller: Caller | null;
+    try {
+      caller = await authenticateHeaders(this.services, request.headers);
+    } catch {
+      // An outage: Apollo's context answers it (503) as for any request.
+      return false;
+    }
+    if (!caller) return false;
+    request.caller = caller;
+    const key = this.cache.keyOf(caller, operation);
+    const hit = this.cache.get<CachedGraphqlResponse>(key);
+    if (hit) {
+      // Apollo sends no-store on every GraphQL response (graphql-server.ts); so does a hit.
+      void reply.header("cache-control", "no-store").type(hit.contentType).send(hit.body);
+      return true;
+    }
+    request.graphqlReadCache = { key, cacheable: false };
+    return false;
+  }
+
+  /** Keeps the bytes of a response the plugin marked cacheable (registered on the GraphQL route's scope). */
+  register(scope: FastifyInstance): void {
+    scope.addHook("onSend", async (request, reply, payload) => {
+      const slot = request.graphqlReadCache;
+      const contentType = reply.getHeader("content-type");
+      if (
+        slot?.cacheable &&
+        reply.statusCode === 200 &&
+        typeof payload === "string" &&
+        typeof contentType === "string"
+      ) {
+        this.cache.set(slot.key, { body: payload, contentType } satisfies CachedGraphqlResponse, payload.length);
+      }
+      return payload;
+    });
+  }
+}
