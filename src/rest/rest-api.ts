@@ -103,6 +103,9 @@ export async function registerRest(
           "Repeatable query parameters (`tag_ids`, `tag_names`, `type`) are given once per value " +
           "(`?tag_ids=a&tag_ids=b`); identifiers and event types may also be comma-separated (`?tag_ids=a,b`), " +
           "tag names may not (a name may contain a comma). POST requests accept an `Idempotency-Key` header. " +
+          "GET responses of tags, references and the lifecycle log may come from the server's read cache, which is " +
+          "exact (an entry is used only until the organization's data changes); `Cache-Control: no-cache` on a " +
+          "request has it computed afresh. " +
           "The GraphQL API at /graphql is the primary surface.",
       },
       components: {

@@ -581,7 +581,12 @@ export type PageInfo = {
   startCursor?: Maybe<Scalars['String']['output']>;
 };
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type Query = {
   __typename?: 'Query';
   /**
@@ -612,25 +617,45 @@ export type Query = {
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryNodeArgs = {
   id: Scalars['ID']['input'];
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryNodesArgs = {
   ids: Array<Scalars['ID']['input']>;
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryReferenceArgs = {
   id: Scalars['ID']['input'];
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryReferencesArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   filter?: InputMaybe<ReferenceFilter>;
@@ -638,13 +663,23 @@ export type QueryReferencesArgs = {
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryTagArgs = {
   id: Scalars['ID']['input'];
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryTagsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   filter?: InputMaybe<TagFilter>;
@@ -652,19 +687,34 @@ export type QueryTagsArgs = {
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryWebhookDeliveryArgs = {
   id: Scalars['ID']['input'];
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryWebhookEndpointArgs = {
   id: Scalars['ID']['input'];
 };
 
 
-/** Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist. */
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh.
+ */
 export type QueryWebhookEndpointsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
