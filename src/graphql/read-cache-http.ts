@@ -37,8 +37,9 @@ function operationKey(request: FastifyRequest): string | null {
   } catch {
     return null;
   }
-  const accept = request.headers.accept ?? "";
-  return `graphql ${request.method} ${accept} ${typeof operationName === "string" ? operationName : ""} ${variablesText} ${query}`;
+  const name = typeof operationName === "string" ? operationName : null;
+  // As JSON, so that no two requests can spell the same key.
+  return `graphql ${JSON.stringify([request.method, request.headers.accept ?? null, name, variablesText, query])}`;
 }
 
 export class GraphqlReadCache {
