@@ -105,7 +105,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
 
   const metricsRegistry = await registerOperations(http, { database, config });
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache.ts).
-  const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes });
+  const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   await registerRest(http, {
     services,
     config,

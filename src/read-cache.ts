@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { Counter, Gauge, type Registry } from "prom-client";
 import type { Caller } from "./domain/organizations/organization-service.ts";
 
 /**
@@ -15,12 +16,33 @@ import type { Caller } from "./domain/organizations/organization-service.ts";
  */
 export class ReadCache {
   private readonly entries: LRUCache<string, CachedRead> | null;
+  private readonly lookups: Counter<"result"> | null;
 
-  constructor(options: { readonly maxBytes: number }) {
-    this.entries =
+  constructor(options: { readonly maxBytes: number; readonly registry?: Registry }) {
+    const entries =
       options.maxBytes > 0
         ? new LRUCache<string, CachedRead>({ maxSize: options.maxBytes, sizeCalculation: (entry) => entry.size })
         : null;
+    this.entries = entries;
+    const registers = options.registry ? [options.registry] : [];
+    this.lookups = entries
+      ? new Counter({
+          name: "reftrail_read_cache_lookups_total",
+          help: "Reads looked up in the read cache, by result (hit, miss)",
+          labelNames: ["result"] as const,
+          registers,
+        })
+      : null;
+    if (entries) {
+      new Gauge({
+        name: "reftrail_read_cache_bytes",
+        help: "Bytes of responses the read cache holds (its bound is READ_CACHE_MAX_BYTES)",
+        registers,
+        collect() {
+          this.set(entries.calculatedSize);
+        },
+      });
+    }
   }
 
   /** The key of `request` (what identifies the response within the organization) for this caller. */
@@ -29,7 +51,9 @@ export class ReadCache {
   }
 
   get<Body>(key: string): Body | undefined {
-    return this.entries?.get(key)?.body as Body | undefined;
+    const entry = this.entries?.get(key);
+    this.lookups?.inc({ result: entry ? "hit" : "miss" });
+    return entry?.body as Body | undefined;
   }
 
   /** `size` is the response's length in bytes (about), which the cache's byte bound counts. */

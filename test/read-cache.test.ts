@@ -90,6 +90,13 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect(second.statements).toBe(1);
     expect(second.result.body).toEqual(first.result.body);
     expect(second.result.body.data.reference.tags).toEqual([{ name: "cached" }]);
+
+    // Operators see it in /metrics (open outside production).
+    const metrics = await http(server, "GET", "/metrics", { apiKey: null });
+    const hits = /^reftrail_read_cache_lookups_total\{result="hit"\} (\d+)$/m.exec(String(metrics.body));
+    expect(Number(hits?.[1])).toBeGreaterThanOrEqual(4);
+    const bytes = /^reftrail_read_cache_bytes (\d+)$/m.exec(String(metrics.body));
+    expect(Number(bytes?.[1])).toBeGreaterThan(0);
   });
 
   it("sends a GraphQL hit as first sent, per method and Accept header, and never to a key that fails", async () => {
