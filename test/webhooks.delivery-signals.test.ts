@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from "./support/test-server.ts"
  * published by one instance reaches every other instance whole, in as few notifications as fit it.
  */
 
-const silent = { warn: () => {}, error: () => {} };
+const silent = { info: () => {}, warn: () => {}, error: () => {} };
 
 function changes(count: number): DeliveryChange[] {
   const id = (kind: string, index: number) => `0190b3c5-${kind}-7000-8000-${String(index).padStart(12, "0")}`;
