@@ -148,7 +148,11 @@ describe("outcomes waiting for the database on postgres", () => {
     const caller = { url: server.url, apiKey };
     // Three endpoints, so that the per-endpoint limit (2 × 2 claimed) is not what bounds the claims.
     const paths = ["/recording/0", "/recording/1", "/recording/2"];
-    for (const path of paths) await createEndpoint(caller, { url: receiver.url(path) });
+    for (const path of paths) {
+      // Answers take a moment, so that the worker claims again while requests are on the wire.
+      receiver.respond(path, () => ({ delayMs: 100 }));
+      await createEndpoint(caller, { url: receiver.url(path) });
+    }
     const sent = () => paths.flatMap((path) => receiver.on(path));
     for (let index = 0; index < 20; index++) await createReference(caller);
     // Attempts cannot be written while another transaction holds this lock: every outcome waits.
