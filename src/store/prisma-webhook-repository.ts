@@ -91,29 +91,6 @@ function toEndpointRow(row: EndpointColumns): EndpointRow {
   };
 }
 
-/** A column of rows passed as JSON (`jsonRows`): its name and its SQL type. */
-type JsonRowColumn = readonly [name: string, type: "TEXT" | "INTEGER" | "timestamp"];
-
-/** A delivery's new state after an attempt, as `finishAttempts` passes it. */
-const TRANSITION_COLUMNS: readonly JsonRowColumn[] = [
-  ["delivery_id", "TEXT"],
-  ["status", "TEXT"],
-  ["attempt_count", "INTEGER"],
-  ["next_attempt_at", "timestamp"],
-  ["updated_at", "timestamp"],
-];
-
-/** An attempt, as `finishAttempts` passes it. */
-const ATTEMPT_COLUMNS: readonly JsonRowColumn[] = [
-  ["id", "TEXT"],
-  ["delivery_id", "TEXT"],
-  ["attempted_at", "timestamp"],
-  ["status_code", "INTEGER"],
-  ["error", "TEXT"],
-  ["latency_ms", "INTEGER"],
-  ["response_body", "TEXT"],
-];
-
 /** The stored list of secrets rotated out, as written by `endpointData`. */
 interface StoredPreviousSecret {
   readonly secret: string;
@@ -446,22 +423,20 @@ export class PrismaWebhookRepository implements WebhookRepository {
   async finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
     if (items.length === 0) return new Set();
     const ids = items.map((item) => item.attempt.deliveryId);
-    // One statement for the whole batch: each delivery's new state is joined to it by id.
-    const transitions = items.map(({ attempt, transition }) => ({
-      delivery_id: attempt.deliveryId,
-      status: transition.status,
-      attempt_count: transition.attemptCount,
-      next_attempt_at: transition.nextAttemptAt?.toISOString() ?? null,
-      updated_at: transition.at.toISOString(),
-    }));
+    const caseOf = (value: (item: FinishedAttempt) => Prisma.Sql) =>
+      Prisma.sql`CASE "id" ${Prisma.join(
+        items.map((item) => Prisma.sql`WHEN ${item.attempt.deliveryId} THEN ${value(item)}`),
+        " ",
+      )} END`;
+    // One statement for the whole batch: each delivery's new state is picked by its id.
     const updated = await this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET
-        "status" = b."status", "attempt_count" = b."attempt_count",
-        "next_attempt_at" = ${this.timestampColumn(Prisma.sql`b."next_attempt_at"`)},
-        "updated_at" = ${this.timestampColumn(Prisma.sql`b."updated_at"`)},
+        "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
+        "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "next_attempt_at" = ${caseOf((item) => this.timestamp(item.transition.nextAttemptAt))},
+        "updated_at" = ${caseOf((item) => this.timestamp(item.transition.at))},
         "lease_owner" = NULL, "lease_expires_at" = NULL
-      FROM ${this.jsonRows(transitions, TRANSITION_COLUMNS, "b")}
-      WHERE "webhook_deliveries"."id" = b."delivery_id" AND "webhook_deliveries"."lease_owner" = ${owner}`);
+      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`);
     let existing = new Set(ids);
     if (updated < items.length) {
       // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
@@ -472,48 +447,18 @@ export class PrismaWebhookRepository implements WebhookRepository {
     }
     const kept = items.filter((item) => existing.has(item.attempt.deliveryId)).map((item) => item.attempt);
     if (kept.length > 0) {
-      const attempts = kept.map((attempt) => ({
-        id: attempt.id,
-        delivery_id: attempt.deliveryId,
-        attempted_at: attempt.attemptedAt.toISOString(),
-        status_code: attempt.statusCode,
-        error: attempt.error,
-        latency_ms: attempt.latencyMs,
-        response_body: attempt.responseBody,
-      }));
       await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_attempts"
           ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms", "response_body")
-        SELECT a."id", a."delivery_id", ${this.timestampColumn(Prisma.sql`a."attempted_at"`)}, a."status_code",
-               a."error", a."latency_ms", a."response_body"
-        FROM ${this.jsonRows(attempts, ATTEMPT_COLUMNS, "a")}`);
+        VALUES ${Prisma.join(
+          kept.map(
+            (attempt) =>
+              Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
+                ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
+          ),
+        )}`);
     }
     return existing;
-  }
-
-  /**
-   * Rows given as one JSON parameter, read as the table `alias` with these columns: a batch costs one bound value
-   * instead of several per row, and the statement's text is the same whatever the batch's size, so PostgreSQL
-   * parses it as one shape and SQLite prepares it once (a `CASE` per column with a branch per row was hundreds of
-   * bound values per batch, each built and converted on its own, and a new statement text per batch size).
-   */
-  private jsonRows(rows: readonly object[], columns: readonly JsonRowColumn[], alias: string): Prisma.Sql {
-    const json = JSON.stringify(rows);
-    if (this.database.provider === "postgres") {
-      const types = columns.map(([name, type]) => `"${name}" ${type === "timestamp" ? "TEXT" : type}`);
-      return Prisma.sql`json_to_recordset(CAST(${json} AS JSON)) AS ${Prisma.raw(`${alias}(${types.join(", ")})`)}`;
-    }
-    const fields = columns.map(([name]) => `value ->> '${name}' AS "${name}"`);
-    return Prisma.sql`(SELECT ${Prisma.raw(fields.join(", "))} FROM json_each(${json})) AS ${Prisma.raw(alias)}`;
-  }
-
-  /**
-   * An ISO timestamp (`...Z`) read from `jsonRows`, written as the driver writes dates (src/store/sql-executor.ts):
-   * `timestamp(3)` on PostgreSQL, ISO text with `+00:00` on SQLite, where dates compare as text.
-   */
-  private timestampColumn(column: Prisma.Sql): Prisma.Sql {
-    if (this.database.provider === "postgres") return Prisma.sql`CAST(${column} AS TIMESTAMP(3))`;
-    return Prisma.sql`replace(${column}, 'Z', '+00:00')`;
   }
 
   /** A date parameter inside an expression whose type PostgreSQL cannot infer from a column (a CASE branch). */
