@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import pg from "pg";
+import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import type { Services } from "../src/domain/services.ts";
@@ -117,5 +119,60 @@ describe.each(DATABASE_KINDS)("a hanging endpoint on %s", (kind) => {
     await receiver.waitForCount("/healthy", 10, 10_000);
     // ...and the hanging endpoint never had more than its two slots.
     expect(receiver.on("/hanging")).toHaveLength(2);
+  }, 30_000);
+});
+
+describe("outcomes waiting for the database on postgres", () => {
+  let server: TestServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    server = await startTestServer("postgres", {
+      env: {
+        WEBHOOK_CONCURRENCY: "2",
+        WEBHOOK_CONCURRENCY_PER_ENDPOINT: "2",
+        WEBHOOK_POLL_INTERVAL: "100ms",
+        // Queued for later: the backlog is made due all at once below.
+        WEBHOOK_RETRY_SCHEDULE: "1h,1s",
+      },
+    });
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await server?.close();
+  });
+
+  it("hold no sending slot, and stop the claims once more than twice the concurrency wait", async () => {
+    const { apiKey } = await server.newOrganization("recording");
+    const caller = { url: server.url, apiKey };
+    // Three endpoints, so that the per-endpoint limit (2 × 2 claimed) is not what bounds the claims.
+    const paths = ["/recording/0", "/recording/1", "/recording/2"];
+    for (const path of paths) {
+      // Answers take a moment, so that the worker claims again while requests are on the wire.
+      receiver.respond(path, () => ({ delayMs: 100 }));
+      await createEndpoint(caller, { url: receiver.url(path) });
+    }
+    const sent = () => paths.flatMap((path) => receiver.on(path));
+    for (let index = 0; index < 20; index++) await createReference(caller);
+    // Attempts cannot be written while another transaction holds this lock: every outcome waits.
+    const blocker = new pg.Client({ connectionString: server.config.databaseUrl });
+    await blocker.connect();
+    try {
+      await blocker.query(`BEGIN`);
+      await blocker.query(`LOCK TABLE "webhook_attempts" IN SHARE MODE`);
+      await server.database.sql.run(Prisma.sql`UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at"`);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const sentMeanwhile = sent().length;
+      // More than the 3 × 2 deliveries a worker held when outcomes being written counted against its claims; at
+      // most the 2 × 2 + 1 waiting outcomes at which it stops claiming, plus the 3 × 2 it had claimed by then.
+      expect(sentMeanwhile).toBeGreaterThan(6);
+      expect(sentMeanwhile).toBeLessThanOrEqual(4 + 1 + 6);
+    } finally {
+      await blocker.query(`ROLLBACK`);
+      await blocker.end();
+    }
+    for (const path of paths) await receiver.waitForCount(path, 20, 15_000);
+    expect(new Set(sent().map((request) => request.webhookId)).size).toBe(60);
   }, 30_000);
 });

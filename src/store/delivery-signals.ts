@@ -14,11 +14,38 @@ import type { NotifierLog } from "./event-notifier.ts";
  *
  * - SQLite: one process owns the database, so signals stay in the process.
  * - PostgreSQL: each instance LISTENs on `reftrail_webhook_deliveries` over its own connection and NOTIFYs there
- *   after a change committed; the payload names the delivery, and subscribers read it from the database.
+ *   after a change committed; the payload names the deliveries, and subscribers read them from the database.
+ *   A published batch (the worker records outcomes a few dozen at a time) goes out as few notifications as fit
+ *   its changes, not one per delivery: every notification is queued at commit under PostgreSQL's one notify lock
+ *   and read, parsed and dispatched by every listening instance, the sender's own included.
  */
 
 export const DELIVERY_CHANNEL = "reftrail_webhook_deliveries";
 const RECONNECT_DELAY_MS = 1_000;
+/** PostgreSQL refuses a payload of 8,000 bytes or more; changes are packed into payloads below this. */
+const MAX_PAYLOAD_BYTES = 7_900;
+
+/** A change as it travels in a payload: `[organizationId, endpointId, deliveryId]`. */
+type PackedChange = [string, string, string];
+
+/** The changes as JSON arrays of packed changes, each under the payload limit (ids are ASCII: bytes = length). */
+export function packChanges(changes: readonly DeliveryChange[]): string[] {
+  const payloads: string[] = [];
+  let packed: string[] = [];
+  let length = 2;
+  for (const change of changes) {
+    const item = JSON.stringify([change.organizationId, change.endpointId, change.deliveryId]);
+    if (packed.length > 0 && length + 1 + item.length > MAX_PAYLOAD_BYTES) {
+      payloads.push(`[${packed.join(",")}]`);
+      packed = [];
+      length = 2;
+    }
+    packed.push(item);
+    length += item.length + 1;
+  }
+  if (packed.length > 0) payloads.push(`[${packed.join(",")}]`);
+  return payloads;
+}
 
 /** Signals for `database`: in-process on SQLite, LISTEN/NOTIFY on PostgreSQL. */
 export async function openDeliveryChangeSignals(database: Database, log: NotifierLog): Promise<DeliveryChangeSignals> {
@@ -44,9 +71,7 @@ class DeliverySignals implements DeliveryChangeSignals {
     for (const change of changes) this.emit(change);
     const client = this.client;
     if (!client || changes.length === 0) return;
-    const payloads = changes.map((change) =>
-      JSON.stringify({ o: change.organizationId, e: change.endpointId, d: change.deliveryId }),
-    );
+    const payloads = packChanges(changes);
     // One statement per batch, one batch at a time on this connection.
     this.sending = this.sending
       .then(() =>
@@ -77,8 +102,7 @@ class DeliverySignals implements DeliveryChangeSignals {
       // Our own NOTIFY comes back too; local listeners were told by publish().
       const own = (client as pg.Client & { processID?: number }).processID;
       if (message.processId === own || message.channel !== DELIVERY_CHANNEL || !message.payload) return;
-      const change = parsePayload(message.payload);
-      if (change) this.emit(change);
+      for (const change of parsePayload(message.payload)) this.emit(change);
     });
     const lost = (error: unknown) => {
       if (this.client !== client || this.closed) return;
@@ -110,12 +134,23 @@ class DeliverySignals implements DeliveryChangeSignals {
   }
 }
 
-function parsePayload(text: string): DeliveryChange | null {
+/** The changes of a payload: a list of packed changes, or one `{ o, e, d }` as instances before packing sent. */
+function parsePayload(text: string): DeliveryChange[] {
+  let payload: unknown;
   try {
-    const payload = JSON.parse(text) as { o?: unknown; e?: unknown; d?: unknown };
-    if (typeof payload.o !== "string" || typeof payload.e !== "string" || typeof payload.d !== "string") return null;
-    return { organizationId: payload.o, endpointId: payload.e, deliveryId: payload.d };
+    payload = JSON.parse(text);
   } catch {
-    return null;
+    return [];
   }
+  const items: unknown[] = Array.isArray(payload) ? payload : [payload];
+  return items.flatMap((item): DeliveryChange[] => {
+    if (Array.isArray(item) && item.length === 3 && item.every((part) => typeof part === "string")) {
+      const [organizationId, endpointId, deliveryId] = item as PackedChange;
+      return [{ organizationId, endpointId, deliveryId }];
+    }
+    const single = item as { o?: unknown; e?: unknown; d?: unknown } | null;
+    if (typeof single?.o === "string" && typeof single.e === "string" && typeof single.d === "string")
+      return [{ organizationId: single.o, endpointId: single.e, deliveryId: single.d }];
+    return [];
+  });
 }

@@ -52,6 +52,45 @@ interface ClaimedRow {
   readonly updated_at: unknown;
 }
 
+/** An endpoint as a raw statement reads it (column names; the driver's types, see src/store/rows.ts). */
+interface EndpointColumns {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly url: string;
+  readonly event_types: unknown;
+  readonly description: string | null;
+  readonly enabled: unknown;
+  readonly disabled_reason: string | null;
+  readonly secret: string;
+  readonly previous_secret: string | null;
+  readonly previous_secret_expires_at: unknown;
+  readonly failing_since: unknown;
+  readonly tag_filtered: unknown;
+  readonly created_at: unknown;
+  readonly updated_at: unknown;
+}
+
+/** The row Prisma would read for these columns, its tags still to be added. */
+function toEndpointRow(row: EndpointColumns): EndpointRow {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    url: row.url,
+    eventTypes: jsonColumn(row.event_types) as EndpointRow["eventTypes"],
+    description: row.description,
+    enabled: booleanColumn(row.enabled),
+    disabledReason: row.disabled_reason,
+    secret: row.secret,
+    previousSecrets: row.previous_secret,
+    previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
+    failingSince: toNullableDate(row.failing_since),
+    tagFiltered: booleanColumn(row.tag_filtered),
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+    tags: [],
+  };
+}
+
 /** The stored list of secrets rotated out, as written by `endpointData`. */
 interface StoredPreviousSecret {
   readonly secret: string;
@@ -134,10 +173,24 @@ export class PrismaWebhookRepository implements WebhookRepository {
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
+    // One raw statement (the worker reads its endpoints after every claim): the endpoints with their tag ids,
+    // one row per (endpoint, tag), folded into Prisma's row shape so that one mapping reads both paths.
     const rows = await findInChunks(ids, (chunk) =>
-      this.client.webhookEndpoint.findMany({ where: { id: { in: chunk } }, include: WITH_TAGS }),
+      this.sql.all<EndpointColumns & { tag_id: string | null }>(Prisma.sql`
+        SELECT e."id", e."organization_id", e."url", e."event_types", e."description", e."enabled",
+               e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
+               e."failing_since", e."tag_filtered", e."created_at", e."updated_at", et."tag_id"
+        FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
+        WHERE e."id" IN (${Prisma.join(chunk)})
+        ORDER BY e."id", et."tag_id"`),
     );
-    return rows.map((row) => this.toEndpoint(row));
+    const endpoints = new Map<string, EndpointRow>();
+    for (const row of rows) {
+      let endpoint = endpoints.get(row.id);
+      if (!endpoint) endpoints.set(row.id, (endpoint = toEndpointRow(row)));
+      if (row.tag_id !== null) (endpoint.tags as { tagId: string }[]).push({ tagId: row.tag_id });
+    }
+    return [...endpoints.values()].map((row) => this.toEndpoint(row));
   }
 
   async replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]> {

@@ -36,6 +36,9 @@ const CLAIM_BATCH_DELAY_MS = 3;
  */
 const CLAIM_AHEAD_FACTOR = 2;
 
+/** No claim while more answered requests than this multiple of the concurrency wait for their outcome's write. */
+const MAX_UNRECORDED_FACTOR = 2;
+
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
 
@@ -60,7 +63,8 @@ interface InFlight {
  *   and by a poll timer, so a wake-up that is missed (a retry falling due, a dead instance's lease expiring)
  *   costs at most one poll interval.
  * - Claims ahead: up to twice what it may send at once (`concurrency` in all, `concurrencyPerEndpoint` per
- *   endpoint), so that requests keep going out while the next claim is on its way. Claimed deliveries wait in one
+ *   endpoint) beyond the requests on the wire, so that requests keep going out while the next claim is on its
+ *   way; outcomes waiting to be recorded do not count, unless more than twice `concurrency` of them wait. Claimed deliveries wait in one
  *   queue per endpoint and are started round-robin over the endpoints, each within its endpoint's limit: a slow or
  *   dead endpoint holds a bounded number of slots and claims, and the others keep flowing. A delivery whose lease
  *   would no longer cover a whole request (timeout plus a margin) is handed back instead of sent.
@@ -156,11 +160,15 @@ export class WebhookWorker {
   private async pump(): Promise<void> {
     for (;;) {
       this.wokenWhilePumping = false;
-      // Outcomes still being recorded count too, so that a slow database slows the claims down.
+      // Answered requests whose outcomes are still being recorded hold no slot: counting them against the claim
+      // left the slots idle while a batch of outcomes was on its way to the database. A database that records
+      // more slowly than the requests come back still slows the claims down: past the limit nothing is claimed.
+      const unrecorded = this.inFlight.size - this.sending;
+      if (unrecorded > MAX_UNRECORDED_FACTOR * this.options.concurrency || this.stopped) return;
       const ahead = (CLAIM_AHEAD_FACTOR + 1) * this.options.concurrency;
       const perEndpointAhead = CLAIM_AHEAD_FACTOR * this.options.concurrencyPerEndpoint;
-      const capacity = ahead - this.inFlight.size - this.waitingCount;
-      if (capacity <= 0 || this.stopped) return;
+      const capacity = ahead - this.sending - this.waitingCount;
+      if (capacity <= 0) return;
       const limits = new Map<string, number>();
       for (const endpointId of new Set([...this.perEndpoint.keys(), ...this.waiting.keys()]))
         limits.set(
