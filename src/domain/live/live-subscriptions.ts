@@ -80,6 +80,8 @@ export class LiveStream implements AsyncIterableIterator<StreamMessage>, LiveLis
   private replayUntil: LogPosition | null;
   private readonly page: LiveEvent[] = [];
   private readonly queue: LiveEvent[] = [];
+  /** The limit of the replay page being read now (0 when none): room the live queue leaves for it. */
+  private pageBeingRead = 0;
   private wake: (() => void) | undefined;
   private done = false;
 
@@ -105,7 +107,7 @@ export class LiveStream implements AsyncIterableIterator<StreamMessage>, LiveLis
     if (this.done) return;
     for (const live of events) {
       if (!matchesStreamFilter(live.event, this.filter)) continue;
-      if (this.queue.length + this.page.length >= this.deps.maxQueuedEvents) {
+      if (this.queue.length + this.page.length + this.pageBeingRead >= this.deps.maxQueuedEvents) {
         // Everything dropped here is in the log up to the feed's frontier, which the replay reads again.
         this.deps.onFallBehind();
         this.catchUp(this.deps.feed.frontier);
@@ -180,15 +182,23 @@ export class LiveStream implements AsyncIterableIterator<StreamMessage>, LiveLis
     if (!complete) {
       // The page counts against the same bound as the live queue.
       const limit = Math.max(1, Math.min(this.deps.pageSize, this.deps.maxQueuedEvents - this.queue.length));
-      const rows = await this.deps.store.readRange({
-        organizationId: this.organizationId,
-        after,
-        until,
-        notBefore: this.deps.retentionCutoff(),
-        ...(this.filter.referenceId !== undefined && { referenceId: this.filter.referenceId }),
-        ...(this.filter.types && { types: [...this.filter.types] }),
-        limit,
-      });
+      // Held for the page while it is read: events delivered meanwhile must leave room for it, or the queue and
+      // the page together could pass the bound by up to a page.
+      this.pageBeingRead = limit;
+      let rows: LiveEvent[];
+      try {
+        rows = await this.deps.store.readRange({
+          organizationId: this.organizationId,
+          after,
+          until,
+          notBefore: this.deps.retentionCutoff(),
+          ...(this.filter.referenceId !== undefined && { referenceId: this.filter.referenceId }),
+          ...(this.filter.types && { types: [...this.filter.types] }),
+          limit,
+        });
+      } finally {
+        this.pageBeingRead = 0;
+      }
       if (this.done) return;
       if (rows.length > 0) this.scanned = rows.at(-1)!.position;
       // The tag filter runs here rather than in SQL: one predicate for replay and live, on both databases.
