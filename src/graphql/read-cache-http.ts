@@ -14,7 +14,8 @@ declare module "fastify" {
 
 /** A response the GraphQL route sent, kept as sent. */
 interface CachedGraphqlResponse {
-  readonly body: string;
+  /** Kept encoded: a hit's bytes go to the socket as they are, not re-encoded from a string every time. */
+  readonly body: Buffer;
   readonly contentType: string;
 }
 
@@ -87,7 +88,8 @@ export class GraphqlReadCache {
         typeof payload === "string" &&
         typeof contentType === "string"
       ) {
-        this.cache.set(slot.key, { body: payload, contentType } satisfies CachedGraphqlResponse, payload.length);
+        const body = Buffer.from(payload);
+        this.cache.set(slot.key, { body, contentType } satisfies CachedGraphqlResponse, body.length);
       }
       return payload;
     });

@@ -23,7 +23,7 @@ export function registerReadCache(app: FastifyInstance, cache: ReadCache): void 
     if (!request.routeOptions.config.readCache || !request.caller) return;
     if (refusesCachedResponse(request.headers["cache-control"])) return;
     const key = cache.keyOf(request.caller, `rest ${request.url}`);
-    const hit = cache.get<string>(key);
+    const hit = cache.get<Buffer>(key);
     if (hit === undefined) {
       request.readCacheKey = key;
       return;
@@ -33,7 +33,9 @@ export function registerReadCache(app: FastifyInstance, cache: ReadCache): void 
 
   app.addHook("onSend", async (request, reply, payload) => {
     if (request.readCacheKey !== undefined && reply.statusCode === 200 && typeof payload === "string") {
-      cache.set(request.readCacheKey, payload, payload.length);
+      // Kept encoded: a hit's bytes go to the socket as they are, not re-encoded from a string every time.
+      const bytes = Buffer.from(payload);
+      cache.set(request.readCacheKey, bytes, bytes.length);
     }
     return payload;
   });

@@ -14,26 +14,6 @@ import { Prisma } from "./__generated__/sqlite/client.ts";
  * inside `store.transaction`, statements run in that transaction.
  */
 
-interface ApiKeyRow {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly key_hash: string;
-  readonly key_prefix: string;
-  readonly created_at: unknown;
-  readonly revoked_at: unknown;
-}
-
-function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
-  return {
-    id: row.id,
-    organizationId: row.organization_id,
-    keyHash: row.key_hash,
-    keyPrefix: row.key_prefix,
-    createdAt: toDate(row.created_at),
-    revokedAt: toNullableDate(row.revoked_at),
-  };
-}
-
 export class PrismaOrganizationRepository implements OrganizationRepository {
   constructor(
     private readonly database: Database,
@@ -87,22 +67,25 @@ export class PrismaOrganizationRepository implements OrganizationRepository {
       VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
   }
 
-  async findApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null> {
+  async findActiveApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null> {
     // Every authenticated request starts here, in one statement: the unique key_hash index, the version's primary
     // key (raised by triggers, migration 0007; an organization that never changed has none) and one seek in the
-    // (organization_id, occurred_at, id) index of the log.
-    const [row] = await this.sql.all<ApiKeyRow & { data_version: unknown; oldest_visible_event_at: unknown }>(
-      Prisma.sql`
-      SELECT k."id", k."organization_id", k."key_hash", k."key_prefix", k."created_at", k."revoked_at",
-        COALESCE(v."version", 0) AS "data_version",
+    // (organization_id, occurred_at, id) index of the log. Only what authentication needs, read on every request.
+    const [row] = await this.sql.all<{
+      id: string;
+      organization_id: string;
+      data_version: unknown;
+      oldest_visible_event_at: unknown;
+    }>(Prisma.sql`
+      SELECT k."id", k."organization_id", COALESCE(v."version", 0) AS "data_version",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
-      WHERE k."key_hash" = ${keyHash}`,
-    );
+      WHERE k."key_hash" = ${keyHash} AND k."revoked_at" IS NULL`);
     if (!row) return null;
     return {
-      ...apiKeyFromRow(row),
+      id: row.id,
+      organizationId: row.organization_id,
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
     };

@@ -15,7 +15,10 @@ export interface ApiKeyRecord {
   readonly revokedAt: Date | null;
 }
 
-export interface AuthenticatedApiKey extends ApiKeyRecord {
+/** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
+export interface AuthenticatedApiKey {
+  readonly id: string;
+  readonly organizationId: string;
   /** The organization's data version, raised by the database with every commit that changes its data. */
   readonly dataVersion: number;
   /** When the organization's oldest lifecycle event at or after the given retention cutoff occurred; null if none. */
@@ -38,9 +41,9 @@ export interface OrganizationRepository {
   lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   /**
-   * The key with what its organization's reads depend on (see `Caller.readVersion`), read in one statement: every
+   * The key, unless revoked, with what its organization's reads depend on, read in one statement: every
    * authenticated request starts here, before it reads any data.
    */
-  findApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null>;
+  findActiveApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
 }

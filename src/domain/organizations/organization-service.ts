@@ -111,8 +111,8 @@ export class OrganizationService {
   /** The caller behind a presented key, or null when the key is unknown or revoked. */
   async authenticate(presentedKey: string): Promise<Caller | null> {
     if (!presentedKey.startsWith(KEY_PREFIX)) return null;
-    const key = await this.store.organizations.findApiKeyByHash(hashKey(presentedKey), this.retentionCutoff());
-    if (!key || key.revokedAt) return null;
+    const key = await this.store.organizations.findActiveApiKeyByHash(hashKey(presentedKey), this.retentionCutoff());
+    if (!key) return null;
     const oldestVisibleEvent = key.oldestVisibleEventAt?.getTime() ?? "none";
     return {
       organizationId: key.organizationId,
