@@ -163,6 +163,13 @@ describe("outcomes waiting for the database on postgres", () => {
       await blocker.query(`LOCK TABLE "webhook_attempts" IN SHARE MODE`);
       await server.database.sql.run(Prisma.sql`UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at"`);
       await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // The outcomes wait in at most two transactions (each holds a pool connection the API shares), not one more
+      // every few milliseconds.
+      const { rows } = await blocker.query<{ waiting: number }>(
+        `SELECT count(*)::int AS "waiting" FROM pg_locks WHERE NOT granted AND relation = 'webhook_attempts'::regclass`,
+      );
+      expect(rows[0]!.waiting).toBeGreaterThan(0);
+      expect(rows[0]!.waiting).toBeLessThanOrEqual(2);
       const sentMeanwhile = sent().length;
       // More than the 3 × 2 deliveries a worker held when outcomes being written counted against its claims; at
       // most the 2 × 2 + 1 waiting outcomes at which it stops claiming, plus the 3 × 2 it had claimed by then.

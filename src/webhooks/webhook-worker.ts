@@ -26,6 +26,12 @@ export interface WebhookWorkerOptions {
 const RECORD_BATCH_SIZE = 128;
 /** ...gathered for at most this long (unless every request in flight has finished: then at once). */
 const RECORD_BATCH_DELAY_MS = 5;
+/**
+ * Batches being written at once, at most. Each holds a connection of the pool the API shares: against a database
+ * that stalls, a new batch every few milliseconds would take them all. Outcomes that arrive meanwhile go into the
+ * next batch, written when one of these ends (so batches grow instead).
+ */
+const MAX_BATCHES_WRITING = 2;
 
 /** Slots freed within this long are filled by one claim. */
 const CLAIM_BATCH_DELAY_MS = 3;
@@ -88,6 +94,7 @@ export class WebhookWorker {
   private stopped = false;
   private readonly toRecord: PendingRecord[] = [];
   private recording = 0;
+  private batchesWriting = 0;
   private recordTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
 
@@ -308,8 +315,10 @@ export class WebhookWorker {
   private flushRecords(): void {
     if (this.recordTimer) clearTimeout(this.recordTimer);
     this.recordTimer = null;
+    if (this.batchesWriting >= MAX_BATCHES_WRITING) return;
     const batch = this.toRecord.splice(0);
     if (batch.length === 0) return;
+    this.batchesWriting += 1;
     this.recording += batch.length;
     this.deliveries
       .recordAttempts(
@@ -322,6 +331,9 @@ export class WebhookWorker {
       )
       .finally(() => {
         this.recording -= batch.length;
+        this.batchesWriting -= 1;
+        // What gathered while the writes were busy goes now.
+        if (this.toRecord.length > 0) this.flushRecords();
       });
   }
 }
