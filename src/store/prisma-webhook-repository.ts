@@ -15,7 +15,7 @@ import type {
   WebhookRepository,
 } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
-import { chunksOf, toDate, toNullableDate } from "./rows.ts";
+import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./rows.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
@@ -76,15 +76,15 @@ function toEndpointRow(row: EndpointColumns): EndpointRow {
     id: row.id,
     organizationId: row.organization_id,
     url: row.url,
-    eventTypes: jsonColumn(row.event_types) as EndpointRow["eventTypes"],
+    eventTypes: fromJson(row.event_types) as EndpointRow["eventTypes"],
     description: row.description,
-    enabled: booleanColumn(row.enabled),
+    enabled: toBoolean(row.enabled),
     disabledReason: row.disabled_reason,
     secret: row.secret,
     previousSecrets: row.previous_secret,
     previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
     failingSince: toNullableDate(row.failing_since),
-    tagFiltered: booleanColumn(row.tag_filtered),
+    tagFiltered: toBoolean(row.tag_filtered),
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
     tags: [],
@@ -99,16 +99,6 @@ interface StoredPreviousSecret {
 
 /** Every endpoint read brings its tag filter along (one more statement per read, never one per endpoint). */
 const WITH_TAGS = { tags: { select: { tagId: true }, orderBy: { tagId: "asc" } } } as const;
-
-/** A JSON column read by `$queryRaw`: text on SQLite, already parsed on PostgreSQL. */
-function jsonColumn(value: unknown): unknown {
-  return typeof value === "string" ? JSON.parse(value) : value;
-}
-
-/** A boolean column read by `$queryRaw`: 0/1 on SQLite, a boolean on PostgreSQL. */
-function booleanColumn(value: unknown): boolean {
-  return value === true || value === 1 || value === 1n;
-}
 
 function toDelivery(row: DeliveryRow): WebhookDelivery {
   return { ...row, status: row.status as DeliveryStatus };
@@ -220,8 +210,8 @@ export class PrismaWebhookRepository implements WebhookRepository {
       if (!route) {
         route = {
           id: row.id,
-          eventTypes: (jsonColumn(row.event_types) as LifecycleEventType[] | null) ?? null,
-          tagIds: booleanColumn(row.tag_filtered) ? [] : null,
+          eventTypes: (fromJson(row.event_types) as LifecycleEventType[] | null) ?? null,
+          tagIds: toBoolean(row.tag_filtered) ? [] : null,
         };
         routes.set(row.id, route);
       }
