@@ -15,13 +15,16 @@ import type { Caller } from "./domain/organizations/organization-service.ts";
  * `lru-cache` keeps the entries, bounded in bytes; what is ours is only the key.
  */
 export class ReadCache {
-  private readonly entries: LRUCache<string, CachedRead> | null;
+  private readonly entries: LRUCache<string, CachedResponse> | null;
   private readonly lookups: Counter<"result"> | null;
 
   constructor(options: { readonly maxBytes: number; readonly registry?: Registry }) {
     const entries =
       options.maxBytes > 0
-        ? new LRUCache<string, CachedRead>({ maxSize: options.maxBytes, sizeCalculation: (entry) => entry.size })
+        ? new LRUCache<string, CachedResponse>({
+            maxSize: options.maxBytes,
+            sizeCalculation: (entry) => Math.max(1, entry.body.length),
+          })
         : null;
     this.entries = entries;
     const registers = options.registry ? [options.registry] : [];
@@ -50,23 +53,29 @@ export class ReadCache {
     return `${caller.organizationId} ${caller.readVersion} ${request}`;
   }
 
-  get<Body>(key: string): Body | undefined {
+  /** The response kept under `key`, counted as a hit or a miss. */
+  find(key: string): CachedResponse | undefined {
     const entry = this.entries?.get(key);
     this.lookups?.inc({ result: entry ? "hit" : "miss" });
-    return entry?.body as Body | undefined;
+    return entry;
   }
 
-  /** `size` is the response's length in bytes (about), which the cache's byte bound counts. */
-  set(key: string, body: unknown, size: number): void {
-    // An entry larger than the whole cache would be refused by lru-cache with a warning: skip it quietly.
-    if (!this.entries || size > this.entries.maxSize) return;
-    this.entries.set(key, { body, size: Math.max(1, size) });
+  /**
+   * Keeps a response as its bytes: a hit goes to the socket as it is, not re-encoded from a string every time.
+   * One larger than the whole cache would be refused by lru-cache with a warning: it is skipped quietly.
+   */
+  keep(key: string, payload: string, contentType: string): void {
+    if (!this.entries) return;
+    const body = Buffer.from(payload);
+    if (body.length > this.entries.maxSize) return;
+    this.entries.set(key, { body, contentType });
   }
 }
 
-interface CachedRead {
-  readonly body: unknown;
-  readonly size: number;
+/** A response as it was sent. */
+export interface CachedResponse {
+  readonly body: Buffer;
+  readonly contentType: string;
 }
 
 /**

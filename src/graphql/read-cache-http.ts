@@ -12,13 +12,6 @@ declare module "fastify" {
   }
 }
 
-/** A response the GraphQL route sent, kept as sent. */
-interface CachedGraphqlResponse {
-  /** Kept encoded: a hit's bytes go to the socket as they are, not re-encoded from a string every time. */
-  readonly body: Buffer;
-  readonly contentType: string;
-}
-
 /**
  * The HTTP half of the GraphQL read cache (the plugin's comment in read-cache-plugin.ts tells the whole). What
  * identifies a response within the caller's organization and read version: the method, the Accept header (it
@@ -67,7 +60,7 @@ export class GraphqlReadCache {
     if (!caller) return false;
     request.caller = caller;
     const key = this.cache.keyOf(caller, operation);
-    const hit = this.cache.get<CachedGraphqlResponse>(key);
+    const hit = this.cache.find(key);
     if (hit) {
       // Apollo sends no-store on every GraphQL response (graphql-server.ts); so does a hit.
       void reply.header("cache-control", "no-store").type(hit.contentType).send(hit.body);
@@ -88,8 +81,7 @@ export class GraphqlReadCache {
         typeof payload === "string" &&
         typeof contentType === "string"
       ) {
-        const body = Buffer.from(payload);
-        this.cache.set(slot.key, { body, contentType } satisfies CachedGraphqlResponse, body.length);
+        this.cache.keep(slot.key, payload, contentType);
       }
       return payload;
     });

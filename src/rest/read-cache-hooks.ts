@@ -23,19 +23,23 @@ export function registerReadCache(app: FastifyInstance, cache: ReadCache): void 
     if (!request.routeOptions.config.readCache || !request.caller) return;
     if (refusesCachedResponse(request.headers["cache-control"])) return;
     const key = cache.keyOf(request.caller, `rest ${request.url}`);
-    const hit = cache.get<Buffer>(key);
+    const hit = cache.find(key);
     if (hit === undefined) {
       request.readCacheKey = key;
       return;
     }
-    return reply.type("application/json; charset=utf-8").send(hit);
+    return reply.type(hit.contentType).send(hit.body);
   });
 
   app.addHook("onSend", async (request, reply, payload) => {
-    if (request.readCacheKey !== undefined && reply.statusCode === 200 && typeof payload === "string") {
-      // Kept encoded: a hit's bytes go to the socket as they are, not re-encoded from a string every time.
-      const bytes = Buffer.from(payload);
-      cache.set(request.readCacheKey, bytes, bytes.length);
+    const contentType = reply.getHeader("content-type");
+    if (
+      request.readCacheKey !== undefined &&
+      reply.statusCode === 200 &&
+      typeof payload === "string" &&
+      typeof contentType === "string"
+    ) {
+      cache.keep(request.readCacheKey, payload, contentType);
     }
     return payload;
   });
