@@ -168,6 +168,27 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect((await http(server, "GET", path)).body.data).toHaveLength(2);
   });
 
+  it("shows every one of many parallel writes, from two instances, to the cached reads of both", async () => {
+    // On PostgreSQL the version is raised at COMMIT under the commit-numbering lock: concurrent writers of one
+    // organization must each raise it (no lost update), and none may deadlock with the numbering.
+    const references = await Promise.all(Array.from({ length: 5 }, () => createReference([])));
+    const pages = references.map((id) => `/v1/references/${id}/events?limit=50`);
+    for (const instance of [server, otherInstance]) {
+      for (const page of pages) expect((await http(instance, "GET", page)).body.data).toHaveLength(1);
+    }
+    const writes = references.flatMap((id, index) =>
+      [0, 1, 2, 3].map((round) =>
+        http((index + round) % 2 === 0 ? server : otherInstance, "POST", `/v1/references/${id}/extractions`, {
+          body: { status: "succeeded" },
+        }),
+      ),
+    );
+    for (const written of await Promise.all(writes)) expectStatus(written, 201);
+    for (const instance of [server, otherInstance]) {
+      for (const page of pages) expect((await http(instance, "GET", page)).body.data).toHaveLength(5);
+    }
+  });
+
   it("shows a change written by plain SQL, outside any instance: the version is the database's", async () => {
     const referenceId = await createReference(["outside"]);
     const tagsPath = `/v1/references/${referenceId}`;
