@@ -193,6 +193,33 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     );
   });
 
+  it("authenticates the requests of one event-loop turn in one statement, and every later one afresh", async () => {
+    const organizations = server.app.services.organizations;
+    const other = await server.newOrganization("other");
+    const revoked = await organizations.createApiKey(server.organizationId);
+    await organizations.revokeApiKey(revoked.id);
+    const presented = [server.apiKey, other.apiKey, revoked.key, "rt_unknown", server.apiKey, other.apiKey];
+    const { result, statements } = await measure(() =>
+      Promise.all(presented.map((key) => organizations.authenticate(key))),
+    );
+    expect(statements).toHaveLength(1);
+    expect(result.map((caller) => caller?.organizationId ?? null)).toEqual([
+      server.organizationId,
+      other.organizationId,
+      null,
+      null,
+      server.organizationId,
+      other.organizationId,
+    ]);
+    // Nothing is remembered between turns: a key revoked after the batch is refused by the next request.
+    const fresh = await organizations.createApiKey(server.organizationId);
+    expect(await organizations.authenticate(fresh.key)).not.toBeNull();
+    await organizations.revokeApiKey(fresh.id);
+    const after = await measure(() => organizations.authenticate(fresh.key));
+    expect(after.result).toBeNull();
+    expect(after.statements).toHaveLength(1);
+  });
+
   it("creates a reference with 10 new tags in as many statements as with 1", async () => {
     const create = (serial: number, tagCount: number) =>
       measure(() =>

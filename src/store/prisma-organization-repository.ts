@@ -67,28 +67,31 @@ export class PrismaOrganizationRepository implements OrganizationRepository {
       VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
   }
 
-  async findActiveApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null> {
-    // Every authenticated request starts here, in one statement: the unique key_hash index, the version's primary
-    // key (raised by triggers, migration 0007; an organization that never changed has none) and one seek in the
-    // (organization_id, occurred_at, id) index of the log. Only what authentication needs, read on every request.
-    const [row] = await this.sql.all<{
+  async findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]> {
+    // Every authenticated request starts here, batched with the others of the same event-loop turn, in one
+    // statement: the unique key_hash index, the version's primary key (raised by triggers, migration 0007; an
+    // organization that never changed has none) and one seek in the (organization_id, occurred_at, id) index of
+    // the log per key. Only what authentication needs, read on every request.
+    if (keyHashes.length === 0) return [];
+    const rows = await this.sql.all<{
       id: string;
+      key_hash: string;
       organization_id: string;
       data_version: unknown;
       oldest_visible_event_at: unknown;
     }>(Prisma.sql`
-      SELECT k."id", k."organization_id", COALESCE(v."version", 0) AS "data_version",
+      SELECT k."id", k."key_hash", k."organization_id", COALESCE(v."version", 0) AS "data_version",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
-      WHERE k."key_hash" = ${keyHash} AND k."revoked_at" IS NULL`);
-    if (!row) return null;
-    return {
+      WHERE k."key_hash" IN (${Prisma.join(keyHashes)}) AND k."revoked_at" IS NULL`);
+    return rows.map((row) => ({
       id: row.id,
+      keyHash: row.key_hash,
       organizationId: row.organization_id,
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
-    };
+    }));
   }
 
   async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {

@@ -18,6 +18,7 @@ export interface ApiKeyRecord {
 /** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
 export interface AuthenticatedApiKey {
   readonly id: string;
+  readonly keyHash: string;
   readonly organizationId: string;
   /** The organization's data version, raised by the database with every commit that changes its data. */
   readonly dataVersion: number;
@@ -41,9 +42,10 @@ export interface OrganizationRepository {
   lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   /**
-   * The key, unless revoked, with what its organization's reads depend on, read in one statement: every
-   * authenticated request starts here, before it reads any data.
+   * The keys among these hashes that are not revoked, with what their organizations' reads depend on, read in one
+   * statement: every authenticated request starts here, before it reads any data. Unknown and revoked keys are
+   * absent from the result.
    */
-  findActiveApiKeyByHash(keyHash: string, retentionCutoff: Date): Promise<AuthenticatedApiKey | null>;
+  findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
 }
