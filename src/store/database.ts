@@ -87,8 +87,10 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     };
     sql = driver;
   } else {
-    // One pool for Prisma and the driver: the connection limit stays the one Prisma had.
-    const pool = new UnitAwarePool({ connectionString: url });
+    // One pool for Prisma and the driver: the connection limit stays the one Prisma had. Its connections pipeline
+    // (node-postgres sends a statement without waiting for the previous one's answer): only a unit of work ever
+    // has several in flight (src/store/sql-executor.ts), each still answered, or failed, on its own.
+    const pool = new UnitAwarePool({ connectionString: url, pipeline: true });
     // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
     pool.on("error", () => {});
     const client = new PostgresPrismaClient({ adapter: new PrismaPg(pool), log });

@@ -180,14 +180,16 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     // of the row and still lets other transactions insert rows that point at it (tag links, events' outbox).
     // Lock first, read second: under READ COMMITTED a statement that waited for the lock still evaluates its
     // subqueries on the snapshot it started with, so tags read in the locking statement could miss the ones a
-    // transaction that held the lock just committed. The second read, with its tags, sees them.
-    const locked = await this.sql.all<{ id: string }>(Prisma.sql`
-      SELECT "id" FROM "shipping_references"
-      WHERE "id" = ${id} AND "organization_id" = ${organizationId}
-      FOR NO KEY UPDATE`);
-    if (locked.length === 0) return null;
-    const [reference] = await this.findReferencesByIds(organizationId, [id]);
-    return reference ?? null;
+    // transaction that held the lock just committed. The second read, with its tags, sees them: PostgreSQL runs
+    // it once the lock is held, though it is sent at once, behind the lock, on the pipelining connection.
+    const [locked, [reference]] = await Promise.all([
+      this.sql.all<{ id: string }>(Prisma.sql`
+        SELECT "id" FROM "shipping_references"
+        WHERE "id" = ${id} AND "organization_id" = ${organizationId}
+        FOR NO KEY UPDATE`),
+      this.findReferencesByIds(organizationId, [id]),
+    ]);
+    return locked.length > 0 && reference ? reference : null;
   }
 
   async insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }> {

@@ -165,17 +165,26 @@ export class SqliteDriver implements SqlDriver {
 }
 
 /**
- * The pool connection of the unit of work running in the current async context. Prisma statements that a
- * unit of work issues (model API calls of stores not yet on the driver) run on it, so they are part of the
- * transaction instead of waiting, on another connection, for row locks the transaction holds.
+ * The pool connection of the unit of work running in the current async context, with its BEGIN. Prisma statements
+ * that a unit of work issues (model API calls of stores not yet on the driver) run on it, once BEGIN has been
+ * answered, so they are part of the transaction instead of waiting, on another connection, for row locks the
+ * transaction holds.
  */
-const unitConnection = new AsyncLocalStorage<pg.PoolClient>();
+const unitConnection = new AsyncLocalStorage<{
+  readonly connection: pg.PoolClient;
+  readonly begun: Promise<unknown>;
+}>();
 
 /** The pool Prisma and the driver share; a Prisma statement issued inside a unit of work runs in that unit. */
 export class UnitAwarePool extends pg.Pool {
   override query(...args: unknown[]): any {
-    const connection = unitConnection.getStore();
-    if (connection) return (connection.query as (...inner: unknown[]) => unknown).apply(connection, args);
+    const unit = unitConnection.getStore();
+    if (unit) {
+      // Prisma's adapter awaits what query returns (no callbacks).
+      return unit.begun.then(() =>
+        (unit.connection.query as (...inner: unknown[]) => unknown).apply(unit.connection, args),
+      );
+    }
     return this.queryOutsideUnits(...args);
   }
 
@@ -272,23 +281,42 @@ export class PostgresDriver implements SqlDriver {
     connection.on("error", ignore);
     let broken: Error | undefined;
     try {
-      await postgresQuery(connection, "BEGIN", this.onStatement).catch((error: Error) => {
+      // The pool's connections pipeline (database.ts): BEGIN is not a round trip of its own but leaves with the
+      // unit's first statements, when they are plain reads (the reference's lock and read, say). Anything else
+      // waits for BEGIN's answer, so that nothing can ever write outside the transaction: had BEGIN failed, the
+      // reads sent behind it would have run on their own, harmlessly, and their results are never used.
+      const begun = postgresQuery(connection, "BEGIN", this.onStatement).catch((error: Error) => {
         broken = error;
         throw error;
       });
+      begun.catch(ignore);
+      let pipelining = true;
+      const send = async (query: Prisma.Sql): Promise<pg.QueryResult> => {
+        if (pipelining && isPlainRead(query.text)) {
+          const [, result] = await Promise.all([begun, postgresQuery(connection, query, this.onStatement)]);
+          return result;
+        }
+        // In the order asked: once one statement waits for BEGIN, every later one does.
+        pipelining = false;
+        await begun;
+        return postgresQuery(connection, query, this.onStatement);
+      };
       const unit: SqlExecutor = {
-        all: async <Row>(query: Prisma.Sql) => (await postgresQuery(connection, query, this.onStatement)).rows as Row[],
-        run: async (query: Prisma.Sql) => (await postgresQuery(connection, query, this.onStatement)).rowCount ?? 0,
+        all: async <Row>(query: Prisma.Sql) => (await send(query)).rows as Row[],
+        run: async (query: Prisma.Sql) => (await send(query)).rowCount ?? 0,
       };
       try {
-        const result = await unitConnection.run(connection, () => work(unit));
+        const result = await unitConnection.run({ connection, begun }, () => work(unit));
+        await begun;
         await postgresQuery(connection, "COMMIT", this.onStatement);
         return result;
       } catch (error) {
         // A connection that cannot even roll back is not given to anyone else.
-        await postgresQuery(connection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
-          broken = rollbackError;
-        });
+        if (!broken) {
+          await postgresQuery(connection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
+            broken = rollbackError;
+          });
+        }
         throw error;
       }
     } finally {
@@ -296,4 +324,9 @@ export class PostgresDriver implements SqlDriver {
       connection.release(broken);
     }
   }
+}
+
+/** A SELECT: it writes nothing, even run outside a transaction (a lock it takes is released at once). */
+function isPlainRead(text: string): boolean {
+  return /^\s*SELECT\b/i.test(text);
 }

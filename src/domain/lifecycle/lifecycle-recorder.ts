@@ -46,8 +46,8 @@ export class LifecycleRecorder {
       occurredAt: this.clock.now(),
       referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
     } as LifecycleEvent;
-    await store.lifecycle.insertEvent(event);
-    await this.outbox?.enqueue(store, event);
+    // Together: on PostgreSQL the insert and the outbox's read of the endpoints leave in one round trip.
+    await Promise.all([store.lifecycle.insertEvent(event), this.outbox?.enqueue(store, event)]);
     return event;
   }
 
@@ -70,8 +70,7 @@ export class LifecycleRecorder {
           referenceTags: tags.map((tag) => ({ id: tag.id, name: tag.name })),
         }) as LifecycleEvent,
     );
-    await store.lifecycle.insertEvents(events);
-    await this.outbox?.enqueueAll(store, events);
+    await Promise.all([store.lifecycle.insertEvents(events), this.outbox?.enqueueAll(store, events)]);
     return events;
   }
 }

@@ -496,9 +496,16 @@ export class ReferenceService {
    */
   private async applyChange(store: Store, tags: readonly Tag[], change: TrackingChange): Promise<Reference> {
     if (change.events.length === 0) return change.reference;
-    if (change.update) await store.references.insertReferenceUpdate(change.update);
-    await store.references.updateReference(change.reference);
-    for (const body of change.events) await this.recorder.record(store, change.reference, tags, body);
+    // Issued together, none waiting for another's answer: on PostgreSQL they leave in one round trip (the
+    // connection pipelines, src/store/sql-executor.ts) and still run in this order; on SQLite one after another.
+    await Promise.all([
+      change.update && store.references.insertReferenceUpdate(change.update),
+      store.references.updateReference(change.reference),
+      this.recorder.recordAll(
+        store,
+        change.events.map((body) => ({ reference: change.reference, tags, body })),
+      ),
+    ]);
     return change.reference;
   }
 
