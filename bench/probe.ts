@@ -6,7 +6,8 @@
  * profile of the measured run (`<prefix>-<row>.cpuprofile`, for Chrome DevTools). Used to find the tails
  * (docs/decisions.md, "Tails").
  *
- * Settings: PROBE_KIND sqlite|postgres, PROBE_ROWS (fhello, ahello, ref, two, all, one, events), PROBE_SECONDS 5,
+ * Settings: PROBE_KIND sqlite|postgres, PROBE_ROWS (fhello, ahello, ref, two, all, one, events, and
+ * twofresh, reffresh: two and ref with `Cache-Control: no-cache`), PROBE_SECONDS 5,
  * PROBE_CONNECTIONS 50, PROBE_REFERENCES 20000, PROBE_EVENTS 100000, PROBE_PROFILE.
  */
 import "./production-env.ts";
@@ -79,6 +80,17 @@ async function main() {
     two: { url: `${base}/v1/references?tag_names=tag-0500&tag_names=tag-0501&tag_match=any&limit=50`, headers },
     all: { url: `${base}/v1/references?tag_names=tag-0500&tag_names=tag-0501&tag_match=all&limit=50`, headers },
     one: { url: `${base}/v1/references?tag_names=tag-0500`, headers },
+    // Computed every time (the read cache bypassed): the data path.
+    twofresh: {
+      url: `${base}/v1/references?tag_names=tag-0500&tag_names=tag-0501&tag_match=any&limit=50`,
+      headers: { ...headers, "Cache-Control": "no-cache" },
+    },
+    reffresh: {
+      url: `${base}/graphql`,
+      method: "POST",
+      headers: { ...headers, "Cache-Control": "no-cache" },
+      body: JSON.stringify({ query: REF_QUERY, variables: { id: eventLog.referenceId } }),
+    },
     events: { url: `${base}/v1/references/${eventLog.referenceId}/events?limit=50`, headers },
   };
   for (const [name, spec] of Object.entries(specs)) {
