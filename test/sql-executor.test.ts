@@ -71,6 +71,23 @@ describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
     expect(await organizationIds("b-")).toEqual([]);
   });
 
+  it("never reports a unit as committed when a statement of it failed and the error was caught", async () => {
+    const unit = database.sql.transaction(async (unit) => {
+      await unit.run(insertOrganization("e-first"));
+      await unit.run(insertOrganization("e-first")).catch(() => "a duplicate key, caught");
+      await unit.run(insertOrganization("e-second")).catch(() => "refused after the failure (PostgreSQL)");
+    });
+    if (kind === "postgres") {
+      // The failed statement aborted the transaction: PostgreSQL answers COMMIT with ROLLBACK, and so does the unit.
+      await expect(unit).rejects.toThrow("COMMIT answered ROLLBACK");
+      expect(await organizationIds("e-")).toEqual([]);
+    } else {
+      // SQLite undoes only the failed statement: the rest of the unit commits.
+      await unit;
+      expect(await organizationIds("e-")).toEqual(["e-first", "e-second"]);
+    }
+  });
+
   it("commits the statements of both paths together", async () => {
     await database.sql.transaction(async (unit) => {
       await unit.run(insertOrganization("c-driver"));

@@ -308,7 +308,11 @@ export class PostgresDriver implements SqlDriver {
       try {
         const result = await unitConnection.run({ connection, begun }, () => work(unit));
         await begun;
-        await postgresQuery(connection, "COMMIT", this.onStatement);
+        const commit = await postgresQuery(connection, "COMMIT", this.onStatement);
+        // PostgreSQL answers the COMMIT of a transaction that a failed statement aborted with ROLLBACK, not an
+        // error: had work caught that statement's error, the unit would otherwise pass for committed.
+        if (commit.command !== "COMMIT")
+          throw new Error(`COMMIT answered ${commit.command}: a statement of the unit failed`);
         return result;
       } catch (error) {
         // A connection that cannot even roll back is not given to anyone else.
