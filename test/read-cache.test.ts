@@ -97,6 +97,25 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect(Number(hits?.[1])).toBeGreaterThanOrEqual(4);
     const bytes = /^reftrail_read_cache_bytes (\d+)$/m.exec(String(metrics.body));
     expect(Number(bytes?.[1])).toBeGreaterThan(0);
+
+    // Only reads are looked up: a mutation counts neither as a hit nor as a miss.
+    const lookups = async () => {
+      const text = String((await http(server, "GET", "/metrics", { apiKey: null })).body);
+      return [...text.matchAll(/^reftrail_read_cache_lookups_total\{result="\w+"\} (\d+)$/gm)].reduce(
+        (sum, match) => sum + Number(match[1]),
+        0,
+      );
+    };
+    const before = await lookups();
+    const created = await gql(
+      server,
+      `mutation ($name: String!) { createTag(input: { name: $name }) { tag { id } } }`,
+      {
+        name: "not-a-read",
+      },
+    );
+    expect(created.body.errors).toBeUndefined();
+    expect(await lookups()).toBe(before);
   });
 
   it("sends a GraphQL hit as first sent, per method and Accept header, and never to a key that fails", async () => {

@@ -23,6 +23,9 @@ function operationKey(request: FastifyRequest): string | null {
   if (typeof source !== "object" || source === null || Array.isArray(source)) return null;
   const { query, operationName, variables, extensions } = source;
   if (typeof query !== "string" || extensions !== undefined) return null;
+  // A plain mutation is never kept: not looked up either (nor counted as a read that missed). Any other document,
+  // a mutation behind a comment included, is looked up and, once Apollo has parsed it, not kept if not a read.
+  if (/^\s*mutation\b/.test(query)) return null;
   // GET carries variables as JSON text already; POST as a value, which may be too deep to serialize here: such
   // a request is refused by the variables guard anyway, so it is simply not cached.
   let variablesText: string;
