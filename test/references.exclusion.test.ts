@@ -89,6 +89,29 @@ describe.each(DATABASE_KINDS)("exclusion filters on %s", (kind) => {
       }
     });
 
+    it("lists every carrier of any listed tag newest first, for a few tags and for many", async () => {
+      // The store merges one newest-first walk per listed tag up to 8 tags, and reads every carrier past that.
+      const everything = await listAll({});
+      // Newest first: the reference created at `index` (tags from its bits, see beforeAll) is at 35 - index.
+      const carrying = (bits: number) =>
+        everything.filter((_, position) => ((everything.length - 1 - position) % 8) & bits);
+      const redOrGreen = carrying(0b011);
+      const blue = carrying(0b100);
+      expect(redOrGreen).toHaveLength(27);
+      const unknownNames = Array.from({ length: 7 }, (_, index) => `no-such-tag-${index}`);
+      for (const filter of [
+        { tagIds: [tags.red, tags.green], tagMatch: "any" },
+        { tagIds: [tags.red], tagNames: ["green", ...unknownNames], tagMatch: "any" },
+      ] as const) {
+        const label = JSON.stringify(filter);
+        const listed = await listAll(filter);
+        withLabel(label, () => expect(listed).toEqual(redOrGreen));
+        // An exclusion is checked on the way of each walk, not after a page was cut.
+        const excluding = await listAll({ ...filter, excludeTagIds: [tags.blue] });
+        withLabel(label, () => expect(excluding).toEqual(redOrGreen.filter((id) => !blue.includes(id))));
+      }
+    });
+
     it("combines with inclusion filters, tag_match and column filters", async () => {
       const red = await listAll({ tagIds: [tags.red] });
       const green = await listAll({ tagIds: [tags.green] });

@@ -264,12 +264,27 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     const entries = [...filter.ids.map((id) => ({ id })), ...filter.nameKeys.map((nameKey) => ({ nameKey }))];
     const conditions: Prisma.Sql[] = [Prisma.sql`r."id" = rt."reference_id"`, ...candidateConditions];
     if (beforeId) conditions.push(Prisma.sql`rt."reference_id" < ${beforeId}`);
-    if (filter.match === "any") {
+    if (filter.match === "any" && entries.length > MAX_MERGED_TAG_WALKS) {
       conditions.push(Prisma.sql`rt."tag_id" IN (${tagsOf(organizationId, filter)})`);
       return Prisma.sql`
         SELECT DISTINCT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
         WHERE ${Prisma.join(conditions, " AND ")}
         ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
+    }
+    if (filter.match === "any") {
+      // The first `limit` carriers of any listed tag are among the first `limit` carriers of each: walk each
+      // tag's (tag_id, reference_id) index newest first for its own first `limit` (conditions checked on the
+      // way), then merge. Reading every carrier of every listed tag and sorting them, as one IN list does, cost
+      // PostgreSQL 0.8–1 ms for two tags of 150 carriers each against 0.2 ms here (docs/decisions.md).
+      const walks = entries.map(
+        (entry, index) => Prisma.sql`SELECT "reference_id" FROM (
+          SELECT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
+          WHERE ${Prisma.join([...conditions, Prisma.sql`rt."tag_id" = ${tagOf(entry)}`], " AND ")}
+          ORDER BY rt."reference_id" DESC LIMIT ${limit}) AS ${Prisma.raw(`"walk_${index}"`)}`,
+      );
+      return Prisma.sql`
+        SELECT DISTINCT "reference_id" FROM (${Prisma.join(walks, " UNION ALL ")}) AS "walks"
+        ORDER BY "reference_id" DESC LIMIT ${limit}`;
     }
     // `all`: the first listed tag drives the walk; each other one must be on the candidate. A listed tag that
     // does not exist makes its subquery NULL, so nothing matches, as the contract says.
@@ -462,6 +477,12 @@ function referenceConditions(query: ReferenceListQuery): Prisma.Sql[] {
 }
 
 /** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
+/**
+ * The most listed tags whose carriers a `tag_match=any` page reads as one newest-first walk per tag; past this
+ * many, one walk of all their carriers together (the statement would grow with every walk).
+ */
+const MAX_MERGED_TAG_WALKS = 8;
+
 function tagsOf(organizationId: string, listed: ListedTags): Prisma.Sql {
   return Prisma.sql`
     SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed("t", listed)}`;
