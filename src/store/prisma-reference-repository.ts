@@ -476,13 +476,13 @@ function referenceConditions(query: ReferenceListQuery): Prisma.Sql[] {
   return conditions;
 }
 
-/** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
 /**
  * The most listed tags whose carriers a `tag_match=any` page reads as one newest-first walk per tag; past this
  * many, one walk of all their carriers together (the statement would grow with every walk).
  */
 const MAX_MERGED_TAG_WALKS = 8;
 
+/** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
 function tagsOf(organizationId: string, listed: ListedTags): Prisma.Sql {
   return Prisma.sql`
     SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed("t", listed)}`;
