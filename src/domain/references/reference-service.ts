@@ -137,13 +137,17 @@ export class ReferenceService {
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       this.assertTagCount(tags.length);
       const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
-      await store.references.insertReference(reference);
-      await store.references.linkTags(
-        reference.id,
-        tags.map((tag) => tag.id),
-        reference.createdAt,
-      );
-      await this.recordCreated(store, reference, tags);
+      // Sent together, in this order (the links and the event point at the reference): one round trip on
+      // PostgreSQL's pipelining connection, one statement after another on SQLite.
+      await Promise.all([
+        store.references.insertReference(reference),
+        store.references.linkTags(
+          reference.id,
+          tags.map((tag) => tag.id),
+          reference.createdAt,
+        ),
+        this.recordCreated(store, reference, tags),
+      ]);
       return { ...reference, tags: sortedByName(tags) };
     });
   }

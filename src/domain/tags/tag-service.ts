@@ -45,10 +45,15 @@ export class TagService {
   async createTag(organizationId: string, rawName: unknown): Promise<Tag> {
     const name = this.checkName(rawName);
     return this.store.transaction(async (store) => {
-      await store.organizations.lockOrganization(organizationId);
-      const [existing] = await store.tags.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
+      // Under the organization's lock: the name's holder and the count, sent with the lock (the database runs
+      // them after it).
+      const [, [existing], count] = await Promise.all([
+        store.organizations.lockOrganization(organizationId),
+        store.tags.findTagsByNameKeys(organizationId, [tagNameKey(name)]),
+        store.tags.countTags(organizationId),
+      ]);
       if (existing) throw this.nameTaken(existing);
-      await this.assertRoomForTags(store, organizationId, 1);
+      this.assertRoomForTags(count, 1);
       const { tag, created } = await store.tags.insertTagIfAbsent(this.newTag(organizationId, name));
       if (!created) throw this.nameTaken(tag);
       return tag;
@@ -126,7 +131,17 @@ export class TagService {
     field = "tags",
   ): Promise<Tag[]> {
     const ids = [...new Set(entries.flatMap((entry) => (entry.kind === "id" ? [entry.id] : [])))];
-    const found = new Map((await store.tags.findTagsByIds(organizationId, ids)).map((tag) => [tag.id, tag]));
+    const names = new Map<string, string>();
+    // The first spelling of a name in the request is the one a new tag is created with.
+    for (const entry of entries) {
+      if (entry.kind === "name" && !names.has(tagNameKey(entry.name))) names.set(tagNameKey(entry.name), entry.name);
+    }
+    // Both reads at once (one round trip on PostgreSQL's pipelining connection).
+    const [byId, byName] = await Promise.all([
+      store.tags.findTagsByIds(organizationId, ids),
+      store.tags.findTagsByNameKeys(organizationId, [...names.keys()]),
+    ]);
+    const found = new Map(byId.map((tag) => [tag.id, tag]));
     const issues: FieldIssue[] = [];
     entries.forEach((entry, index) => {
       if (entry.kind === "id" && !found.has(entry.id)) {
@@ -135,31 +150,24 @@ export class TagService {
     });
     if (issues.length > 0) throw validationFailed(issues);
 
-    const names = new Map<string, string>();
-    // The first spelling of a name in the request is the one a new tag is created with.
-    for (const entry of entries) {
-      if (entry.kind === "name" && !names.has(tagNameKey(entry.name))) names.set(tagNameKey(entry.name), entry.name);
-    }
-    const existingByKey = new Map(
-      (await store.tags.findTagsByNameKeys(organizationId, [...names.keys()])).map((tag) => [
-        tagNameKey(tag.name),
-        tag,
-      ]),
-    );
+    const existingByKey = new Map(byName.map((tag) => [tagNameKey(tag.name), tag]));
     let missing = [...names].filter(([key]) => !existingByKey.has(key));
     if (missing.length > 0) {
       // Counted under the organization's lock, so that parallel requests cannot all see room for their tags;
-      // names created by a request that held the lock before are found again rather than counted twice.
-      await store.organizations.lockOrganization(organizationId);
-      for (const tag of await store.tags.findTagsByNameKeys(
-        organizationId,
-        missing.map(([key]) => key),
-      )) {
-        existingByKey.set(tagNameKey(tag.name), tag);
-      }
+      // names created by a request that held the lock before are found again rather than counted twice. The
+      // lock, the second read and the count are sent together: the database runs them in that order.
+      const [, foundAgain, count] = await Promise.all([
+        store.organizations.lockOrganization(organizationId),
+        store.tags.findTagsByNameKeys(
+          organizationId,
+          missing.map(([key]) => key),
+        ),
+        store.tags.countTags(organizationId),
+      ]);
+      for (const tag of foundAgain) existingByKey.set(tagNameKey(tag.name), tag);
       missing = missing.filter(([key]) => !existingByKey.has(key));
+      if (missing.length > 0) this.assertRoomForTags(count, missing.length);
     }
-    if (missing.length > 0) await this.assertRoomForTags(store, organizationId, missing.length);
     // All missing names in one INSERT … ON CONFLICT DO NOTHING and one read of their holders.
     const created = await store.tags.insertTagsIfAbsent(missing.map(([, name]) => this.newTag(organizationId, name)));
     for (const [key] of missing) {
@@ -176,8 +184,8 @@ export class TagService {
     return [...resolved.values()];
   }
 
-  private async assertRoomForTags(store: Store, organizationId: string, adding: number): Promise<void> {
-    const count = await store.tags.countTags(organizationId);
+  /** @param count the organization's tags, counted under its lock. */
+  private assertRoomForTags(count: number, adding: number): void {
     if (count + adding > this.limits.maxTagsPerOrganization) {
       throw new DomainError(
         "LIMIT_EXCEEDED",
