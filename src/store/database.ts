@@ -93,6 +93,12 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     const pool = new UnitAwarePool({ connectionString: url, pipeline: true });
     // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
     pool.on("error", () => {});
+    // A connection the server ends (failover, pg_terminate_backend, a pooler restart) emits "error", and an
+    // "error" event with no listener ends the process. pg-pool listens only while a connection is idle: between
+    // checkout and the borrower's own listener, and after a once-listener has fired (pool.query), nothing
+    // does. This listener stays for the connection's whole life; the statement in flight still rejects on its
+    // own, and the borrower releases the broken connection.
+    pool.on("connect", (connection) => connection.on("error", () => {}));
     const client = new PostgresPrismaClient({ adapter: new PrismaPg(pool), log });
     prisma = client as unknown as PrismaClient;
     sql = new PostgresDriver(pool, options.onQuery);
