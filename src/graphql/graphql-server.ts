@@ -8,6 +8,7 @@ import { fastifyApolloHandler } from "@as-integrations/fastify";
 import type { FastifyBaseLogger, FastifyError, FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
 import type { Services } from "../domain/services.ts";
+import { CompiledExecutor } from "./compiled-execution.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
 import {
@@ -146,7 +147,8 @@ export async function registerGraphql(
   { services, config, isServiceUnavailable, readCache }: GraphqlDependencies,
 ): Promise<void> {
   const apollo = new ApolloServer<GraphqlContext>({
-    schema: buildGraphqlSchema(),
+    // The schema, served through a gateway whose executor runs queries compiled once per document.
+    gateway: new CompiledExecutor(buildGraphqlSchema()).gateway(),
     validationRules: graphqlValidationRules(config),
     parseOptions: graphqlParseOptions(config),
     formatError: (formatted, error) =>
