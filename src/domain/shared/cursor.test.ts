@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { describe, expect, it } from "@jest/globals";
 import { DomainError } from "./errors.ts";
 import { CursorCodec } from "./cursor.ts";
@@ -30,6 +31,22 @@ describe("CursorCodec", () => {
     expect(codeOf(() => codec.decode(`${payload}.${signature}x`, filters, isPosition))).toBe("INVALID_CURSOR");
     expect(codeOf(() => codec.decode("not a cursor", filters, isPosition))).toBe("INVALID_CURSOR");
     expect(codeOf(() => new CursorCodec("other").decode(cursor, filters, isPosition))).toBe("INVALID_CURSOR");
+  });
+
+  it("accepts a cursor signed with HMAC-SHA256, the signature of cursors issued before SHA-3 ones", () => {
+    const [payload] = codec.encode({ i: "x" }, filters).split(".");
+    const hmac = createHmac("sha256", "secret").update(payload!).digest("base64url").slice(0, 22);
+    expect(codec.decode(`${payload}.${hmac}`, filters, isPosition)).toEqual({ i: "x" });
+    const otherKey = createHmac("sha256", "other").update(payload!).digest("base64url").slice(0, 22);
+    expect(codeOf(() => codec.decode(`${payload}.${otherKey}`, filters, isPosition))).toBe("INVALID_CURSOR");
+  });
+
+  it("writes the payload as JSON of the position and the filters' fingerprint", () => {
+    const [payload] = codec.encode({ t: "2026-11-22T12:00:00.000Z", i: "x" }, filters).split(".");
+    const envelope = JSON.parse(Buffer.from(payload!, "base64url").toString("utf8")) as Record<string, unknown>;
+    expect(Object.keys(envelope)).toEqual(["p", "f"]);
+    expect(envelope.p).toEqual({ t: "2026-11-22T12:00:00.000Z", i: "x" });
+    expect(envelope.f).toMatch(/^[A-Za-z0-9_-]{16}$/);
   });
 
   it("rejects a cursor reused with other filters", () => {

@@ -1,10 +1,15 @@
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from "node:crypto";
+import { createHmac, createSecretKey, hash, timingSafeEqual, type KeyObject } from "node:crypto";
 import { DomainError } from "./errors.ts";
 
 /*
- * Opaque page cursors: base64url(JSON payload) + "." + truncated HMAC-SHA256 of it. The payload holds the keyset
+ * Opaque page cursors: base64url(JSON payload) + "." + a truncated MAC of it. The payload holds the keyset
  * position and a fingerprint of the filters it was issued for, so that a tampered cursor, or one reused with
  * other filters, is rejected with a precise error instead of silently returning the wrong page.
+ *
+ * The MAC is SHA3-256 of the secret followed by the payload, in one call: SHA-3 has no length extension, so a
+ * secret prefix makes it a MAC (the construction KMAC standardizes), and a connection signs one cursor per edge,
+ * where HMAC-SHA256's key object, two passes and three calls cost about twice as much. Cursors signed with
+ * HMAC-SHA256 (the MAC before this one) are still accepted, so that no client's cursor stops working.
  */
 
 interface CursorEnvelope<P> {
@@ -14,8 +19,19 @@ interface CursorEnvelope<P> {
   readonly f: string;
 }
 
+/** base64url characters of a signature: 132 bits. */
+const SIGNATURE_LENGTH = 22;
+
+/** Compares a given signature with the expected one in constant time. */
+function matches(given: Buffer, expected: string): boolean {
+  const wanted = Buffer.from(expected);
+  return wanted.length === given.length && timingSafeEqual(wanted, given);
+}
+
 export class CursorCodec {
-  /** Made once: an HMAC keyed with a string converts the key on every call. */
+  /** The secret as the MAC's prefix. */
+  private readonly secret: string;
+  /** Made once (an HMAC keyed with a string converts the key on every call): filter fingerprints, older cursors. */
   private readonly key: KeyObject;
   /**
    * Fingerprints of the filter objects seen, by identity: a page signs one cursor per edge with the same filters,
@@ -26,11 +42,15 @@ export class CursorCodec {
   private readonly fingerprints = new WeakMap<object, string>();
 
   constructor(secret: string) {
+    this.secret = secret;
     this.key = createSecretKey(Buffer.from(secret, "utf8"));
   }
 
   encode<P>(position: P, filters: unknown): string {
-    const payload = Buffer.from(JSON.stringify({ p: position, f: this.fingerprint(filters) })).toString("base64url");
+    // JSON.stringify({ p, f }) written out: the fingerprint is base64url, which needs no escaping.
+    const payload = Buffer.from(`{"p":${JSON.stringify(position)},"f":"${this.fingerprint(filters)}"}`).toString(
+      "base64url",
+    );
     return `${payload}.${this.sign(payload)}`;
   }
 
@@ -68,9 +88,8 @@ export class CursorCodec {
       );
     const [payload, signature, ...rest] = cursor.split(".");
     if (!payload || !signature || rest.length > 0) throw invalid();
-    const expected = Buffer.from(this.sign(payload));
     const given = Buffer.from(signature);
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw invalid();
+    if (!matches(given, this.sign(payload)) && !matches(given, this.hmacSign(payload))) throw invalid();
     let envelope: CursorEnvelope<unknown>;
     try {
       envelope = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as CursorEnvelope<unknown>;
@@ -82,7 +101,12 @@ export class CursorCodec {
   }
 
   private sign(payload: string): string {
-    return createHmac("sha256", this.key).update(payload).digest("base64url").slice(0, 22);
+    return hash("sha3-256", this.secret + payload, "base64url").slice(0, SIGNATURE_LENGTH);
+  }
+
+  /** The signature of cursors issued before {@link sign}: truncated HMAC-SHA256. */
+  private hmacSign(payload: string): string {
+    return createHmac("sha256", this.key).update(payload).digest("base64url").slice(0, SIGNATURE_LENGTH);
   }
 
   private fingerprint(filters: unknown): string {
