@@ -34,87 +34,116 @@ export interface Loaders {
   clearAll(): void;
 }
 
-export function createLoaders(services: Services, organizationId: string): Loaders {
-  const { tags, references } = services;
+/**
+ * The loaders of one request. Each is made when a resolver first asks for it: most operations use one or two of
+ * them (a reference with its tags and events uses none), and a DataLoader is a few objects and closures.
+ */
+class RequestLoaders implements Loaders {
+  #tagsByReferenceId?: Loaders["tagsByReferenceId"];
+  #referenceById?: Loaders["referenceById"];
+  #childrenByParentId?: Loaders["childrenByParentId"];
+  #referencesByTag?: Loaders["referencesByTag"];
+  #webhookAttemptsByDeliveryId?: Loaders["webhookAttemptsByDeliveryId"];
+  #nodeById?: Loaders["nodeById"];
 
-  const tagsByReferenceId = new DataLoader<string, Tag[]>(async (ids) => {
-    const byReference = await tags.tagsOfReferences(ids);
-    return ids.map((id) => byReference.get(id) ?? []);
-  });
+  constructor(
+    private readonly services: Services,
+    private readonly organizationId: string,
+  ) {}
 
-  const referenceById = new DataLoader<string, Reference | null>(async (ids) => {
-    const found = new Map(
-      (await references.referencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
-    );
-    return ids.map((id) => found.get(id) ?? null);
-  });
+  get tagsByReferenceId(): Loaders["tagsByReferenceId"] {
+    const { tags } = this.services;
+    return (this.#tagsByReferenceId ??= new DataLoader(async (ids) => {
+      const byReference = await tags.tagsOfReferences(ids);
+      return ids.map((id) => byReference.get(id) ?? []);
+    }));
+  }
 
-  const childrenByParentId = new DataLoader<string, Reference[]>(async (ids) => {
-    const byParent = await references.childrenOfReferences(ids);
-    return ids.map((id) => byParent.get(id) ?? []);
-  });
+  get referenceById(): Loaders["referenceById"] {
+    const { services, organizationId } = this;
+    return (this.#referenceById ??= new DataLoader(async (ids) => {
+      const found = new Map(
+        (await services.references.referencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
+      );
+      return ids.map((id) => found.get(id) ?? null);
+    }));
+  }
+
+  get childrenByParentId(): Loaders["childrenByParentId"] {
+    const { references } = this.services;
+    return (this.#childrenByParentId ??= new DataLoader(async (ids) => {
+      const byParent = await references.childrenOfReferences(ids);
+      return ids.map((id) => byParent.get(id) ?? []);
+    }));
+  }
 
   // First pages (no cursor) of many tags come from one service call per page size: two queries in all.
   // A page with a cursor continues one tag's listing (a cursor is bound to its tag), so it is read alone;
   // asking for the second page of many tags in one operation is rare and is still bounded by the cost limit.
-  const referencesByTag = new DataLoader<TagReferencesKey, Page<Reference>, string>(
-    async (keys) => {
-      const firstPages = new Map<number, Promise<Map<string, Page<Reference>>>>();
-      for (const key of keys) {
-        if (key.cursor !== undefined || firstPages.has(key.limit)) continue;
-        const tagIds = keys
-          .filter((other) => other.cursor === undefined && other.limit === key.limit)
-          .map((other) => other.tagId);
-        firstPages.set(key.limit, references.listFirstReferencesByTagIds(organizationId, tagIds, key.limit));
-      }
-      return Promise.all(
-        keys.map(async (key) => {
-          try {
-            if (key.cursor !== undefined) {
-              return await references.listReferences(organizationId, {
-                tagIds: [key.tagId],
-                limit: key.limit,
-                cursor: key.cursor,
-              });
+  get referencesByTag(): Loaders["referencesByTag"] {
+    const { services, organizationId } = this;
+    const { references } = services;
+    return (this.#referencesByTag ??= new DataLoader(
+      async (keys) => {
+        const firstPages = new Map<number, Promise<Map<string, Page<Reference>>>>();
+        for (const key of keys) {
+          if (key.cursor !== undefined || firstPages.has(key.limit)) continue;
+          const tagIds = keys
+            .filter((other) => other.cursor === undefined && other.limit === key.limit)
+            .map((other) => other.tagId);
+          firstPages.set(key.limit, references.listFirstReferencesByTagIds(organizationId, tagIds, key.limit));
+        }
+        return Promise.all(
+          keys.map(async (key) => {
+            try {
+              if (key.cursor !== undefined) {
+                return await references.listReferences(organizationId, {
+                  tagIds: [key.tagId],
+                  limit: key.limit,
+                  cursor: key.cursor,
+                });
+              }
+              const page = (await firstPages.get(key.limit)!).get(key.tagId);
+              if (!page) throw new Error(`no page of references for tag ${key.tagId}`);
+              return page;
+            } catch (error) {
+              // One bad cursor fails its own field, not every tag of the batch.
+              return error as Error;
             }
-            const page = (await firstPages.get(key.limit)!).get(key.tagId);
-            if (!page) throw new Error(`no page of references for tag ${key.tagId}`);
-            return page;
-          } catch (error) {
-            // One bad cursor fails its own field, not every tag of the batch.
-            return error as Error;
-          }
-        }),
-      );
-    },
-    { cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
-  );
+          }),
+        );
+      },
+      { cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
+    ));
+  }
 
-  const webhookAttemptsByDeliveryId = new DataLoader<string, WebhookAttempt[]>(async (ids) => {
-    const byDelivery = await services.webhooks.findAttemptsByDeliveryIds(ids);
-    return ids.map((id) => byDelivery.get(id) ?? []);
-  });
+  get webhookAttemptsByDeliveryId(): Loaders["webhookAttemptsByDeliveryId"] {
+    const { webhooks } = this.services;
+    return (this.#webhookAttemptsByDeliveryId ??= new DataLoader(async (ids) => {
+      const byDelivery = await webhooks.findAttemptsByDeliveryIds(ids);
+      return ids.map((id) => byDelivery.get(id) ?? []);
+    }));
+  }
 
   // Every id of an operation (Query.node fields, Query.nodes lists) in one lookup: one query per kind of node.
-  const nodeById = new DataLoader<string, DomainNode | null>(async (ids) => {
-    const found = await services.nodes.findNodesByIds(organizationId, ids);
-    return ids.map((id) => found.get(id) ?? null);
-  });
+  get nodeById(): Loaders["nodeById"] {
+    const { services, organizationId } = this;
+    return (this.#nodeById ??= new DataLoader(async (ids) => {
+      const found = await services.nodes.findNodesByIds(organizationId, ids);
+      return ids.map((id) => found.get(id) ?? null);
+    }));
+  }
 
-  return {
-    tagsByReferenceId,
-    nodeById,
-    referenceById,
-    childrenByParentId,
-    referencesByTag,
-    webhookAttemptsByDeliveryId,
-    clearAll() {
-      tagsByReferenceId.clearAll();
-      referenceById.clearAll();
-      childrenByParentId.clearAll();
-      referencesByTag.clearAll();
-      webhookAttemptsByDeliveryId.clearAll();
-      nodeById.clearAll();
-    },
-  };
+  clearAll(): void {
+    this.#tagsByReferenceId?.clearAll();
+    this.#referenceById?.clearAll();
+    this.#childrenByParentId?.clearAll();
+    this.#referencesByTag?.clearAll();
+    this.#webhookAttemptsByDeliveryId?.clearAll();
+    this.#nodeById?.clearAll();
+  }
+}
+
+export function createLoaders(services: Services, organizationId: string): Loaders {
+  return new RequestLoaders(services, organizationId);
 }
