@@ -64,12 +64,13 @@ export class CompiledExecutor {
   }
 
   async execute(request: ExecutorRequest): Promise<ExecutionResult> {
-    const { document, source } = request;
+    const { document, queryHash } = request;
     // Typed as present, but absent when the document names no operation Apollo could pick: graphql-js reports it.
     const operation = request.operation as OperationDefinitionNode | undefined;
     const variables = request.request.variables ?? {};
     const operationName = request.request.operationName ?? null;
-    const compilation = operation?.operation === "query" ? this.compilationOf(source, document, operationName) : null;
+    const compilation =
+      operation?.operation === "query" ? this.compilationOf(queryHash, document, operationName) : null;
     if (!operation || !compilation) {
       return execute({
         schema: this.schema,
@@ -87,8 +88,9 @@ export class CompiledExecutor {
     return { ...result, errors: result.errors.map(asGraphqlJsError) };
   }
 
-  private compilationOf(source: string, document: DocumentNode, operationName: string | null): Compilation {
-    const key = `${operationName ?? ""}\n${source}`;
+  /** `queryHash`: Apollo's SHA-256 of the query text, the key of its own document store. */
+  private compilationOf(queryHash: string, document: DocumentNode, operationName: string | null): Compilation {
+    const key = `${queryHash} ${operationName ?? ""}`;
     const cached = this.compilations.get(key);
     if (cached) return cached.compilation;
     const compiled = compileQuery(this.schema, document, operationName ?? undefined, {
