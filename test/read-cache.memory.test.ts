@@ -84,7 +84,7 @@ describe("a server answering 300 reads with unique 500 KB variables", () => {
   });
 
   async function metrics(): Promise<string> {
-    const response = await http({ url: server.url, apiKey: null }, "GET", "/metrics");
+    const response = await http({ url: server.url, apiKey: "" }, "GET", "/metrics", { apiKey: null });
     expectStatus(response, 200);
     return String(response.body);
   }
