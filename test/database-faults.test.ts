@@ -227,7 +227,6 @@ describe("the server process while PostgreSQL terminates its connections", () =>
           .filter((hook) => hook.json.type === "reference_created")
           .map((hook) => hook.json.reference_id as string),
       );
-    process.stderr.write(`faults: ${terminated} terminated, statuses ${JSON.stringify([...statuses])}\n`);
     await eventually(
       async () => [...acknowledgedCreations].every((id) => delivered().has(id)),
       60_000,
