@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
+import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { LiveFeed, type CommitSignals } from "./domain/live/live-feed.ts";
@@ -106,10 +107,11 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const metricsRegistry = await registerOperations(http, { database, config });
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache.ts).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
+  const idempotency = new PrismaIdempotencyStore(database, clock, secretCipher);
   await registerRest(http, {
     services,
     config,
-    idempotency: new PrismaIdempotencyStore(database, clock),
+    idempotency,
     clock,
     isServiceUnavailable: isDatabaseUnavailableError,
     readCache,
@@ -144,7 +146,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   ).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
-  const stopRetentionJob = startRetentionJob(services, config, http);
+  const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
   const stopWebhookWorker = startWebhookWorker({
     services,
     config,
@@ -204,11 +206,17 @@ async function startLiveSubscriptions(
 }
 
 /**
- * Deletes lifecycle events past retention, and succeeded webhook deliveries past theirs, on a timer, in bounded
- * batches (at most 100 batches of 1,000 rows of each per run, so one run never holds the database for long).
- * Instances may run it concurrently: deletes are idempotent.
+ * Deletes lifecycle events past retention, succeeded webhook deliveries past theirs, and idempotency records past
+ * their 24-hour window, on a timer, in bounded batches (at most 100 batches of 1,000 rows of each per run, so one
+ * run never holds the database for long). Instances may run it concurrently: deletes are idempotent.
  */
-function startRetentionJob(services: Services, config: Config, http: FastifyInstance): () => void {
+function startRetentionJob(
+  services: Services,
+  idempotency: IdempotencyStore,
+  config: Config,
+  clock: Clock,
+  http: FastifyInstance,
+): () => void {
   if (config.retentionPruneIntervalMs === 0) return () => undefined;
   let running = false;
   const prune = async () => {
@@ -216,6 +224,8 @@ function startRetentionJob(services: Services, config: Config, http: FastifyInst
     if (events > 0) http.log.info({ deleted: events }, "pruned lifecycle events past retention");
     const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(1_000, 100);
     if (deliveries > 0) http.log.info({ deleted: deliveries }, "pruned succeeded webhook deliveries past retention");
+    const records = await pruneExpiredIdempotencyRecords(idempotency, clock.now(), 1_000, 100);
+    if (records > 0) http.log.info({ deleted: records }, "pruned idempotency records past their window");
   };
   const timer = setInterval(() => {
     if (running) return;

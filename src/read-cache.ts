@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Caller } from "./domain/organizations/organization-service.ts";
@@ -12,7 +13,9 @@ import type { Caller } from "./domain/organizations/organization-service.ts";
  * hit answers exactly what computing the response afresh would, on every instance, whoever wrote last. Entries of
  * older versions are never found again; the least recently used go first when the cache is full.
  *
- * `lru-cache` keeps the entries, bounded in bytes; what is ours is only the key.
+ * `lru-cache` keeps the entries, bounded in bytes: a response's bytes and its key's. The key holds a SHA-256
+ * digest of the request, not the request itself, so that a request of any size (a GraphQL query with large
+ * variables) costs the cache a few dozen bytes of key; what is ours is only the key.
  */
 export class ReadCache {
   private readonly entries: LRUCache<string, CachedResponse> | null;
@@ -23,7 +26,7 @@ export class ReadCache {
       options.maxBytes > 0
         ? new LRUCache<string, CachedResponse>({
             maxSize: options.maxBytes,
-            sizeCalculation: (entry) => Math.max(1, entry.body.length),
+            sizeCalculation: (entry, key) => entry.body.length + Buffer.byteLength(key),
           })
         : null;
     this.entries = entries;
@@ -39,7 +42,7 @@ export class ReadCache {
     if (entries) {
       new Gauge({
         name: "reftrail_read_cache_bytes",
-        help: "Bytes of responses the read cache holds (its bound is READ_CACHE_MAX_BYTES)",
+        help: "Bytes of responses and their keys the read cache holds (its bound is READ_CACHE_MAX_BYTES)",
         registers,
         collect() {
           this.set(entries.calculatedSize);
@@ -48,9 +51,13 @@ export class ReadCache {
     }
   }
 
-  /** The key of `request` (what identifies the response within the organization) for this caller. */
+  /**
+   * The key of `request` (what identifies the response within the organization) for this caller: the request
+   * as a digest, a fixed size whatever the request's.
+   */
   keyOf(caller: Caller, request: string): string {
-    return `${caller.organizationId} ${caller.readVersion} ${request}`;
+    const digest = createHash("sha256").update(request).digest("base64url");
+    return `${caller.organizationId} ${caller.readVersion} ${digest}`;
   }
 
   /** The response kept under `key`, counted as a hit or a miss. */
@@ -67,7 +74,7 @@ export class ReadCache {
   keep(key: string, payload: string, contentType: string): void {
     if (!this.entries) return;
     const body = Buffer.from(payload);
-    if (body.length > this.entries.maxSize) return;
+    if (body.length + Buffer.byteLength(key) > this.entries.maxSize) return;
     this.entries.set(key, { body, contentType });
   }
 }

@@ -1,4 +1,5 @@
 import { loadConfig, loadWebhookSecretKey, type Config } from "../config.ts";
+import { pruneExpiredIdempotencyRecords } from "../domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "../domain/lifecycle/lifecycle-log-service.ts";
 import { OrganizationService } from "../domain/organizations/organization-service.ts";
 import { systemClock } from "../domain/shared/clock.ts";
@@ -6,6 +7,7 @@ import { CursorCodec } from "../domain/shared/cursor.ts";
 import { WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { openDatabase, type Database } from "../store/database.ts";
 import { explainDatabaseError } from "../store/database-hints.ts";
+import { PrismaIdempotencyStore } from "../store/idempotency-store.ts";
 import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
 import { PrismaStore } from "../store/prisma-store.ts";
 import { SecretCipher } from "../store/secret-cipher.ts";
@@ -17,7 +19,9 @@ import { SecretCipher } from "../store/secret-cipher.ts";
  */
 function buildCommandServices(config: Config, database: Database) {
   // No command reads a webhook secret: the key is only looked up if one ever does (so none is needed here).
-  const store = new PrismaStore(database, new SecretCipher(() => loadWebhookSecretKey(config)));
+  const cipher = new SecretCipher(() => loadWebhookSecretKey(config));
+  const store = new PrismaStore(database, cipher);
+  const idempotency = new PrismaIdempotencyStore(database, systemClock, cipher);
   const lifecycleLog = new LifecycleLogService(
     store,
     systemClock,
@@ -33,6 +37,9 @@ function buildCommandServices(config: Config, database: Database) {
       leaseMs: config.webhookLeaseMs,
       retentionMs: config.webhookDeliveryRetentionMs,
     }),
+    /** Deletes idempotency records past their 24-hour window; returns how many. */
+    pruneIdempotencyRecords: (batchSize: number) =>
+      pruneExpiredIdempotencyRecords(idempotency, systemClock.now(), batchSize),
   };
 }
 

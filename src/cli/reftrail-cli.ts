@@ -99,17 +99,21 @@ export function buildCli(): Command {
 
   program
     .command("prune")
-    .description("delete lifecycle events and succeeded webhook deliveries past their retention, in batches")
+    .description(
+      "delete lifecycle events, succeeded webhook deliveries and idempotency records past their retention, in batches",
+    )
     .option("--batch-size <n>", "rows per batch", "1000")
     .action((options: { batchSize: string }) =>
       withServices(async (services) => {
         const deleted = await services.lifecycleLog.pruneExpiredEvents(Number(options.batchSize));
         const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(Number(options.batchSize));
+        const records = await services.pruneIdempotencyRecords(Number(options.batchSize));
         print({
           deleted,
           cutoff: services.lifecycleLog.retentionCutoff().toISOString(),
           deleted_webhook_deliveries: deliveries,
           webhook_delivery_cutoff: services.webhookDeliveries.retentionCutoff().toISOString(),
+          deleted_idempotency_records: records,
         });
       }),
     );

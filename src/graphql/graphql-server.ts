@@ -11,6 +11,7 @@ import type { Services } from "../domain/services.ts";
 import { CompiledExecutor } from "./compiled-execution.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
+import { findLiteralIssue, literalIssueError } from "./literal-guard.ts";
 import {
   formatGraphqlError,
   INTERNAL_SERVER_ERROR,
@@ -91,18 +92,21 @@ function unexpectedErrorLoggingPlugin(serverLog: FastifyBaseLogger): ApolloServe
 }
 
 /**
- * Checks every operation's variables like REST checks bodies (well-formed Unicode, bounded nesting), before
- * execution: a bad value is refused with a field path instead of reaching a scalar, a service or the database.
- * Literal values need no such check: the GraphQL parser refuses unpaired surrogates in string literals.
+ * Checks every operation's variables like REST checks bodies (well-formed Unicode without NUL, bounded nesting),
+ * and its string literals for the same text rule (src/graphql/literal-guard.ts), before execution: a bad value is
+ * refused with a field path instead of reaching a scalar, a service or the database.
  */
 function variablesGuardPlugin(): ApolloServerPlugin<GraphqlContext> {
   return {
     async requestDidStart() {
       return {
-        async didResolveOperation({ request }) {
-          const issue = findVariablesIssue(request.variables);
+        async didResolveOperation({ request, document }) {
+          const literal = findLiteralIssue(document);
+          const issue = literal ?? findVariablesIssue(request.variables);
           if (!issue) return;
-          const error = variableIssueError(issue, issue.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined);
+          const error = literal
+            ? literalIssueError(literal)
+            : variableIssueError(issue, issue.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined);
           // HTTP 400: nothing was executed (Apollo reads the status from `extensions.http`).
           throw new GraphQLError(error.message, { extensions: { ...error.extensions, http: { status: 400 } } });
         },

@@ -1,17 +1,18 @@
 import { createHash } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
-import type { IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
+import { IDEMPOTENCY_REPLAY_WINDOW_MS, type IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
 import { DomainError } from "../domain/shared/errors.ts";
 
 /*
  * `Idempotency-Key` on POST (SPEC §6), following the IETF httpapi draft: the same key with the same body within
  * 24 hours replays the first response; the same key with another body is 422; a key whose first request is
  * still running is 409. The key is claimed with an insert before the handler runs, so two concurrent requests
- * cannot both create an object. A 5xx releases the key so that the client can retry.
+ * cannot both create an object. A 5xx releases the key so that the client can retry. The store keeps responses
+ * encrypted (a webhook endpoint's creation or rotation answers with its signing secret) and prunes them after
+ * the window.
  */
 
-const REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
 
 declare module "fastify" {
@@ -37,7 +38,7 @@ export function registerIdempotency(app: FastifyInstance, store: IdempotencyStor
 
     for (let attempt = 0; attempt < 2; attempt++) {
       const existing = await store.find(organizationId, key);
-      if (existing && clock.now().getTime() - existing.createdAt.getTime() > REPLAY_WINDOW_MS) {
+      if (existing && clock.now().getTime() - existing.createdAt.getTime() > IDEMPOTENCY_REPLAY_WINDOW_MS) {
         await store.release(organizationId, key);
         continue;
       }

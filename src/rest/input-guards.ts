@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { findJsonInputIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
+import { findJsonInputIssue, findTextIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
 import { jsonPointer, problem, queryParameterProblem, sendProblem } from "./problem.ts";
 
 interface QuerySchema {
@@ -11,8 +11,9 @@ const DECIMAL_INTEGER = /^[0-9]{1,15}$/;
 
 /**
  * Checks every /v1 request's input once, before the route schemas and the services see it:
- * - bodies: well-formed Unicode in every string and at most MAX_JSON_DEPTH levels of nesting (422 with a
- *   pointer; `domain/shared/json-input.ts` says why);
+ * - bodies: well-formed Unicode without NUL in every string and at most MAX_JSON_DEPTH levels of nesting (422
+ *   with a pointer; `domain/shared/json-input.ts` says why);
+ * - every query parameter's value: the same text rule (400 naming the parameter), whatever the route does with it;
  * - integer query parameters (those the route schema types as `integer`): decimal digits only. The query
  *   validator coerces text to numbers with `Number()`, which would otherwise read `1e2` as 100 and `0x10` as 16.
  */
@@ -22,6 +23,12 @@ export function registerInputGuards(app: FastifyInstance): void {
 
     const querySchema = request.routeOptions.schema?.querystring as QuerySchema | undefined;
     const query = request.query as Record<string, unknown> | undefined;
+    for (const [name, raw] of Object.entries(query ?? {})) {
+      for (const value of Array.isArray(raw) ? raw : [raw]) {
+        const issue = typeof value === "string" ? findTextIssue(value) : null;
+        if (issue) return sendProblem(reply, queryParameterProblem(name, issue.message));
+      }
+    }
     for (const [name, property] of Object.entries(querySchema?.properties ?? {})) {
       const raw = query?.[name];
       if (property.type !== "integer" || raw === undefined) continue;

@@ -85,6 +85,9 @@ function migrateSqlite(url: string, migrations: Migration[]): MigrationResult {
 
 async function migratePostgres(url: string, migrations: Migration[]): Promise<MigrationResult> {
   const client = new pg.Client({ connectionString: url });
+  // A connection the server ends emits "error", which with no listener ends the process with a stack trace; the
+  // statement in flight rejects on its own, and that rejection is the error the caller reports.
+  client.on("error", () => {});
   await client.connect();
   try {
     await client.query("SELECT pg_advisory_lock($1)", [ADVISORY_LOCK_KEY]);

@@ -48,7 +48,7 @@ export class PrismaStore implements Store {
   }
 
   get tags(): TagRepository {
-    this.tagRepository ??= new PrismaTagRepository(this.database, this.sql);
+    this.tagRepository ??= new PrismaTagRepository(this.sql);
     return this.tagRepository;
   }
 

@@ -1,6 +1,5 @@
 import type { Tag } from "../domain/models.ts";
 import type { TagListQuery, TagRepository } from "../domain/tags/tag-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
@@ -39,17 +38,16 @@ function keyedTagFromRow(row: TagRow & { readonly name_key: string }): Tag & { n
   return { ...tagFromRow(row), nameKey: row.name_key };
 }
 
+/** `text` as a LIKE pattern that matches only itself, with `!` as the escape character. */
+function escapeLikePattern(text: string): string {
+  return text.replace(/[!%_]/g, (character) => `!${character}`);
+}
+
 export class PrismaTagRepository implements TagRepository {
   constructor(
-    private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
     private readonly sql: SqlExecutor,
   ) {}
-
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
-  private get client(): PrismaClient {
-    return this.database.prisma;
-  }
 
   async findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]> {
     if (ids.length === 0) return [];
@@ -143,16 +141,21 @@ export class PrismaTagRepository implements TagRepository {
     return deleted > 0;
   }
 
-  listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {
-    const where: Prisma.TagWhereInput = { organizationId };
-    if (query.namePrefixKey) where.nameKey = { startsWith: query.namePrefixKey };
-    if (query.after) {
-      where.OR = [
-        { nameKey: { gt: query.after.nameKey } },
-        { nameKey: query.after.nameKey, id: { gt: query.after.id } },
-      ];
-    }
-    return this.client.tag.findMany({ where, orderBy: [{ nameKey: "asc" }, { id: "asc" }], take: query.limit });
+  async listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {
+    // The prefix matches literally: LIKE's wildcards in it (`%`, `_`) and the escape character itself are escaped,
+    // the same on both databases (an explicit ESCAPE; SQLite has no default one).
+    const prefix = query.namePrefixKey
+      ? Prisma.sql`AND t."name_key" LIKE ${`${escapeLikePattern(query.namePrefixKey)}%`} ESCAPE '!'`
+      : Prisma.empty;
+    const after = query.after
+      ? Prisma.sql`AND (t."name_key" > ${query.after.nameKey}
+          OR (t."name_key" = ${query.after.nameKey} AND t."id" > ${query.after.id}))`
+      : Prisma.empty;
+    const rows = await this.sql.all<TagRow & { name_key: string }>(Prisma.sql`
+      SELECT ${TAG_COLUMNS} FROM "tags" t
+      WHERE t."organization_id" = ${organizationId} ${prefix} ${after}
+      ORDER BY t."name_key", t."id" LIMIT ${query.limit}`);
+    return rows.map(keyedTagFromRow);
   }
 
   async countTags(organizationId: string): Promise<number> {

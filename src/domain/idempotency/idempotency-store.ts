@@ -4,6 +4,9 @@
  * means for a request.
  */
 
+/** How long a key replays its first response; its record is pruned after that (the retention job, `reftrail prune`). */
+export const IDEMPOTENCY_REPLAY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
 /** A claimed key: in flight while `statusCode` is null, else the first response to replay. */
 export interface IdempotencyRecord {
   readonly organizationId: string;
@@ -20,4 +23,26 @@ export interface IdempotencyStore {
   claim(organizationId: string, key: string, requestHash: string): Promise<boolean>;
   complete(organizationId: string, key: string, statusCode: number, responseBody: string): Promise<void>;
   release(organizationId: string, key: string): Promise<void>;
+  /** Deletes records created before `cutoff`, at most `batchSize` of them; returns how many. */
+  deleteCreatedBefore(cutoff: Date, batchSize: number): Promise<number>;
+}
+
+/**
+ * Deletes the records whose window has passed, in batches of `batchSize` (each its own short statement), at most
+ * `maxBatches` of them; returns how many. Instances may run it concurrently: deletes are idempotent.
+ */
+export async function pruneExpiredIdempotencyRecords(
+  store: IdempotencyStore,
+  now: Date,
+  batchSize: number,
+  maxBatches = Number.POSITIVE_INFINITY,
+): Promise<number> {
+  const cutoff = new Date(now.getTime() - IDEMPOTENCY_REPLAY_WINDOW_MS);
+  let total = 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const deleted = await store.deleteCreatedBefore(cutoff, batchSize);
+    total += deleted;
+    if (deleted < batchSize) break;
+  }
+  return total;
 }

@@ -309,7 +309,9 @@ export class ReferenceService {
    */
   async removeTag(organizationId: string, referenceId: string, tagId: string): Promise<void> {
     await this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      // Locked like addTags: an event written concurrently is written wholly before the removal (its snapshot
+      // carries the tag) or wholly after it (it does not), never with the tag after the removal is acknowledged.
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const [tag] = isUuid(tagId) ? await store.tags.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
       if (!tag) throw notFound("tag");
       await store.references.unlinkTag(reference.id, tag.id);

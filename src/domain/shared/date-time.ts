@@ -1,8 +1,15 @@
 /**
- * SPEC §4: inputs accept an ISO 8601 date-time with an offset (`Z` or `±hh:mm`); anything else, including a
- * date-time without an offset, is rejected. Outputs are always UTC with milliseconds (`Date#toISOString`).
+ * Inputs accept an ISO 8601 date-time with an offset (`Z` or `±hh:mm`); anything else, including a date-time
+ * without an offset, is rejected. Outputs are always UTC with milliseconds (`Date#toISOString`).
+ *
+ * The instant must fall within years 0001 to 9999 in UTC (0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z):
+ * what both databases store and give back alike (PostgreSQL's timestamp has no year 0, and its text form,
+ * like ISO 8601's, has four-digit years), so a date outside is refused on both rather than failing on one.
  */
 const DATE_TIME_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})$/;
+
+const EARLIEST_DATE_TIME_MS = Date.parse("0001-01-01T00:00:00.000Z");
+const LATEST_DATE_TIME_MS = Date.parse("9999-12-31T23:59:59.999Z");
 
 export function parseDateTime(value: unknown): Date | null {
   if (typeof value !== "string" || !DATE_TIME_WITH_OFFSET.test(value)) return null;
@@ -10,6 +17,7 @@ export function parseDateTime(value: unknown): Date | null {
   const [year, month, day] = datePart!.split("-").map(Number);
   const date = new Date(value);
   if (Number.isNaN(date.getTime())) return null;
+  if (date.getTime() < EARLIEST_DATE_TIME_MS || date.getTime() > LATEST_DATE_TIME_MS) return null;
   // Date.parse rolls 2026-02-30 over to March; reject calendar dates that do not exist.
   const probe = new Date(Date.UTC(year!, month! - 1, day!));
   if (probe.getUTCMonth() !== month! - 1 || probe.getUTCDate() !== day) return null;

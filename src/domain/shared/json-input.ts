@@ -6,8 +6,11 @@ import type { FieldIssue } from "./errors.ts";
  * - nesting: free-form documents may nest at most {@link MAX_JSON_DEPTH} levels. Deeper values are never
  *   useful to this service, and recursive code further on (schema validators, the database driver, JSON
  *   serialization) would run out of stack on the deepest ones;
- * - text: every string (and object key) must be well-formed Unicode. A lone UTF-16 surrogate such as
- *   "\ud800" is valid JSON but not text: PostgreSQL refuses it, SQLite stores mojibake, hashes differ.
+ * - text: every string (and object key) must be well-formed Unicode without NUL. A lone UTF-16 surrogate such
+ *   as "\ud800" is valid JSON but not text: PostgreSQL refuses it, SQLite stores mojibake, hashes differ. NUL
+ *   (U+0000) is valid JSON and Unicode, but PostgreSQL's text and jsonb cannot hold it while SQLite can: refused
+ *   everywhere, so that both databases give the same answer.
+ * The same text rule applies to query strings (REST) and string literals (GraphQL): {@link findTextIssue}.
  */
 
 /** How many levels of objects and arrays a JSON input may nest; the input itself is level 1. */
@@ -18,6 +21,20 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 export function hasLoneSurrogate(text: string): boolean {
   return LONE_SURROGATE.test(text);
+}
+
+/** What is wrong with `text` as text this service stores, or null: NUL (`INVALID_CHARACTER`), a lone surrogate. */
+export function findTextIssue(text: string): { code: string; message: string } | null {
+  if (text.includes("\u0000")) {
+    return { code: "INVALID_CHARACTER", message: "contains a NUL character (U+0000), which text may not contain" };
+  }
+  if (hasLoneSurrogate(text)) {
+    return {
+      code: "INVALID_UNICODE",
+      message: "contains an unpaired UTF-16 surrogate; text must be well-formed Unicode",
+    };
+  }
+  return null;
 }
 
 /**
@@ -45,13 +62,8 @@ export function findVariablesIssue(variables: Readonly<Record<string, unknown>> 
 
 function walk(value: unknown, path: readonly (string | number)[], depth: number): FieldIssue | null {
   if (typeof value === "string") {
-    return hasLoneSurrogate(value)
-      ? {
-          path,
-          code: "INVALID_UNICODE",
-          message: "contains an unpaired UTF-16 surrogate; text must be well-formed Unicode",
-        }
-      : null;
+    const issue = findTextIssue(value);
+    return issue && { path, ...issue };
   }
   if (value === null || typeof value !== "object") return null;
   if (depth >= MAX_JSON_DEPTH) {
@@ -65,13 +77,8 @@ function walk(value: unknown, path: readonly (string | number)[], depth: number)
     return null;
   }
   for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
-    if (hasLoneSurrogate(key)) {
-      return {
-        path: [...path, key],
-        code: "INVALID_UNICODE",
-        message: "this key contains an unpaired UTF-16 surrogate; text must be well-formed Unicode",
-      };
-    }
+    const keyIssue = findTextIssue(key);
+    if (keyIssue) return { path: [...path, key], code: keyIssue.code, message: `this key ${keyIssue.message}` };
     const issue = walk(item, [...path, key], depth + 1);
     if (issue) return issue;
   }

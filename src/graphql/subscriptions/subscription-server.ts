@@ -16,6 +16,7 @@ import type { Services } from "../../domain/services.ts";
 import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-input.ts";
 import { formatGraphqlError, isUnexpectedError, parseFailedError, variableIssueError } from "../errors.ts";
+import { findLiteralIssue, literalIssueError } from "../literal-guard.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
 import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
 import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
@@ -273,6 +274,8 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     if (!operation) return [withCode(new GraphQLError("Unable to identify the operation to run"), "BAD_REQUEST")];
     const unsafe = findVariablesIssue(payload.variables);
     if (unsafe) return [variableIssueError(unsafe, unsafe.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined)];
+    const literal = findLiteralIssue(document);
+    if (literal) return [literalIssueError(literal)];
     const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], payload.variables ?? {});
     if (coerced.errors) return coerced.errors.map((error) => withCode(error, "BAD_USER_INPUT"));
     const tooCostly = checkOperationCost(schema, document, config, {

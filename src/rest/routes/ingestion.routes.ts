@@ -43,8 +43,14 @@ const ingestionItemSchema = {
       type: "object",
       description: "update: any JSON object; estimated_departure / estimated_arrival are recognized",
       properties: {
-        estimated_departure: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
-        estimated_arrival: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
+        estimated_departure: {
+          type: ["string", "null"],
+          description: "ISO 8601 date-time with offset, years 0001–9999 in UTC",
+        },
+        estimated_arrival: {
+          type: ["string", "null"],
+          description: "ISO 8601 date-time with offset, years 0001–9999 in UTC",
+        },
       },
       additionalProperties: true,
     },

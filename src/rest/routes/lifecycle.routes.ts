@@ -48,8 +48,14 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
               items: { type: "string" },
               description: "Event types; repeat the parameter (type=a&type=b) or separate with commas (type=a,b)",
             },
-            from: { type: "string", description: "Inclusive lower bound on occurred_at (date-time with offset)" },
-            to: { type: "string", description: "Inclusive upper bound on occurred_at (date-time with offset)" },
+            from: {
+              type: "string",
+              description: "Inclusive lower bound on occurred_at (date-time with offset, years 0001–9999 in UTC)",
+            },
+            to: {
+              type: "string",
+              description: "Inclusive upper bound on occurred_at (date-time with offset, years 0001–9999 in UTC)",
+            },
             order: { type: "string", enum: ["asc", "desc"], default: "asc" },
           },
         },

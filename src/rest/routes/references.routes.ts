@@ -402,8 +402,14 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         body: {
           type: "object",
           properties: {
-            estimated_departure: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
-            estimated_arrival: { type: ["string", "null"], description: "ISO 8601 date-time with offset" },
+            estimated_departure: {
+              type: ["string", "null"],
+              description: "ISO 8601 date-time with offset, years 0001–9999 in UTC",
+            },
+            estimated_arrival: {
+              type: ["string", "null"],
+              description: "ISO 8601 date-time with offset, years 0001–9999 in UTC",
+            },
           },
           additionalProperties: true,
         },

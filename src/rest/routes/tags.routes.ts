@@ -58,7 +58,10 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
         querystring: {
           type: "object",
           properties: {
-            name_prefix: { type: "string", description: "Only names starting with this (case-insensitive)" },
+            name_prefix: {
+              type: "string",
+              description: "Only names starting with this (case-insensitive; every character literal, `%` and `_` too)",
+            },
             ...pageQuery,
           },
         },
