@@ -14,7 +14,7 @@ import {
 } from "./support/test-server.ts";
 
 /*
- * The read cache (src/read-cache.ts) answers a repeated read without reading the data again, and never answers
+ * The read cache (src/read-cache/) answers a repeated read without reading the data again, and never answers
  * what computing it afresh would not: every commit that changes an organization's tags, references or log
  * raises its data version in the database, whoever makes it (this instance, another one, plain SQL).
  * A hit shows as a request that sent one statement: the API key lookup, which reads the version.

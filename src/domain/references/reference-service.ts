@@ -60,10 +60,6 @@ export interface ListReferencesInput {
   readonly cursor?: string;
 }
 
-export type ExtractionOutcome =
-  | { readonly status: "succeeded" }
-  | { readonly status: "failed"; readonly error: { readonly code: string; readonly message: string } };
-
 const SCAC = /^[A-Za-z]{2,4}$/;
 const MAX_DOCUMENT_NUMBER_LENGTH = 64;
 /** One report of the containers on a bill of lading or booking: checked here, for REST and GraphQL alike. */

@@ -2,7 +2,7 @@ import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEventBody } fr
 import type { Reference, ReferenceUpdate } from "../models.ts";
 import { parseDateTime } from "../shared/date-time.ts";
 import { DomainError, validationFailed, type FieldIssue } from "../shared/errors.ts";
-import type { ExtractionOutcome } from "./reference-service.ts";
+import type { ExtractionOutcome } from "./extraction-outcome.ts";
 
 /*
  * What each report of the tracking side (SPEC §8) does to a reference, as pure functions of the reference's

@@ -1,6 +1,6 @@
 import { LRUCache } from "lru-cache";
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Caller } from "./domain/organizations/organization-service.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
 
 /**
  * Responses of reads — REST GET pages of tags, references and lifecycle events, GraphQL queries of the same —
@@ -12,7 +12,10 @@ import type { Caller } from "./domain/organizations/organization-service.ts";
  * hit answers exactly what computing the response afresh would, on every instance, whoever wrote last. Entries of
  * older versions are never found again; the least recently used go first when the cache is full.
  *
- * `lru-cache` keeps the entries, bounded in bytes; what is ours is only the key.
+ * `lru-cache` keeps the entries, bounded in bytes; what is ours is only the key. The callers are one thin adapter
+ * per transport: rest-hooks.ts (REST GET routes) and graphql-http.ts with graphql-plugin.ts (GraphQL over HTTP);
+ * what may be cached is listed once, in cacheable-types.ts. Both adapters receive an authenticated caller: the
+ * cache never authenticates.
  */
 export class ReadCache {
   private readonly entries: LRUCache<string, CachedResponse> | null;
