@@ -1,6 +1,7 @@
 import type { RouteGroup } from "../rest-api.ts";
 import { registerIngestionRoutes } from "./ingestion.routes.ts";
 import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
+import { registerReferenceTrackingRoutes } from "./reference-tracking.routes.ts";
 import { registerReferenceRoutes } from "./references.routes.ts";
 import { registerTagRoutes } from "./tags.routes.ts";
 import { registerWebhookRoutes } from "./webhooks.routes.ts";
@@ -9,6 +10,7 @@ import { registerWebhookRoutes } from "./webhooks.routes.ts";
 export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerTagRoutes,
   registerReferenceRoutes,
+  registerReferenceTrackingRoutes,
   registerLifecycleRoutes,
   registerIngestionRoutes,
   registerWebhookRoutes,
