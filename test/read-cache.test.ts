@@ -146,6 +146,24 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect(denied.body.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
   });
 
+  it("never answers a malformed operation name from the entry of the same query without one", async () => {
+    const post = (body: object) =>
+      fetch(`${server.url}/graphql`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": server.apiKey },
+        body: JSON.stringify(body),
+      });
+    const query = "{ __typename }";
+    for (let round = 0; round < 2; round++) expect((await post({ query })).status).toBe(200);
+    for (const operationName of [{ obj: "ect" }, 0, false, ["array"]]) {
+      const refused = await post({ query, operationName });
+      expect(refused.status).toBe(400);
+      expect(
+        ((await refused.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code,
+      ).toBe("BAD_REQUEST");
+    }
+  });
+
   it("shows every write made through the API to the next read, REST and GraphQL alike", async () => {
     const referenceId = await createReference(["before"]);
     // Both reads cached, then changed by a tag, an event and a rename.

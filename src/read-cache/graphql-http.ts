@@ -28,6 +28,8 @@ function operationKey(request: FastifyRequest): string | null {
   if (typeof source !== "object" || source === null || Array.isArray(source)) return null;
   const { query, operationName, variables, extensions } = source;
   if (typeof query !== "string" || extensions !== undefined) return null;
+  // A malformed operation name is Apollo's to refuse (400): it must not share the key of a request without one.
+  if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
   // A plain mutation is never kept: not looked up either (nor counted as a read that missed). Any other document,
   // a mutation behind a comment included, is looked up and, once Apollo has parsed it, not kept if not a read.
   if (/^\s*mutation\b/.test(query)) return null;
