@@ -44,7 +44,7 @@ const RETRY_AFTER_SECONDS = 5;
 
 /**
  * A request that failed because the database is unreachable answers HTTP 503 with Retry-After, its errors
- * coded SERVICE_UNAVAILABLE (see formatError below), so that clients retry instead of reporting a bug.
+ * coded SERVICE_UNAVAILABLE (error-masking.ts), so that clients retry instead of reporting a bug.
  */
 function serviceUnavailablePlugin(
   isServiceUnavailable: (error: unknown) => boolean,
