@@ -3,8 +3,9 @@ import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
-import { LiveFeed, type CommitSignals } from "./domain/live/live-feed.ts";
-import { LiveSubscriptions } from "./domain/live/live-subscriptions.ts";
+import type { CommitSignals } from "./domain/live/live-feed.ts";
+import { LiveFeed } from "./live/live-feed.ts";
+import { LiveSubscriptions } from "./live/live-subscriptions.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { IngestionService } from "./domain/references/ingestion-service.ts";
@@ -18,12 +19,14 @@ import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-servi
 import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
 import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
-import { registerSubscriptions } from "./graphql/subscriptions/subscription-server.ts";
+import { buildGraphqlSchema } from "./graphql/schema.ts";
+import { registerSubscriptions } from "./live/subscription-server.ts";
 import { registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
-import { ReadCache } from "./read-cache.ts";
+import { REST_ROUTE_GROUPS } from "./rest/routes/route-groups.ts";
+import { ReadCache } from "./read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
@@ -105,7 +108,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
-  // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache.ts).
+  // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new PrismaIdempotencyStore(database, clock, secretCipher);
   await registerRest(http, {
@@ -115,8 +118,17 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     clock,
     isServiceUnavailable: isDatabaseUnavailableError,
     readCache,
+    routeGroups: REST_ROUTE_GROUPS,
   });
-  await registerGraphql(http, { services, config, isServiceUnavailable: isDatabaseUnavailableError, readCache });
+  // One executable schema, served over HTTP (Apollo) and over WebSocket (graphql-ws).
+  const schema = buildGraphqlSchema();
+  await registerGraphql(http, {
+    schema,
+    services,
+    config,
+    isServiceUnavailable: isDatabaseUnavailableError,
+    readCache,
+  });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
   const deliverySignals = await openDeliveryChangeSignals(database, http.log.child({ component: "delivery-signals" }));
@@ -132,7 +144,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const commitSignals = await openCommitSignals(database, http.log.child({ component: "commit-signals" }));
   const subscriptions = await startLiveSubscriptions(services, config, database, commitSignals, http);
   await registerSubscriptions(http, {
+    schema,
     services,
+    isServiceUnavailable: isDatabaseUnavailableError,
     config,
     subscriptions,
     metrics: metricsRegistry,

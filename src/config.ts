@@ -69,7 +69,7 @@ export interface Config {
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
   readonly subscriptionMaxOperationsPerConnection: number;
-  /** The bytes of responses the read cache keeps per instance (src/read-cache.ts); 0 turns it off. */
+  /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
 }
 

@@ -48,19 +48,27 @@ describe("database connections terminated mid-request on postgres", () => {
       await locker.query("BEGIN");
       await locker.query("LOCK TABLE shipping_references IN ACCESS EXCLUSIVE MODE");
       const pending = requests();
-      // Wait until the server's statements are queued behind the lock.
-      for (let attempt = 0; attempt < 100; attempt++) {
+      // The precondition of the fault: every request's statement is queued behind the lock. Not reached within
+      // the deadline, the test fails rather than terminating connections that are not in the middle of a request.
+      const deadline = Date.now() + 30_000;
+      let waiting = 0;
+      while (waiting < pending.length) {
+        if (Date.now() > deadline) {
+          throw new Error(`only ${waiting} of ${pending.length} requests reached the lock within 30 s`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
         const { rows } = await admin.query<{ waiting: string }>(
           `SELECT count(*) AS waiting FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`,
           [databaseName],
         );
-        if (Number(rows[0]!.waiting) >= pending.length) break;
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        waiting = Number(rows[0]!.waiting);
       }
-      await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> $2`, [
-        databaseName,
-        (locker as unknown as { processID: number }).processID,
-      ]);
+      const terminated = await admin.query<{ terminated: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity WHERE datname = $1 AND pid <> $2`,
+        [databaseName, (locker as unknown as { processID: number }).processID],
+      );
+      // At least the connections of the waiting requests were terminated.
+      expect(terminated.rows.filter((row) => row.terminated).length).toBeGreaterThanOrEqual(pending.length);
       return await Promise.all(pending);
     } finally {
       await locker.query("ROLLBACK");

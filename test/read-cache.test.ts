@@ -14,7 +14,7 @@ import {
 } from "./support/test-server.ts";
 
 /*
- * The read cache (src/read-cache.ts) answers a repeated read without reading the data again, and never answers
+ * The read cache (src/read-cache/) answers a repeated read without reading the data again, and never answers
  * what computing it afresh would not: every commit that changes an organization's tags, references or log
  * raises its data version in the database, whoever makes it (this instance, another one, plain SQL).
  * A hit shows as a request that sent one statement: the API key lookup, which reads the version.
@@ -144,6 +144,24 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     const denied = await gql(server, query, {}, { apiKey: "rt_not-a-key" });
     expect(denied.status).toBe(401);
     expect(denied.body.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
+  });
+
+  it("never answers a malformed operation name from the entry of the same query without one", async () => {
+    const post = (body: object) =>
+      fetch(`${server.url}/graphql`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": server.apiKey },
+        body: JSON.stringify(body),
+      });
+    const query = "{ __typename }";
+    for (let round = 0; round < 2; round++) expect((await post({ query })).status).toBe(200);
+    for (const operationName of [{ obj: "ect" }, 0, false, ["array"]]) {
+      const refused = await post({ query, operationName });
+      expect(refused.status).toBe(400);
+      expect(
+        ((await refused.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code,
+      ).toBe("BAD_REQUEST");
+    }
   });
 
   it("shows every write made through the API to the next read, REST and GraphQL alike", async () => {

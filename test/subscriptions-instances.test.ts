@@ -15,13 +15,14 @@ import { startInstanceOn, startTestServer, type TestServer } from "./support/tes
 
 /*
  * SPEC §2, §10: subscription clients on any instance see events written through any instance. On PostgreSQL
- * the database itself NOTIFYs every instance when a transaction that wrote events commits (the receiving
- * instances here poll only once a minute, so a prompt delivery proves the signal works), whatever process wrote
- * them. On SQLite, processes sharing one file rely on the periodic read of the log alone.
+ * the database itself NOTIFYs every instance when a transaction that wrote events commits, whatever process wrote
+ * them (the receiving instances here poll only once an hour, so a delivery within a test's deadline proves the
+ * signal works). On SQLite, processes sharing one file rely on the periodic read of the log alone.
  */
 
 const FAST = { SUBSCRIPTION_POLL_INTERVAL: "100ms" };
-const SIGNALS_ONLY = { SUBSCRIPTION_POLL_INTERVAL: "1m" };
+/** Polls far apart: within a test's deadline, only a commit signal can bring an event. */
+const SIGNALS_ONLY = { SUBSCRIPTION_POLL_INTERVAL: "1h" };
 
 const EVENTS = `subscription ($referenceId: ID, $after: String) {
   lifecycleEvents(referenceId: $referenceId, after: $after) { cursor node { id type referenceId } }
@@ -116,13 +117,11 @@ describe("subscriptions across two instances on postgres", () => {
     await waitForOpenSubscriptions(second, 1);
     await waitForOpenSubscriptions(first, 1);
 
-    const started = Date.now();
     for (let i = 0; i < 3; i++) await recordExtraction(first, reference);
     for (let i = 0; i < 2; i++) await recordExtraction(second, reference);
-    await onSecond.waitFor(5, 15_000);
-    await onFirst.waitFor(5, 15_000);
-    // Far sooner than either instance's one-minute poll (the margin is for a heavily loaded CI host).
-    expect(Date.now() - started).toBeLessThan(20_000);
+    // Both instances poll once an hour: only a signal brings the events within the deadline.
+    await onSecond.waitFor(5, 40_000);
+    await onFirst.waitFor(5, 40_000);
     const log = (await logIds(first, reference)).slice(1);
     expect(idsOf(onSecond)).toEqual(log);
     expect(idsOf(onFirst)).toEqual(log);
@@ -218,12 +217,10 @@ describe("events written by another process on postgres", () => {
     try {
       await waitForOpenSubscriptions(reader, 1);
       await waitForOpenSubscriptions(writer, 1);
-      const started = Date.now();
       const inserted = (await insertEventDirectly(writer, reference)).id;
-      // Both instances poll once a minute: only a signal brings the event sooner (margin for a loaded CI host).
-      await onReader.waitFor(1, 20_000);
-      await onWriter.waitFor(1, 20_000);
-      expect(Date.now() - started).toBeLessThan(20_000);
+      // Both instances poll once an hour: only a signal brings the event within the deadline.
+      await onReader.waitFor(1, 40_000);
+      await onWriter.waitFor(1, 40_000);
       expect(idsOf(onReader)).toEqual([inserted]);
       expect(idsOf(onWriter)).toEqual([inserted]);
     } finally {

@@ -11,6 +11,12 @@ import { createTestDatabase, type TestDatabase } from "./support/test-server.ts"
  * published by one instance reaches every other instance whole, in as few notifications as fit it.
  */
 
+/**
+ * A channel of the test's own: PostgreSQL delivers notifications in commit order, whatever their channel, so
+ * once the bystander hears a marker sent after the batch, it has heard everything the batch sent.
+ */
+const MARKER_CHANNEL = "reftrail_test_marker";
+
 const silent = { info: () => {}, warn: () => {}, error: () => {} };
 
 function changes(count: number): DeliveryChange[] {
@@ -28,6 +34,7 @@ describe("delivery change signals on postgres", () => {
   const signals: DeliveryChangeSignals[] = [];
   let listener: pg.Client;
   const payloads: string[] = [];
+  let markers = 0;
 
   beforeAll(async () => {
     testDatabase = await createTestDatabase("postgres");
@@ -36,8 +43,12 @@ describe("delivery change signals on postgres", () => {
     for (let index = 0; index < 2; index++) signals.push(await openDeliveryChangeSignals(database, silent));
     listener = new pg.Client({ connectionString: testDatabase.url });
     await listener.connect();
-    listener.on("notification", (message) => payloads.push(message.payload ?? ""));
+    listener.on("notification", (message) => {
+      if (message.channel === MARKER_CHANNEL) markers++;
+      else payloads.push(message.payload ?? "");
+    });
     await listener.query(`LISTEN ${DELIVERY_CHANNEL}`);
+    await listener.query(`LISTEN ${MARKER_CHANNEL}`);
   });
   afterAll(async () => {
     await listener?.end();
@@ -59,8 +70,12 @@ describe("delivery change signals on postgres", () => {
         { timeoutMs: 5_000 },
       );
       expect(received).toEqual(batch);
-      // The bystander has had the time to hear whatever else went over the channel.
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Everything the batch sent reached the bystander before this marker.
+      await listener.query(`NOTIFY ${MARKER_CHANNEL}`);
+      await expectEventually(
+        () => markers,
+        (count) => expect(count).toBe(1),
+      );
       expect(payloads.length).toBeGreaterThan(0);
       expect(payloads.length).toBeLessThanOrEqual(5);
       for (const payload of payloads) expect(Buffer.byteLength(payload)).toBeLessThan(8_000);

@@ -4,7 +4,7 @@ import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import { unauthenticated } from "./errors.ts";
 import { createLoaders, type Loaders } from "./loaders.ts";
-import type { ReadCacheSlot } from "./read-cache-plugin.ts";
+import type { ReadCacheSlot } from "../read-cache/graphql-http.ts";
 
 /** What every resolver gets: who is calling, the services, this request's loaders and its logger. */
 export interface GraphqlContext {
@@ -12,7 +12,7 @@ export interface GraphqlContext {
   readonly services: Services;
   readonly loaders: Loaders;
   readonly log: FastifyBaseLogger;
-  /** Over HTTP, when the response may be kept by the read cache (src/graphql/read-cache-plugin.ts). */
+  /** Over HTTP, when the response may be kept by the read cache (src/read-cache/graphql-plugin.ts). */
   readonly readCacheSlot?: ReadCacheSlot;
 }
 

@@ -1,7 +1,8 @@
 import { DEACTIVATE_REASONS, LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import { INGESTION_MODES, type IngestionMode } from "../domain/references/ingestion-service.ts";
-import type { ExtractionOutcome, ListReferencesInput } from "../domain/references/reference-service.ts";
+import type { ExtractionOutcome } from "../domain/references/extraction-outcome.ts";
+import type { ListReferencesInput } from "../domain/references/reference-input.ts";
 import {
   DELIVERY_STATUSES,
   TAG_FILTER_STATES,

@@ -171,9 +171,9 @@ export function isUnexpectedError(error: unknown): boolean {
 }
 
 /**
- * Apollo's `formatError` (and the same for graphql-ws): expected errors pass through, a DomainError that
- * escaped a resolver is converted, anything else is masked. Logging happens elsewhere, where the request's
- * logger is known.
+ * The masking of every GraphQL error, HTTP and graphql-ws alike (through error-masking.ts, which adds the
+ * database outage): expected errors pass through, a DomainError that escaped a resolver is converted, anything
+ * else is masked. Logging happens in error-masking.ts too, with the request's or connection's logger.
  */
 export function formatGraphqlError(formatted: GraphQLFormattedError, error: unknown): GraphQLFormattedError {
   const original = unwrapResolverError(error);

@@ -6,6 +6,7 @@ import {
 } from "@apollo/server/plugin/disabled";
 import { fastifyApolloHandler } from "@as-integrations/fastify";
 import type { FastifyBaseLogger, FastifyError, FastifyInstance } from "fastify";
+import type { GraphQLSchema } from "graphql";
 import type { Config } from "../config.ts";
 import type { Services } from "../domain/services.ts";
 import { CompiledExecutor } from "./compiled-execution.ts";
@@ -13,24 +14,26 @@ import { createGraphqlContext, type GraphqlContext } from "./context.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
 import { findLiteralIssue, literalIssueError } from "./literal-guard.ts";
 import {
-  formatGraphqlError,
-  INTERNAL_SERVER_ERROR,
-  isInternalParseFailure,
-  isUnexpectedError,
-  variableIssueError,
-} from "./errors.ts";
+  createGraphqlErrorMasking,
+  SERVICE_UNAVAILABLE,
+  SERVICE_UNAVAILABLE_MESSAGE,
+  type GraphqlErrorMasking,
+} from "./error-masking.ts";
+import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "./errors.ts";
 import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "./graphql-js.ts";
-import { buildGraphqlSchema } from "./schema.ts";
-import { readCachePlugin } from "./read-cache-plugin.ts";
-import { GraphqlReadCache } from "./read-cache-http.ts";
-import type { ReadCache } from "../read-cache.ts";
+import { authenticateHeaders } from "../authentication.ts";
+import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
+import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
+import type { ReadCache } from "../read-cache/read-cache.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
 
 export interface GraphqlDependencies {
+  /** The executable schema (schema.ts), built once and shared with the WebSocket transport (src/live/). */
+  readonly schema: GraphQLSchema;
   readonly services: Services;
   readonly config: Config;
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE, HTTP 503). */
@@ -40,12 +43,10 @@ export interface GraphqlDependencies {
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
 const RETRY_AFTER_SECONDS = 5;
-const SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE";
-const SERVICE_UNAVAILABLE_MESSAGE = "The service cannot reach its database; retry shortly";
 
 /**
  * A request that failed because the database is unreachable answers HTTP 503 with Retry-After, its errors
- * coded SERVICE_UNAVAILABLE (see formatError below), so that clients retry instead of reporting a bug.
+ * coded SERVICE_UNAVAILABLE (error-masking.ts), so that clients retry instead of reporting a bug.
  */
 function serviceUnavailablePlugin(
   isServiceUnavailable: (error: unknown) => boolean,
@@ -63,8 +64,11 @@ function serviceUnavailablePlugin(
   };
 }
 
-/** Logs the errors {@link formatGraphqlError} masks, with the request's logger (and so its request id). */
-function unexpectedErrorLoggingPlugin(serverLog: FastifyBaseLogger): ApolloServerPlugin<GraphqlContext> {
+/** Logs the errors the masking hides, with the request's logger (and so its request id). */
+function unexpectedErrorLoggingPlugin(
+  serverLog: FastifyBaseLogger,
+  masking: GraphqlErrorMasking,
+): ApolloServerPlugin<GraphqlContext> {
   return {
     async contextCreationDidFail({ error }) {
       if (isUnexpectedError(error)) serverLog.error({ err: error }, "GraphQL context creation failed");
@@ -72,19 +76,8 @@ function unexpectedErrorLoggingPlugin(serverLog: FastifyBaseLogger): ApolloServe
     async requestDidStart() {
       return {
         async didEncounterErrors({ errors, contextValue, operationName }) {
-          for (const error of errors) {
-            // contextValue is typed as present, but is a bare object when the context itself failed.
-            const log = (contextValue as Partial<GraphqlContext>).log ?? serverLog;
-            if (isInternalParseFailure(error)) {
-              log.warn({ err: error.originalError ?? error }, "GraphQL document could not be parsed");
-              continue;
-            }
-            if (!isUnexpectedError(error)) continue;
-            log.error(
-              { err: unwrapResolverError(error), path: error.path, operationName },
-              "GraphQL operation failed unexpectedly",
-            );
-          }
+          // contextValue is typed as present, but is a bare object when the context itself failed.
+          masking.logUnexpected((contextValue as Partial<GraphqlContext>).log ?? serverLog, errors, operationName);
         },
       };
     },
@@ -148,21 +141,15 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { services, config, isServiceUnavailable, readCache }: GraphqlDependencies,
+  { schema, services, config, isServiceUnavailable, readCache }: GraphqlDependencies,
 ): Promise<void> {
+  const masking = createGraphqlErrorMasking(isServiceUnavailable);
   const apollo = new ApolloServer<GraphqlContext>({
     // The schema, served through a gateway whose executor runs queries compiled once per document.
-    gateway: new CompiledExecutor(buildGraphqlSchema()).gateway(),
+    gateway: new CompiledExecutor(schema).gateway(),
     validationRules: graphqlValidationRules(config),
     parseOptions: graphqlParseOptions(config),
-    formatError: (formatted, error) =>
-      isServiceUnavailable(unwrapResolverError(error))
-        ? {
-            message: SERVICE_UNAVAILABLE_MESSAGE,
-            ...(formatted.path && { path: formatted.path }),
-            extensions: { code: SERVICE_UNAVAILABLE },
-          }
-        : formatGraphqlError(formatted, error),
+    formatError: masking.format,
     includeStacktraceInErrorResponses: false,
     // Introspection stays on: the explorer and codegen clients need it, and it requires an API key anyway.
     introspection: true,
@@ -178,7 +165,7 @@ export async function registerGraphql(
       ApolloServerPluginCacheControlDisabled(),
       noStorePlugin(),
       operationCostPlugin<GraphqlContext>(config),
-      unexpectedErrorLoggingPlugin(app.log),
+      unexpectedErrorLoggingPlugin(app.log, masking),
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
@@ -210,7 +197,7 @@ export async function registerGraphql(
     await registerExplorer(scope, { endpoint: GRAPHQL_ENDPOINT });
     const explorerPage = renderExplorerPage({ endpoint: GRAPHQL_ENDPOINT });
 
-    const readCacheHttp = new GraphqlReadCache(readCache, services);
+    const readCacheHttp = new GraphqlReadCache(readCache);
     readCacheHttp.register(scope);
 
     const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
@@ -243,7 +230,14 @@ export async function registerGraphql(
       handler: async function (request, reply) {
         // The explorer page needs no key: it holds nothing, and the user types the key into it.
         if (wantsExplorerPage(request)) return reply.type("text/html; charset=utf-8").send(explorerPage);
-        if (await readCacheHttp.answer(request, reply)) return reply;
+        // Authentication runs here, outside the read cache and once: a hit is looked up under the caller's read
+        // version, and the context reuses the caller. A request it cannot authenticate, or an outage, goes on to
+        // Apollo's context, which answers the error (401 or 503) as for any request.
+        const caller = await authenticateHeaders(services, request.headers).catch(() => null);
+        if (caller) {
+          request.caller = caller;
+          if (readCacheHttp.answer(request, reply, caller)) return reply;
+        }
         return executeGraphql.call(this, request, reply);
       },
     });

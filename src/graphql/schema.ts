@@ -19,7 +19,7 @@ import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
 import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.resolvers.ts";
 import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
-import { subscriptionResolvers } from "./subscriptions/subscription.resolvers.ts";
+import { subscriptionResolvers } from "../live/subscription.resolvers.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
 /** schema.graphql at the repository root: the contract, read as is. */

@@ -14,15 +14,10 @@ import { DomainError } from "../domain/shared/errors.ts";
 import type { IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
 import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
-import { registerReadCache } from "./read-cache-hooks.ts";
-import type { ReadCache } from "../read-cache.ts";
+import { registerReadCache } from "../read-cache/rest-hooks.ts";
+import type { ReadCache } from "../read-cache/read-cache.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
-import { registerIngestionRoutes } from "./routes/ingestion.routes.ts";
-import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
-import { registerReferenceRoutes } from "./routes/references.routes.ts";
-import { registerTagRoutes } from "./routes/tags.routes.ts";
-import { registerWebhookRoutes } from "./routes/webhooks.routes.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -30,6 +25,9 @@ declare module "fastify" {
     locationOf?: (body: never) => string;
   }
 }
+
+/** Registers one group of /v1 routes (tags, references…) on the prefixed scope. */
+export type RouteGroup = (v1: FastifyInstance, services: Services) => void;
 
 export interface RestDependencies {
   readonly services: Services;
@@ -39,6 +37,11 @@ export interface RestDependencies {
   /** Recognizes an error that means the database is unreachable right now (answered 503, not 500). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
   readonly readCache: ReadCache;
+  /**
+   * The route groups under /v1 (src/rest/routes/route-groups.ts). Passed in rather than imported: the routes
+   * import `callerOf` from this file, and this file imports no route back.
+   */
+  readonly routeGroups: readonly RouteGroup[];
 }
 
 /** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
@@ -53,7 +56,7 @@ function isPublicPath(url: string): boolean {
  */
 export async function registerRest(
   app: FastifyInstance,
-  { services, config, idempotency, clock, isServiceUnavailable, readCache }: RestDependencies,
+  { services, config, idempotency, clock, isServiceUnavailable, readCache, routeGroups }: RestDependencies,
 ): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
   const bodyAjv = addFormatsPlugin(
@@ -173,11 +176,7 @@ export async function registerRest(
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   await app.register(
     async (v1) => {
-      registerTagRoutes(v1, services);
-      registerReferenceRoutes(v1, services);
-      registerLifecycleRoutes(v1, services);
-      registerIngestionRoutes(v1, services);
-      registerWebhookRoutes(v1, services);
+      for (const registerRoutes of routeGroups) registerRoutes(v1, services);
     },
     { prefix: "/v1" },
   );

@@ -44,7 +44,7 @@ export function graphqlWsUrl(server: Pick<TestServer, "url">): string {
 /** Polls `condition` every 20 ms until it holds; throws `describe()` after `timeoutMs`. */
 export async function eventually(
   condition: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
   describe = () => "condition",
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -98,7 +98,7 @@ export function subscribe<Data = any>(
     errors,
     ended,
     closeInfo: () => closed,
-    async waitFor(count, timeoutMs = 10_000) {
+    async waitFor(count, timeoutMs = 30_000) {
       const done = typeof count === "number" ? () => data.length >= count : count;
       await eventually(done, timeoutMs, () =>
         typeof count === "number"
@@ -106,7 +106,7 @@ export function subscribe<Data = any>(
           : `a condition on ${data.length} messages`,
       );
     },
-    async waitForClose(timeoutMs = 10_000) {
+    async waitForClose(timeoutMs = 30_000) {
       await eventually(
         () => closed !== undefined,
         timeoutMs,
@@ -133,7 +133,7 @@ export async function metricValue(server: Pick<TestServer, "url">, name: string)
 export async function waitForOpenSubscriptions(
   server: Pick<TestServer, "url">,
   count: number,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<void> {
   await eventually(
     async () => (await metricValue(server, "reftrail_subscriptions_open")) >= count,

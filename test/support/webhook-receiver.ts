@@ -23,13 +23,20 @@ export interface ReceivedWebhook {
   readonly receivedAt: number;
 }
 
-/** What the receiver answers; `delayMs` waits before answering (a slow endpoint). */
+/**
+ * What the receiver answers; `delayMs` waits before answering (a slow endpoint); `until` holds the request
+ * unanswered until the promise settles (an endpoint that answers when the test lets it, or never).
+ */
 export interface Reply {
   readonly status?: number;
   readonly headers?: Record<string, string>;
   readonly body?: string;
   readonly delayMs?: number;
+  readonly until?: Promise<unknown>;
 }
+
+/** A request held by `until` never gets an answer (the receiver's close drops it). */
+export const NEVER: Promise<never> = new Promise<never>(() => {});
 
 /** Decides the reply to the `count`-th request (1-based) for one path. */
 export type Responder = (request: { webhookId: string; count: number; json: any }) => Reply;
@@ -145,7 +152,10 @@ export class WebhookReceiver {
       response.writeHead(reply.status ?? 200, { "content-type": "text/plain", ...reply.headers });
       response.end(reply.body ?? "ok");
     };
-    if (reply.delayMs) {
+    if (reply.until) {
+      this.pending.add(response);
+      void reply.until.finally(send);
+    } else if (reply.delayMs) {
       this.pending.add(response);
       setTimeout(send, reply.delayMs);
     } else {

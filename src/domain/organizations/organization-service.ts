@@ -33,7 +33,7 @@ export interface Caller {
    * with every commit that changes its tags, references or lifecycle log (migration 0007), and its oldest event
    * still inside the retention window, which changes when the window (moving with the clock) passes it. A
    * response computed under one read version stays exact for as long as the read version does: the read cache's
-   * key (src/read-cache.ts).
+   * key (src/read-cache/).
    */
   readonly readVersion: string;
 }

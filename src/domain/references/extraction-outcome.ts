@@ -1,5 +1,9 @@
 import { validationFailed } from "../shared/errors.ts";
-import type { ExtractionOutcome } from "./reference-service.ts";
+
+/** What the tracking side reports after trying to extract a reference's details. */
+export type ExtractionOutcome =
+  | { readonly status: "succeeded" }
+  | { readonly status: "failed"; readonly error: { readonly code: string; readonly message: string } };
 
 /**
  * Validates an extraction outcome from any surface (SPEC §8): `{ status: "succeeded" }` or

@@ -5,8 +5,7 @@ import type { Clock } from "../shared/clock.ts";
 import { DomainError, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
-import { parseExtractionOutcome } from "./extraction-outcome.ts";
-import type { ExtractionOutcome } from "./reference-service.ts";
+import { parseExtractionOutcome, type ExtractionOutcome } from "./extraction-outcome.ts";
 import {
   deactivationChange,
   extractionChange,

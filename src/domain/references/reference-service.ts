@@ -3,22 +3,34 @@ import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import type { Reference, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
-import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
 import { parseTagEntries } from "../tags/tag-entry.ts";
 import { parseExtractionOutcome } from "./extraction-outcome.ts";
-import { tagNameKey } from "../tags/tag-name.ts";
+import { sortTagsByName } from "../tags/tag-name.ts";
 import type { TagService } from "../tags/tag-service.ts";
-import { checkContainerNumber, normalizeContainerNumber } from "./container-number.ts";
+import {
+  assertTagCount,
+  isReferencePosition,
+  parseChildContainerNumbers,
+  parseReferenceIdentity,
+  parseReferenceListing,
+  referenceFilters,
+  referenceListQuery,
+  type CreateReferenceInput,
+  type ListReferencesInput,
+  type ReferencePosition,
+} from "./reference-input.ts";
 import {
   deactivationChange,
-  detailBase,
   extractionChange,
+  newReference,
   parseDeactivateReason,
   parseUpdateEstimates,
   reactivationChange,
+  referenceCreatedBody,
   updateChange,
   type TrackingChange,
 } from "./tracking-rules.ts";
@@ -27,51 +39,6 @@ export interface ReferenceLimits {
   readonly maxTagsPerReference: number;
   readonly extractionFailureThreshold: number;
 }
-
-/**
- * How many `tagIds` and `tagNames` one listing may filter by, together; and, separately, how many
- * `excludeTagIds` and `excludeTagNames`.
- */
-export const MAX_TAG_FILTER_VALUES = 100;
-
-/** Raw input from either surface; the service validates every field. */
-export interface CreateReferenceInput {
-  readonly containerId?: unknown;
-  readonly billOfLading?: unknown;
-  readonly bookingNumber?: unknown;
-  readonly carrierCode?: unknown;
-  readonly tags?: unknown;
-}
-
-export interface ListReferencesInput {
-  readonly tagIds?: readonly string[];
-  readonly tagNames?: readonly string[];
-  readonly tagMatch?: "all" | "any";
-  /** References carrying any of these tags are left out; unknown ids and names exclude nothing. */
-  readonly excludeTagIds?: readonly string[];
-  readonly excludeTagNames?: readonly string[];
-  readonly active?: boolean;
-  readonly carrierCode?: string;
-  readonly containerId?: string;
-  readonly billOfLading?: string;
-  readonly bookingNumber?: string;
-  readonly parentReferenceId?: string;
-  readonly limit: number;
-  readonly cursor?: string;
-}
-
-export type ExtractionOutcome =
-  | { readonly status: "succeeded" }
-  | { readonly status: "failed"; readonly error: { readonly code: string; readonly message: string } };
-
-const SCAC = /^[A-Za-z]{2,4}$/;
-const MAX_DOCUMENT_NUMBER_LENGTH = 64;
-/** One report of the containers on a bill of lading or booking: checked here, for REST and GraphQL alike. */
-const MAX_CHILD_CONTAINERS_PER_REPORT = 500;
-
-type ReferencePosition = { readonly i: string };
-const isReferencePosition = (value: unknown): value is ReferencePosition =>
-  typeof value === "object" && value !== null && isUuid((value as ReferencePosition).i);
 
 /**
  * References and everything the tracking side reports about them (SPEC §6, §8). Every change writes its
@@ -94,49 +61,15 @@ export class ReferenceService {
    */
   async createReference(organizationId: string, input: CreateReferenceInput): Promise<TaggedReference> {
     const issues: FieldIssue[] = [];
-    const identifiers = (["containerId", "billOfLading", "bookingNumber"] as const).filter(
-      (key) => input[key] !== undefined && input[key] !== null,
-    );
-    if (identifiers.length !== 1) {
-      issues.push({
-        path: identifiers.length === 0 ? [] : [identifiers[1]!],
-        code: "ONE_OF",
-        message: "give exactly one of {containerId}, {billOfLading} or {bookingNumber}",
-      });
-    }
-    let containerId: string | null = null;
-    let billOfLading: string | null = null;
-    let bookingNumber: string | null = null;
-    if (identifiers.length === 1) {
-      const key = identifiers[0]!;
-      const value = input[key];
-      if (typeof value !== "string") {
-        issues.push({ path: [key], code: "INVALID_TYPE", message: "must be a string" });
-      } else if (key === "containerId") {
-        const checked = checkContainerNumber(value);
-        if (checked.ok) containerId = checked.value;
-        else issues.push({ path: [key], code: checked.code, message: checked.message });
-      } else {
-        const number = checkDocumentNumber(value);
-        if (number === null) {
-          issues.push({
-            path: [key],
-            code: "INVALID_FORMAT",
-            message: `must be 1 to ${MAX_DOCUMENT_NUMBER_LENGTH} letters, digits or dashes`,
-          });
-        } else if (key === "billOfLading") billOfLading = number;
-        else bookingNumber = number;
-      }
-    }
-    const carrierCode = checkCarrierCode(input.carrierCode, issues);
+    const identity = parseReferenceIdentity(input, issues);
     const parsed = parseTagEntries(input.tags, { maxTags: this.limits.maxTagsPerReference });
     issues.push(...parsed.issues);
     if (issues.length > 0) throw validationFailed(issues);
 
     return this.store.transaction(async (store) => {
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
-      this.assertTagCount(tags.length);
-      const reference = this.newReference(organizationId, { containerId, billOfLading, bookingNumber, carrierCode });
+      assertTagCount(tags.length, this.limits.maxTagsPerReference);
+      const reference = newReference(newId(), organizationId, identity, this.clock.now());
       // Sent together, in this order (the links and the event point at the reference): one round trip on
       // PostgreSQL's pipelining connection, one statement after another on SQLite.
       await Promise.all([
@@ -148,7 +81,7 @@ export class ReferenceService {
         ),
         this.recordCreated(store, reference, tags),
       ]);
-      return { ...reference, tags: sortedByName(tags) };
+      return { ...reference, tags: sortTagsByName(tags) };
     });
   }
 
@@ -180,63 +113,13 @@ export class ReferenceService {
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
   async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<TaggedReference>> {
-    const issues: FieldIssue[] = [];
-    const tagIds = (input.tagIds ?? []).map((id) => id.toLowerCase());
-    tagIds.forEach((id, index) => {
-      if (!isUuid(id)) issues.push({ path: ["tagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
-    });
-    const tagFilterValues = tagIds.length + (input.tagNames?.length ?? 0);
-    if (tagFilterValues > MAX_TAG_FILTER_VALUES) {
-      issues.push({
-        path: [tagIds.length > 0 ? "tagIds" : "tagNames"],
-        code: "TOO_MANY_VALUES",
-        message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names together (${tagFilterValues} given)`,
-      });
-    }
-    const excludeTagIds = (input.excludeTagIds ?? []).map((id) => id.toLowerCase());
-    excludeTagIds.forEach((id, index) => {
-      if (!isUuid(id))
-        issues.push({ path: ["excludeTagIds", index], code: "INVALID_ID", message: `"${id}" is not an id` });
-    });
-    // Exclusions are looked up the same way as inclusions, so they are bounded the same way before the database.
-    const excludedFilterValues = excludeTagIds.length + (input.excludeTagNames?.length ?? 0);
-    if (excludedFilterValues > MAX_TAG_FILTER_VALUES) {
-      issues.push({
-        path: [excludeTagIds.length > 0 ? "excludeTagIds" : "excludeTagNames"],
-        code: "TOO_MANY_VALUES",
-        message: `at most ${MAX_TAG_FILTER_VALUES} tag ids and names to exclude together (${excludedFilterValues} given)`,
-      });
-    }
-    if (input.parentReferenceId !== undefined && !isUuid(input.parentReferenceId)) {
-      issues.push({ path: ["parentReferenceId"], code: "INVALID_ID", message: "not an id" });
-    }
-    if (issues.length > 0) {
-      throw new DomainError("INVALID_QUERY_PARAMETER", issues[0]!.message, issues);
-    }
-    const filters = referenceFilters({ ...input, tagIds, excludeTagIds });
+    const filters = parseReferenceListing(input);
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
 
-    // Tags to include and to exclude are resolved inside the listing's one statement: unknown ids or names
-    // match nothing with `all`, and exclude nothing.
-    const filtersTags = filters.tagIds.length + filters.tagNames.length > 0;
-    const excludedIds = filters.excludeTagIds ?? [];
-    const excludedNameKeys = filters.excludeTagNames ?? [];
-    const rows = await this.store.references.listReferences(organizationId, {
-      ...(filtersTags && {
-        tags: { match: filters.tagMatch, ids: filters.tagIds, nameKeys: filters.tagNames },
-      }),
-      ...(excludedIds.length + excludedNameKeys.length > 0 && {
-        excludedTags: { ids: excludedIds, nameKeys: excludedNameKeys },
-      }),
-      active: filters.active,
-      carrierCode: filters.carrierCode,
-      containerId: filters.containerId,
-      billOfLading: filters.billOfLading,
-      bookingNumber: filters.bookingNumber,
-      parentReferenceId: filters.parentReferenceId,
-      beforeId: after?.i,
-      limit: input.limit + 1,
-    });
+    const rows = await this.store.references.listReferences(
+      organizationId,
+      referenceListQuery(filters, after?.i, input.limit + 1),
+    );
     return pageOf(
       rows,
       input.limit,
@@ -293,7 +176,7 @@ export class ReferenceService {
       const tags = await this.tags.resolveTagEntries(store, organizationId, parsed.entries);
       const current = reference.tags;
       const combined = new Set([...current.map((tag) => tag.id), ...tags.map((tag) => tag.id)]);
-      this.assertTagCount(combined.size);
+      assertTagCount(combined.size, this.limits.maxTagsPerReference);
       await store.references.linkTags(
         reference.id,
         tags.map((tag) => tag.id),
@@ -309,8 +192,7 @@ export class ReferenceService {
    */
   async removeTag(organizationId: string, referenceId: string, tagId: string): Promise<void> {
     await this.store.transaction(async (store) => {
-      // Locked like addTags: an event written concurrently is written wholly before the removal (its snapshot
-      // carries the tag) or wholly after it (it does not), never with the tag after the removal is acknowledged.
+      // Locked like addTags: a concurrent event is written wholly before the removal (carrying the tag) or after.
       const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const [tag] = isUuid(tagId) ? await store.tags.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
       if (!tag) throw notFound("tag");
@@ -403,30 +285,7 @@ export class ReferenceService {
    * @throws NOT_FOUND, VALIDATION_FAILED (bad container numbers; a parent that is itself a container).
    */
   async reportChildren(organizationId: string, parentId: string, containerIds: unknown): Promise<Reference[]> {
-    if (!Array.isArray(containerIds) || containerIds.length === 0) {
-      throw validationFailed([
-        { path: ["containerIds"], code: "REQUIRED", message: "{containerIds} must be a non-empty array" },
-      ]);
-    }
-    if (containerIds.length > MAX_CHILD_CONTAINERS_PER_REPORT) {
-      const message = `at most ${MAX_CHILD_CONTAINERS_PER_REPORT} container numbers per report`;
-      throw new DomainError("LIMIT_EXCEEDED", message, [{ path: ["containerIds"], code: "LIMIT_EXCEEDED", message }], {
-        limit: MAX_CHILD_CONTAINERS_PER_REPORT,
-      });
-    }
-    const issues: FieldIssue[] = [];
-    const numbers: string[] = [];
-    containerIds.forEach((raw: unknown, index) => {
-      const checked = typeof raw === "string" ? checkContainerNumber(raw) : null;
-      if (checked?.ok) numbers.push(checked.value);
-      else
-        issues.push({
-          path: ["containerIds", index],
-          code: checked?.code ?? "INVALID_TYPE",
-          message: checked?.message ?? "must be a string",
-        });
-    });
-    if (issues.length > 0) throw validationFailed(issues);
+    const numbers = parseChildContainerNumbers(containerIds);
 
     return this.store.transaction(async (store) => {
       // Locked so that parallel reports of one parent see each other's children; the unique index on
@@ -453,13 +312,18 @@ export class ReferenceService {
         let child = existing.get(containerId);
         if (!child) {
           const { reference, created } = await store.references.insertChildIfAbsent(
-            this.newReference(organizationId, {
-              containerId,
-              billOfLading: null,
-              bookingNumber: null,
-              carrierCode: parent.carrierCode,
-              parentReferenceId: parent.id,
-            }),
+            newReference(
+              newId(),
+              organizationId,
+              {
+                containerId,
+                billOfLading: null,
+                bookingNumber: null,
+                carrierCode: parent.carrierCode,
+                parentReferenceId: parent.id,
+              },
+              this.clock.now(),
+            ),
           );
           child = reference;
           if (created) {
@@ -516,22 +380,7 @@ export class ReferenceService {
   }
 
   private recordCreated(store: Store, reference: Reference, tags: readonly Tag[]): Promise<LifecycleEvent> {
-    const [identifierType, identifierValue] =
-      reference.containerId !== null
-        ? (["container", reference.containerId] as const)
-        : reference.billOfLading !== null
-          ? (["bill_of_lading", reference.billOfLading] as const)
-          : (["booking_number", reference.bookingNumber!] as const);
-    return this.recorder.record(store, reference, tags, {
-      type: "reference_created",
-      detail: {
-        ...detailBase(reference),
-        identifier_type: identifierType,
-        identifier_value: identifierValue,
-        carrier_scac: reference.carrierCode,
-        parent_reference_id: reference.parentReferenceId,
-      },
-    });
+    return this.recorder.record(store, reference, tags, referenceCreatedBody(reference));
   }
 
   private async getReferenceIn(store: Store, organizationId: string, id: string): Promise<TaggedReference> {
@@ -548,94 +397,4 @@ export class ReferenceService {
     if (!reference) throw notFound("reference");
     return reference;
   }
-
-  private assertTagCount(count: number): void {
-    if (count > this.limits.maxTagsPerReference) {
-      throw new DomainError(
-        "LIMIT_EXCEEDED",
-        `A reference can carry at most ${this.limits.maxTagsPerReference} tags (this request would give it ${count})`,
-        [
-          {
-            path: ["tags"],
-            code: "LIMIT_EXCEEDED",
-            message: `at most ${this.limits.maxTagsPerReference} tags per reference`,
-          },
-        ],
-        { limit: this.limits.maxTagsPerReference },
-      );
-    }
-  }
-
-  private newReference(
-    organizationId: string,
-    identity: Pick<Reference, "containerId" | "billOfLading" | "bookingNumber" | "carrierCode"> &
-      Partial<Pick<Reference, "parentReferenceId">>,
-  ): Reference {
-    const now = this.clock.now();
-    return {
-      id: newId(),
-      organizationId,
-      parentReferenceId: null,
-      ...identity,
-      active: true,
-      deactivateReason: null,
-      autoUnsubscribed: false,
-      lastUpdateStatus: null,
-      consecutiveFailures: 0,
-      estimatedDeparture: null,
-      estimatedArrival: null,
-      createdAt: now,
-      updatedAt: now,
-    };
-  }
-}
-
-/**
- * The filters of a reference listing in canonical form: what the query uses and what a cursor's fingerprint
- * is computed from (so equal filters, however written, give interchangeable cursors).
- */
-function referenceFilters(input: ListReferencesInput & { readonly tagIds: readonly string[] }) {
-  const nameKeys = (names: readonly string[] | undefined) =>
-    [...new Set((names ?? []).map((name) => tagNameKey(name.trim().normalize("NFC"))))].sort();
-  const excludeTagIds = [...new Set(input.excludeTagIds ?? [])].sort();
-  const excludeTagNames = nameKeys(input.excludeTagNames);
-  return {
-    scope: "references",
-    tagIds: [...new Set(input.tagIds)].sort(),
-    tagNames: nameKeys(input.tagNames),
-    tagMatch: input.tagMatch ?? "all",
-    // Present only when given, so that cursors issued before exclusions existed stay valid.
-    ...(excludeTagIds.length > 0 && { excludeTagIds }),
-    ...(excludeTagNames.length > 0 && { excludeTagNames }),
-    active: input.active,
-    carrierCode: input.carrierCode?.toUpperCase(),
-    containerId: input.containerId === undefined ? undefined : normalizeContainerNumber(input.containerId),
-    billOfLading: input.billOfLading?.trim(),
-    bookingNumber: input.bookingNumber?.trim(),
-    parentReferenceId: input.parentReferenceId?.toLowerCase(),
-  };
-}
-
-/** Tags in the order a reference lists them (case-insensitive name, then id), as the store reads them. */
-function sortedByName(tags: readonly Tag[]): Tag[] {
-  const keyed = tags.map((tag) => ({ tag, key: tagNameKey(tag.name) }));
-  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.tag.id < b.tag.id ? -1 : 1));
-  return keyed.map(({ tag }) => tag);
-}
-
-function checkCarrierCode(raw: unknown, issues: FieldIssue[]): string {
-  if (typeof raw !== "string" || !SCAC.test(raw.trim())) {
-    issues.push({
-      path: ["carrierCode"],
-      code: raw === undefined || raw === null ? "REQUIRED" : "INVALID_FORMAT",
-      message: "{carrierCode} must be a 2 to 4 letter SCAC",
-    });
-    return "";
-  }
-  return raw.trim().toUpperCase();
-}
-
-function checkDocumentNumber(raw: string): string | null {
-  const value = raw.trim().toUpperCase();
-  return /^[A-Z0-9][A-Z0-9-]*$/.test(value) && value.length <= MAX_DOCUMENT_NUMBER_LENGTH ? value : null;
 }

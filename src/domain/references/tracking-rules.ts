@@ -2,7 +2,7 @@ import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEventBody } fr
 import type { Reference, ReferenceUpdate } from "../models.ts";
 import { parseDateTime } from "../shared/date-time.ts";
 import { DomainError, validationFailed, type FieldIssue } from "../shared/errors.ts";
-import type { ExtractionOutcome } from "./reference-service.ts";
+import type { ExtractionOutcome } from "./extraction-outcome.ts";
 
 /*
  * What each report of the tracking side (SPEC §8) does to a reference, as pure functions of the reference's
@@ -182,4 +182,49 @@ export function reactivationChange(reference: Reference, now: Date): TrackingCha
 
 export function detailBase(reference: Reference): { reference_id: string; organization_id: string } {
   return { reference_id: reference.id, organization_id: reference.organizationId };
+}
+
+/** A reference as it starts: active, no failures, no estimates. */
+export function newReference(
+  id: string,
+  organizationId: string,
+  identity: Pick<Reference, "containerId" | "billOfLading" | "bookingNumber" | "carrierCode"> &
+    Partial<Pick<Reference, "parentReferenceId">>,
+  now: Date,
+): Reference {
+  return {
+    id,
+    organizationId,
+    parentReferenceId: null,
+    ...identity,
+    active: true,
+    deactivateReason: null,
+    autoUnsubscribed: false,
+    lastUpdateStatus: null,
+    consecutiveFailures: 0,
+    estimatedDeparture: null,
+    estimatedArrival: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+/** The `reference_created` event of a new reference (a child container's included). */
+export function referenceCreatedBody(reference: Reference): LifecycleEventBody {
+  const [identifierType, identifierValue] =
+    reference.containerId !== null
+      ? (["container", reference.containerId] as const)
+      : reference.billOfLading !== null
+        ? (["bill_of_lading", reference.billOfLading] as const)
+        : (["booking_number", reference.bookingNumber!] as const);
+  return {
+    type: "reference_created",
+    detail: {
+      ...detailBase(reference),
+      identifier_type: identifierType,
+      identifier_value: identifierValue,
+      carrier_scac: reference.carrierCode,
+      parent_reference_id: reference.parentReferenceId,
+    },
+  };
 }

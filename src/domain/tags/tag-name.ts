@@ -30,3 +30,10 @@ export function tagNameKey(normalizedName: string): string {
   // denormalize.
   return normalizedName.toUpperCase().toLowerCase().normalize("NFC");
 }
+
+/** Tags in the order a reference lists them (case-insensitive name, then id), as the store reads them. */
+export function sortTagsByName<T extends { readonly id: string; readonly name: string }>(tags: readonly T[]): T[] {
+  const keyed = tags.map((tag) => ({ tag, key: tagNameKey(tag.name) }));
+  keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.tag.id < b.tag.id ? -1 : 1));
+  return keyed.map(({ tag }) => tag);
+}

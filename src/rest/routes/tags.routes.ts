@@ -9,7 +9,7 @@ import {
   referencePage,
   toListReferencesInput,
   type ListReferencesQuery,
-} from "./references.routes.ts";
+} from "./reference-listing.ts";
 
 const tags = ["tags"];
 const nameBody = {

@@ -1,34 +1,30 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { unwrapResolverError } from "@apollo/server/errors";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
-import type { DocumentNode, FormattedExecutionResult, GraphQLFormattedError } from "graphql";
-import type { Context, SubscribePayload } from "graphql-ws";
+import { GraphQLError, type FormattedExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
+import type { Context } from "graphql-ws";
 import { useServer, type Extra } from "graphql-ws/use/ws";
-import { Counter, Gauge, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
 import { WebSocketServer, type WebSocket } from "ws";
-import { presentedApiKey } from "../../authentication.ts";
-import type { Config } from "../../config.ts";
-import type { LiveSubscriptions } from "../../domain/live/live-subscriptions.ts";
-import type { Caller } from "../../domain/organizations/organization-service.ts";
-import type { Services } from "../../domain/services.ts";
-import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
-import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-input.ts";
-import { formatGraphqlError, isUnexpectedError, parseFailedError, variableIssueError } from "../errors.ts";
-import { findLiteralIssue, literalIssueError } from "../literal-guard.ts";
-import { GRAPHQL_ENDPOINT } from "../graphql-server.ts";
-import { GraphQLError, getOperationAST, getVariableValues, parse, specifiedRules, validate } from "../graphql-js.ts";
-import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../limits.ts";
-import { createLoaders } from "../loaders.ts";
-import { buildGraphqlSchema } from "../schema.ts";
+import { presentedApiKey } from "../authentication.ts";
+import type { Config } from "../config.ts";
+import type { LiveSubscriptions } from "./live-subscriptions.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { Services } from "../domain/services.ts";
+import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
+import { createGraphqlErrorMasking } from "../graphql/error-masking.ts";
+import { GRAPHQL_ENDPOINT } from "../graphql/graphql-server.ts";
+import { createLoaders } from "../graphql/loaders.ts";
+import { OperationPreparation } from "./operation-preparation.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
+import { registerSubscriptionMetrics } from "./subscription-metrics.ts";
 
 /*
  * GraphQL over WebSocket (graphql-ws, protocol `graphql-transport-ws`) on the GraphQL endpoint's own path and
- * port (SPEC §1, §10). Apollo's validation rules, limits and error formatting do not apply to these operations,
- * so this module applies the same ones itself: the standard rules plus the depth limit, the cost limit, coded
- * and masked errors, and logging of unexpected errors.
+ * port (SPEC §1, §10). Apollo does not serve these operations, so they go through the same checks by other
+ * means: the executable schema HTTP serves, the same validation rules and limits (operation-preparation.ts), and
+ * the same error masking and logging (src/graphql/error-masking.ts).
  *
  * Authentication (SPEC §3). Close codes:
  *   4401  no key, an unknown key, or a revoked key (also when revoked while connected; keys are checked again
@@ -56,14 +52,18 @@ const KEEP_ALIVE_MS = 12_000;
 const CLOSE_HANDSHAKE_TIMEOUT_MS = 3_000;
 
 export interface SubscriptionDependencies {
+  /** The executable schema GraphQL over HTTP serves (src/graphql/schema.ts, built once by the composition root). */
+  readonly schema: GraphQLSchema;
   readonly services: Services;
   readonly config: Config;
-  /** The live subscriptions (src/domain/live/), built and closed by the composition root. */
+  /** The live subscriptions (live-subscriptions.ts), built and closed by the composition root. */
   readonly subscriptions: LiveSubscriptions;
   /** Where the subscription gauges are registered (the `/metrics` registry). */
   readonly metrics?: Registry;
   /** Serves `webhookDeliveryAttempts` (the operator page); its signals are owned by the composition root. */
   readonly deliveryActivity?: DeliveryActivityService;
+  /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE). */
+  readonly isServiceUnavailable: (error: unknown) => boolean;
 }
 
 /** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
@@ -86,11 +86,11 @@ type ServerContext = Pick<Context<Record<string, unknown> | undefined, Extra>, "
  * 1001 before the HTTP server stops (preClose).
  */
 export async function registerSubscriptions(app: FastifyInstance, deps: SubscriptionDependencies): Promise<void> {
-  const { services, config, subscriptions } = deps;
+  const { schema, services, config, subscriptions } = deps;
   const log = app.log.child({ component: "subscriptions" });
 
-  const schema = buildGraphqlSchema();
-  const validationRules = [...specifiedRules, ...graphqlValidationRules(config)];
+  const masking = createGraphqlErrorMasking(deps.isServiceUnavailable);
+  const preparation = new OperationPreparation(schema, config, log);
   const sessions = new Map<WebSocket, ConnectionSession>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: config.bodyLimitBytes, perMessageDeflate: false });
   let closing = false;
@@ -153,21 +153,8 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     return caller;
   };
 
-  const logUnexpected = (
-    session: ConnectionSession,
-    errors: readonly GraphQLError[],
-    operationName: string | null | undefined,
-  ) => {
-    for (const error of errors) {
-      if (!isUnexpectedError(error)) continue;
-      session.log.error(
-        { err: unwrapResolverError(error), path: error.path, operationName },
-        "GraphQL operation failed unexpectedly",
-      );
-    }
-  };
   const format = (errors: readonly GraphQLError[]): GraphQLFormattedError[] =>
-    errors.map((error) => formatGraphqlError(error.toJSON(), error));
+    errors.map((error) => masking.format(error.toJSON(), error));
 
   useServer<Record<string, unknown> | undefined>(
     {
@@ -213,7 +200,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
             ),
           ];
         }
-        const prepared = prepareOperation(payload);
+        const prepared = preparation.prepare(payload);
         if (Array.isArray(prepared)) return prepared;
         const contextValue: SubscriptionContext = {
           caller,
@@ -236,15 +223,15 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
         };
       },
 
-      // Results and errors are formatted like Apollo's formatError: coded errors pass, others are masked.
+      // Results and errors take the HTTP path's masking: coded errors pass, others are masked and logged.
       onNext: (ctx, _id, payload, _args, result) => {
         if (!result.errors || result.errors.length === 0) return;
-        logUnexpected(sessionOf(ctx), result.errors, payload.operationName);
+        masking.logUnexpected(sessionOf(ctx).log, result.errors, payload.operationName);
         const formatted: FormattedExecutionResult = { ...result, errors: format(result.errors) };
         return formatted;
       },
       onError: (ctx, _id, payload, errors) => {
-        logUnexpected(sessionOf(ctx), errors, payload.operationName);
+        masking.logUnexpected(sessionOf(ctx).log, errors, payload.operationName);
         return format(errors);
       },
       onComplete: (ctx, id) => {
@@ -254,37 +241,6 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     wss,
     KEEP_ALIVE_MS,
   );
-
-  /** Parses and validates like Apollo; errors carry the codes Apollo gives them. */
-  function prepareOperation(payload: SubscribePayload): { document: DocumentNode; kind: string } | GraphQLError[] {
-    let document: DocumentNode;
-    try {
-      document = parse(payload.query, graphqlParseOptions(config));
-    } catch (error) {
-      // A deeply nested document overflows the parser's stack: say only that it could not be parsed.
-      if (!(error instanceof GraphQLError)) {
-        log.warn({ err: error }, "GraphQL document could not be parsed");
-        return [parseFailedError()];
-      }
-      return [withCode(error, "GRAPHQL_PARSE_FAILED")];
-    }
-    const invalid = validate(schema, document, validationRules);
-    if (invalid.length > 0) return invalid.map((error) => withCode(error, "GRAPHQL_VALIDATION_FAILED"));
-    const operation = getOperationAST(document, payload.operationName ?? null);
-    if (!operation) return [withCode(new GraphQLError("Unable to identify the operation to run"), "BAD_REQUEST")];
-    const unsafe = findVariablesIssue(payload.variables);
-    if (unsafe) return [variableIssueError(unsafe, unsafe.code === "TOO_DEEP" ? MAX_JSON_DEPTH : undefined)];
-    const literal = findLiteralIssue(document);
-    if (literal) return [literalIssueError(literal)];
-    const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], payload.variables ?? {});
-    if (coerced.errors) return coerced.errors.map((error) => withCode(error, "BAD_USER_INPUT"));
-    const tooCostly = checkOperationCost(schema, document, config, {
-      variables: payload.variables ?? null,
-      operationName: payload.operationName ?? null,
-    });
-    if (tooCostly) return [tooCostly];
-    return { document, kind: operation.operation };
-  }
 
   // Keys can be revoked while a connection is open: check the keys in use again, one lookup per distinct key.
   let rechecking = false;
@@ -362,56 +318,4 @@ function refuseUpgrade(socket: Duplex, status: number, text: string): void {
 function lowerCaseKeys(value: unknown): Record<string, unknown> {
   if (typeof value !== "object" || value === null) return {};
   return Object.fromEntries(Object.entries(value).map(([name, entry]) => [name.toLowerCase(), entry]));
-}
-
-function withCode(error: GraphQLError, code: string): GraphQLError {
-  if (typeof error.extensions.code === "string") return error;
-  return new GraphQLError(error.message, {
-    ...(error.nodes && { nodes: error.nodes }),
-    ...(error.source && { source: error.source }),
-    ...(error.positions && { positions: error.positions }),
-    ...(error.path && { path: error.path }),
-    originalError: error.originalError,
-    extensions: { ...error.extensions, code },
-  });
-}
-
-function registerSubscriptionMetrics(
-  registry: Registry | undefined,
-  { sessions, subscriptions }: { sessions: ReadonlyMap<unknown, unknown>; subscriptions: LiveSubscriptions },
-): void {
-  if (!registry) return;
-  new Gauge({
-    name: "reftrail_graphql_ws_connections",
-    help: "Open graphql-ws connections",
-    registers: [registry],
-    collect() {
-      this.set(sessions.size);
-    },
-  });
-  new Gauge({
-    name: "reftrail_subscriptions_open",
-    help: "Open lifecycleEvents subscriptions",
-    registers: [registry],
-    collect() {
-      this.set(subscriptions.stats().open);
-    },
-  });
-  new Gauge({
-    name: "reftrail_subscription_buffered_events",
-    help: "Lifecycle events held for subscribers that have not read them yet (bounded per subscription)",
-    registers: [registry],
-    collect() {
-      this.set(subscriptions.stats().bufferedEvents);
-    },
-  });
-  new Counter({
-    name: "reftrail_subscription_fell_behind_total",
-    help: "Times a subscription's queue overflowed (slow client) and it fell back to reading the log",
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(subscriptions.stats().fellBehind);
-    },
-  });
 }

@@ -1,9 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { authenticateHeaders } from "../authentication.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
-import type { Services } from "../domain/services.ts";
-import { refusesCachedResponse, type ReadCache } from "../read-cache.ts";
-import type { ReadCacheSlot } from "./read-cache-plugin.ts";
+import { refusesCachedResponse, type ReadCache } from "./read-cache.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -12,8 +9,16 @@ declare module "fastify" {
   }
 }
 
+/** What the HTTP route and the plugin share about one request (see `readCachePlugin`). */
+export interface ReadCacheSlot {
+  /** The request's key in the read cache (read-cache.ts). */
+  readonly key: string;
+  /** Set by the plugin: the response is a cacheable query's, without errors. */
+  cacheable: boolean;
+}
+
 /**
- * The HTTP half of the GraphQL read cache (the plugin's comment in read-cache-plugin.ts tells the whole). What
+ * The HTTP half of the GraphQL read cache (the plugin's comment in graphql-plugin.ts tells the whole). What
  * identifies a response within the caller's organization and read version: the method, the Accept header (it
  * picks the response's media type), and the operation as sent — query text, operation name, variables. A request
  * with `extensions` (automatic persisted queries) is not cached: its text may be absent.
@@ -23,6 +28,8 @@ function operationKey(request: FastifyRequest): string | null {
   if (typeof source !== "object" || source === null || Array.isArray(source)) return null;
   const { query, operationName, variables, extensions } = source;
   if (typeof query !== "string" || extensions !== undefined) return null;
+  // A malformed operation name is Apollo's to refuse (400): it must not share the key of a request without one.
+  if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
   // A plain mutation is never kept: not looked up either (nor counted as a read that missed). Any other document,
   // a mutation behind a comment included, is looked up and, once Apollo has parsed it, not kept if not a read.
   if (/^\s*mutation\b/.test(query)) return null;
@@ -40,28 +47,15 @@ function operationKey(request: FastifyRequest): string | null {
 }
 
 export class GraphqlReadCache {
-  constructor(
-    private readonly cache: ReadCache,
-    private readonly services: Services,
-  ) {}
+  constructor(private readonly cache: ReadCache) {}
 
   /**
-   * Answers the request from the cache when it can (true); otherwise prepares its slot, for the plugin to mark
-   * and for the onSend hook to fill. The caller it authenticates stays on the request (the context reuses it: one
-   * key lookup per request); a request it cannot authenticate goes on to Apollo, which answers the error.
+   * Answers the request of an authenticated `caller` from the cache when it can (true); otherwise prepares its
+   * slot, for the plugin to mark and for the onSend hook to fill.
    */
-  async answer(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+  answer(request: FastifyRequest, reply: FastifyReply, caller: Caller): boolean {
     const operation = operationKey(request);
     if (operation === null || refusesCachedResponse(request.headers["cache-control"])) return false;
-    let caller: Caller | null;
-    try {
-      caller = await authenticateHeaders(this.services, request.headers);
-    } catch {
-      // An outage: Apollo's context answers it (503) as for any request.
-      return false;
-    }
-    if (!caller) return false;
-    request.caller = caller;
     const key = this.cache.keyOf(caller, operation);
     const hit = this.cache.find(key);
     if (hit) {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Caller } from "./domain/organizations/organization-service.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
 
 /**
  * Responses of reads — REST GET pages of tags, references and lifecycle events, GraphQL queries of the same —
@@ -16,6 +16,9 @@ import type { Caller } from "./domain/organizations/organization-service.ts";
  * `lru-cache` keeps the entries, bounded in bytes: a response's bytes and its key's. The key holds a SHA-256
  * digest of the request, not the request itself, so that a request of any size (a GraphQL query with large
  * variables) costs the cache a few dozen bytes of key; what is ours is only the key.
+ * The callers are one thin adapter per transport: rest-hooks.ts (REST GET routes) and graphql-http.ts with
+ * graphql-plugin.ts (GraphQL over HTTP); what may be cached is listed once, in cacheable-types.ts. Both adapters
+ * receive an authenticated caller: the cache never authenticates.
  */
 export class ReadCache {
   private readonly entries: LRUCache<string, CachedResponse> | null;

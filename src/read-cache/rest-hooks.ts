@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { refusesCachedResponse, type ReadCache } from "../read-cache.ts";
+import { refusesCachedResponse, type ReadCache } from "./read-cache.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -13,8 +13,8 @@ declare module "fastify" {
 }
 
 /**
- * REST reads answered from the read cache (src/read-cache.ts): the routes that declare `readCache` (tags,
- * references and their updates, the lifecycle log). The lookup runs after authentication (which read the read
+ * REST reads answered from the read cache (read-cache.ts): the routes that declare `readCache`
+ * (cacheable-types.ts). The lookup runs after authentication (rest-api.ts's onRequest hook, which read the read
  * version), rate limiting (a route-level onRequest hook) and the input guards, and before schema validation: only
  * a 200 is kept, so the same URL was valid, and a hit sends the stored bytes at once.
  */

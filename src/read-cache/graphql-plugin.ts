@@ -1,40 +1,18 @@
 import type { ApolloServerPlugin } from "@apollo/server";
 import type { DocumentNode, GraphQLSchema, OperationDefinitionNode } from "graphql";
-import { BREAK, TypeInfo, visit, visitWithTypeInfo } from "./graphql-js.ts";
-import type { GraphqlContext } from "./context.ts";
+import { BREAK, TypeInfo, visit, visitWithTypeInfo } from "graphql";
+import type { GraphqlContext } from "../graphql/context.ts";
+import { CACHEABLE_QUERY_FIELDS, CACHEABLE_TYPES } from "./cacheable-types.ts";
 
 /*
- * GraphQL queries answered from the read cache (src/read-cache.ts, docs/decisions.md "Read cache"). Only what the
- * organization's data version covers can be cached: tags, references, their updates and their lifecycle log.
- * Whether an operation stays inside that is decided once per parsed document, from the schema: every field it
- * selects must belong to one of the types below (Query only through the fields listed). Webhook endpoints,
- * deliveries and attempts change without raising the version (a delivery's status moves with every attempt),
- * and `node`/`nodes` can reach them, so an operation that selects any of them is always executed.
+ * GraphQL queries answered from the read cache (read-cache.ts, docs/decisions.md "Read cache"). Whether an
+ * operation stays inside what the data version covers (cacheable-types.ts) is decided once per parsed document,
+ * from the schema.
  *
  * Apollo's own response-cache plugin is not used: it keys entries by cache hints and a time to live, so a hit
  * may be stale; here the key is the database's data version, and a hit is exact. It also runs a hit through
  * Apollo's request pipeline and serializes it again every time; here a hit is the stored bytes.
  */
-
-const CACHEABLE_QUERY_FIELDS = new Set(["tag", "tags", "reference", "references", "__typename", "__schema", "__type"]);
-
-const CACHEABLE_TYPES = new Set([
-  "Node",
-  "PageInfo",
-  "Tag",
-  "TagConnection",
-  "TagEdge",
-  "TagSnapshot",
-  "Reference",
-  "ReferenceConnection",
-  "ReferenceEdge",
-  "ReferenceUpdate",
-  "ReferenceUpdateConnection",
-  "ReferenceUpdateEdge",
-  "LifecycleEvent",
-  "LifecycleEventConnection",
-  "LifecycleEventEdge",
-]);
 
 /** Whether every field `operation` selects, through any fragment, is covered by the data version. */
 export function isCacheableOperation(
@@ -64,14 +42,6 @@ export function isCacheableOperation(
     }),
   );
   return cacheable;
-}
-
-/** What the HTTP route and the plugin share about one request (see `readCachePlugin`). */
-export interface ReadCacheSlot {
-  /** The request's key in the read cache (src/read-cache.ts). */
-  readonly key: string;
-  /** Set by the plugin: the response is a cacheable query's, without errors. */
-  cacheable: boolean;
 }
 
 /**

@@ -1,10 +1,10 @@
-import type { LiveSubscriptions, StreamMessage } from "../../domain/live/live-subscriptions.ts";
-import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
-import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
-import type { Resolvers } from "../__generated__/resolvers-types.ts";
-import type { GraphqlContext } from "../context.ts";
-import { AT_ARGUMENTS, toGraphqlError } from "../errors.ts";
-import { GraphQLError } from "../graphql-js.ts";
+import type { LiveSubscriptions, StreamMessage } from "./live-subscriptions.ts";
+import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
+import type { WebhookDeliveryWithAttempts } from "../domain/webhooks/webhook-models.ts";
+import type { Resolvers } from "../graphql/__generated__/resolvers-types.ts";
+import type { GraphqlContext } from "../graphql/context.ts";
+import { AT_ARGUMENTS, toGraphqlError } from "../graphql/errors.ts";
+import { GraphQLError } from "../graphql/graphql-js.ts";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
 export interface SubscriptionContext extends GraphqlContext {

@@ -1,16 +1,23 @@
-import type { Reference } from "../models.ts";
-import type { CursorCodec } from "../shared/cursor.ts";
-import { DomainError } from "../shared/errors.ts";
-import { isUuid } from "../shared/ids.ts";
+import type { Reference } from "../domain/models.ts";
+import type { CursorCodec } from "../domain/shared/cursor.ts";
+import { DomainError } from "../domain/shared/errors.ts";
+import { isUuid } from "../domain/shared/ids.ts";
 import {
   isLifecycleEventType,
   LIFECYCLE_EVENT_TYPES,
   type LifecycleEvent,
   type LifecycleEventType,
-} from "../lifecycle/lifecycle-event.ts";
-import { isEventPosition, type EventPosition } from "../lifecycle/lifecycle-log-service.ts";
-import type { LiveEvent, LiveFeed, LiveListener, LiveLogStore } from "./live-feed.ts";
-import { comparePositions, formatPosition, LOG_START, parsePosition, type LogPosition } from "./log-position.ts";
+} from "../domain/lifecycle/lifecycle-event.ts";
+import { isEventPosition, type EventPosition } from "../domain/lifecycle/lifecycle-log-service.ts";
+import type { LiveEvent, LiveLogStore } from "../domain/live/live-feed.ts";
+import type { LiveFeed, LiveListener } from "./live-feed.ts";
+import {
+  comparePositions,
+  formatPosition,
+  LOG_START,
+  parsePosition,
+  type LogPosition,
+} from "../domain/live/log-position.ts";
 
 /*
  * Live subscriptions (SPEC §10): each is an async iterator over the organization's lifecycle events that match

@@ -1,0 +1,74 @@
+// The floor plan, enforced (docs/architecture.md): no import circles, and dependencies that point one way —
+// adapters -> domain <- store. `npm run lint` runs this after eslint.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "An import circle ties files that should be read and changed one at a time.",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "domain-depends-on-no-outer-layer",
+      severity: "error",
+      comment: "The domain depends on nothing outside it; the store and adapters depend on the domain.",
+      from: { path: "^src/domain/" },
+      to: {
+        path: "^src/(store|rest|graphql|read-cache|live|webhooks|operator|cli)/|^src/(app|main|authentication|operations)\\.ts$",
+      },
+    },
+    {
+      name: "domain-is-framework-free",
+      severity: "error",
+      comment: "The domain is framework-free: no database driver, HTTP server or GraphQL library.",
+      from: { path: "^src/domain/" },
+      to: {
+        dependencyTypes: ["npm", "npm-dev", "npm-optional", "npm-peer", "npm-no-pkg", "npm-unknown"],
+        path: "node_modules/(@prisma/|prisma/|fastify|@fastify/|graphql|@graphql-tools/|@apollo/|pg/|better-sqlite3/)",
+      },
+    },
+    {
+      name: "store-sits-below-adapters",
+      severity: "error",
+      comment: "The store implements the domain's ports; it sits below every adapter and process.",
+      from: { path: "^src/store/" },
+      to: {
+        path: "^src/(rest|graphql|read-cache|webhooks|operator|cli)/|^src/(app|main|authentication)\\.ts$",
+      },
+    },
+    {
+      name: "adapters-call-services-not-the-store",
+      severity: "error",
+      comment: "Adapters and processes call domain services; only the composition root (app.ts) wires the store.",
+      from: { path: "^src/(rest|graphql|read-cache|live|webhooks|operator)/" },
+      to: { path: "^src/store/" },
+    },
+    {
+      name: "transports-are-siblings",
+      severity: "error",
+      comment: "REST and GraphQL are two thin siblings over the same services; neither imports the other.",
+      from: { path: "^src/rest/" },
+      to: { path: "^src/(graphql|live)/" },
+    },
+    {
+      name: "graphql-does-not-import-rest",
+      severity: "error",
+      comment: "REST and GraphQL are two thin siblings over the same services; neither imports the other.",
+      from: { path: "^src/(graphql|live)/" },
+      to: { path: "^src/rest/" },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "__generated__" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["import", "require", "node", "default", "types"],
+      extensions: [".ts", ".js", ".mjs", ".cjs", ".json"],
+    },
+  },
+};

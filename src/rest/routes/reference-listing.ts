@@ -1,0 +1,111 @@
+import type { Reference, TaggedReference } from "../../domain/models.ts";
+import type { ListReferencesInput } from "../../domain/references/reference-input.ts";
+import type { Services } from "../../domain/services.ts";
+import { pageQuery, splitRepeatedValues } from "../schemas.ts";
+import { serializeReference } from "../serializers.ts";
+
+/*
+ * What the reference listings share (GET /v1/references, GET /v1/tags/{tagId}/references): the query, its
+ * schema, its translation to the service's input, and references serialized with their tags.
+ */
+
+export interface ListReferencesQuery {
+  limit: number;
+  cursor?: string;
+  tag_ids?: string[];
+  tag_names?: string[];
+  tag_match?: "all" | "any";
+  exclude_tag_ids?: string[];
+  exclude_tag_names?: string[];
+  active?: boolean;
+  carrier_code?: string;
+  container_id?: string;
+  bill_of_lading?: string;
+  booking_number?: string;
+  parent_reference_id?: string;
+}
+
+export const listReferencesQuerySchema = {
+  type: "object",
+  properties: {
+    ...pageQuery,
+    tag_ids: {
+      type: "array",
+      items: { type: "string" },
+      description: "Tag ids; repeat the parameter (tag_ids=a&tag_ids=b) or separate with commas (tag_ids=a,b)",
+    },
+    tag_names: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Tag names, matched case-insensitively; repeat the parameter for several (tag_names=a&tag_names=b). " +
+        "Not split on commas: a name may contain one",
+    },
+    tag_match: {
+      type: "string",
+      enum: ["all", "any"],
+      default: "all",
+      description: "all: carries every listed tag; any: at least one",
+    },
+    exclude_tag_ids: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Leave out references carrying any of these tags (unknown ids exclude nothing). Repeatable; " +
+        "comma-separated lists are accepted too. Combines with tag_ids, tag_names and tag_match",
+    },
+    exclude_tag_names: {
+      type: "array",
+      items: { type: "string" },
+      description:
+        "Leave out references carrying any of the tags with these names, matched case-insensitively " +
+        "(unknown names exclude nothing). Repeatable",
+    },
+    active: { type: "boolean" },
+    carrier_code: { type: "string" },
+    container_id: { type: "string" },
+    bill_of_lading: { type: "string" },
+    booking_number: { type: "string" },
+    parent_reference_id: { type: "string" },
+  },
+} as const;
+
+export function toListReferencesInput(query: ListReferencesQuery): ListReferencesInput {
+  return {
+    tagIds: splitRepeatedValues(query.tag_ids),
+    tagNames: query.tag_names,
+    tagMatch: query.tag_match,
+    excludeTagIds: splitRepeatedValues(query.exclude_tag_ids),
+    excludeTagNames: query.exclude_tag_names,
+    active: query.active,
+    carrierCode: query.carrier_code,
+    containerId: query.container_id,
+    billOfLading: query.bill_of_lading,
+    bookingNumber: query.booking_number,
+    parentReferenceId: query.parent_reference_id,
+    limit: query.limit,
+    cursor: query.cursor,
+  };
+}
+
+/**
+ * Serializes references with their tags: those the services read with them, or else loaded for the whole page
+ * in one query.
+ */
+export async function serializeReferences(services: Services, references: readonly (Reference | TaggedReference)[]) {
+  if (references.every((reference) => "tags" in reference)) {
+    return references.map((reference) => serializeReference(reference, (reference as TaggedReference).tags));
+  }
+  const tagsByReference = await services.tags.tagsOfReferences(references.map((reference) => reference.id));
+  return references.map((reference) => serializeReference(reference, tagsByReference.get(reference.id) ?? []));
+}
+
+export async function serializeOneReference(services: Services, reference: Reference | TaggedReference) {
+  const [serialized] = await serializeReferences(services, [reference]);
+  return serialized!;
+}
+
+export async function referencePage(services: Services, organizationId: string, input: ListReferencesInput) {
+  const page = await services.references.listReferences(organizationId, input);
+  return { data: await serializeReferences(services, page.items), next_cursor: page.nextCursor };
+}

@@ -1,0 +1,17 @@
+import type { RouteGroup } from "../rest-api.ts";
+import { registerIngestionRoutes } from "./ingestion.routes.ts";
+import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
+import { registerReferenceTrackingRoutes } from "./reference-tracking.routes.ts";
+import { registerReferenceRoutes } from "./references.routes.ts";
+import { registerTagRoutes } from "./tags.routes.ts";
+import { registerWebhookRoutes } from "./webhooks.routes.ts";
+
+/** Every route group of the REST API under /v1, in the order the OpenAPI document lists them. */
+export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
+  registerTagRoutes,
+  registerReferenceRoutes,
+  registerReferenceTrackingRoutes,
+  registerLifecycleRoutes,
+  registerIngestionRoutes,
+  registerWebhookRoutes,
+];
