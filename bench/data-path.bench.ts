@@ -16,7 +16,7 @@ import { WriteFeed, type FeedResult } from "./feed.ts";
 import { startAnchorsChild, startReftrailChild, type ServerChild } from "./server-child.ts";
 import { HELLO_QUERY } from "./baseline.ts";
 import { startBenchApp } from "./bench-app.ts";
-import { createTestDatabase } from "../test/support/test-server.ts";
+import { createTestDatabase, type TestDatabase } from "../test/support/test-server.ts";
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 import { measureStatementTime, type StatementTiming, type TimedRequest } from "./statement-time.ts";
 import type { Kind } from "./seed.ts";
@@ -100,7 +100,7 @@ function check(condition: unknown, message: string): asserts condition {
 }
 
 /** The three reads, each with its random keys; checked once against the server before they are measured. */
-async function readSpecs(base: string, apiKey: string, seeded: SeededData) {
+export async function readSpecs(base: string, apiKey: string, seeded: SeededData) {
   const headers = { "X-API-Key": apiKey, "Cache-Control": "no-cache" };
   const graphqlHeaders = { ...headers, "Content-Type": "application/json" };
   const ids = sampleIds(seeded.referenceIds);
@@ -204,6 +204,40 @@ export async function runDataPathBench(settings: DataPathSettings, loads: LoadGe
   return reports;
 }
 
+/** A fresh database with the bench organization (through the services) and the seeded data (raw SQL). */
+export async function prepareDatabase(
+  kind: Kind,
+  references: number,
+  settings: Pick<DataPathSettings, "tags" | "eventsPerReference">,
+): Promise<{ database: TestDatabase; organizationId: string; apiKey: string; seeded: SeededData }> {
+  log(`${kind} × ${references.toLocaleString("en-US")}: creating a fresh database`);
+  const database = await createTestDatabase(kind, "reftrail_bench");
+  try {
+    // The app is closed before raw SQL seeds the rest (two SQLite connections in one process break each
+    // other's locks).
+    const setup = await startBenchApp(database.url, { WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY });
+    const { organization, apiKey } = await setup.services.organizations.createOrganization("bench-data");
+    await setup.close();
+    log(
+      `${kind}: seeding ${references} references × 2 of ${settings.tags} tags × ${settings.eventsPerReference} events`,
+    );
+    const seeded = await seedDataPath({
+      kind,
+      url: database.url,
+      organizationId: organization.id,
+      references,
+      tags: settings.tags,
+      eventsPerReference: settings.eventsPerReference,
+      newestAt: Date.now() - 60 * 60_000,
+    });
+    log(`${kind}: seeded in ${seeded.seconds.toFixed(1)} s`);
+    return { database, organizationId: organization.id, apiKey: apiKey.key, seeded };
+  } catch (error) {
+    await database.drop();
+    throw error;
+  }
+}
+
 async function measureAnchors(measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>) {
   const anchors = await startAnchorsChild();
   try {
@@ -227,27 +261,9 @@ async function benchScale(
   settings: DataPathSettings,
   measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
 ): Promise<ScaleReport> {
-  log(`${kind} × ${references.toLocaleString("en-US")}: creating a fresh database`);
-  const database = await createTestDatabase(kind, "reftrail_bench");
+  const { database, apiKey, seeded } = await prepareDatabase(kind, references, settings);
   try {
-    // The organization and its key through the services; the app is closed before raw SQL seeds the rest
-    // (two SQLite connections in one process break each other's locks).
-    const setup = await startBenchApp(database.url);
-    const { organization, apiKey } = await setup.services.organizations.createOrganization("bench-data");
-    await setup.close();
-    log(
-      `${kind}: seeding ${references} references × 2 of ${settings.tags} tags × ${settings.eventsPerReference} events`,
-    );
-    const seeded = await seedDataPath({
-      kind,
-      url: database.url,
-      organizationId: organization.id,
-      references,
-      tags: settings.tags,
-      eventsPerReference: settings.eventsPerReference,
-      newestAt: Date.now() - 60 * 60_000,
-    });
-    log(`${kind}: seeded in ${seeded.seconds.toFixed(1)} s; anchors`);
+    log(`${kind}: anchors`);
     const anchors = await measureAnchors(measure);
 
     const server = await startReftrailChild(database.url, { WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY });
@@ -255,7 +271,7 @@ async function benchScale(
     let peakReads = Number.NaN;
     let peakMixed = Number.NaN;
     try {
-      const specs = await readSpecs(server.url, apiKey.key, seeded);
+      const specs = await readSpecs(server.url, apiKey, seeded);
       server.resetPeak();
       for (const [key, anchor] of [
         ["reference", "apollo"],
@@ -268,14 +284,14 @@ async function benchScale(
       peakReads = server.peakRssMiB();
       if (settings.mixed) {
         server.resetPeak();
-        rows.push(...(await mixedRows(server, apiKey.key, seeded, specs, settings, measure, kind)));
+        rows.push(...(await mixedRows(server, apiKey, seeded, specs, settings, measure, kind)));
         peakMixed = server.peakRssMiB();
       }
     } finally {
       await server.stop();
     }
     log(`${kind}: database time of one request`);
-    const statementTimes = await measureStatementTime(kind, database.url, apiKey.key, timedRequests(seeded));
+    const statementTimes = await measureStatementTime(kind, database.url, apiKey, timedRequests(seeded));
     const { referenceIds: _ids, tagNames: _names, ...seed } = seeded;
     return {
       kind,

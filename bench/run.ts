@@ -50,7 +50,7 @@ import { LoadGenerator } from "./load.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
 import type { DataPathSettings } from "./data-path.bench.ts";
 
-const PARTS = ["data", "cached", "webhooks", "subscriptions", "ingestion"] as const;
+const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "ingestion"] as const;
 
 function selectedParts(): Set<string> {
   const wanted = (process.env.BENCH_PARTS ?? PARTS.join(","))
@@ -103,6 +103,10 @@ async function main(): Promise<void> {
     } finally {
       await loads.close();
     }
+  }
+  if (parts.has("peer")) {
+    const { runPeerBench } = await import("./peer.bench.ts");
+    results.peer = await runPeerBench({ ...dataPathSettings(), rounds: intSetting("BENCH_PEER_ROUNDS", 3, 1) });
   }
   if (results.data || results.peer) {
     const output = process.env.BENCH_DATA_OUTPUT ?? join(import.meta.dirname, "results-data.json");
