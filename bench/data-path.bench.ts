@@ -1,8 +1,9 @@
 /*
  * The headline of `npm run bench` (part `data`): what a user meets beneath the read cache. Every request asks
  * for a random reference or a random pair of tags with `Cache-Control: no-cache`, so no answer is ever served
- * from the cache; the anchors (Apollo hello, Fastify hello) run in the same run just before each database's
- * rows; the server runs in a child process (bench/server-child.ts) so that its peak RSS is its own.
+ * from the cache. The anchors (Apollo hello, Fastify hello) run just before and just after each database's
+ * rows, and ratios are taken to their mean. The servers run in child processes (bench/server-child.ts), so
+ * that each peak RSS is the server's own.
  *
  * Rows per database and size: GraphQL `reference(id)` with its tags and first 20 events; REST two-tag `any`
  * page of 50; GraphQL `references(filter: {tagNames, tagMatch: ANY}, first: 50)`; then the first two again
@@ -62,7 +63,12 @@ export interface ScaleReport {
   readonly kind: Kind;
   readonly references: number;
   readonly seed: Omit<SeededData, "referenceIds" | "tagNames">;
-  readonly anchors: { readonly apollo: LoadResult; readonly fastify: LoadResult; readonly peakRssMiB: number };
+  /** Each anchor measured before and after the rows; ratios are taken to the mean req/s of the two. */
+  readonly anchors: {
+    readonly apollo: readonly [LoadResult, LoadResult];
+    readonly fastify: readonly [LoadResult, LoadResult];
+    readonly peakRssMiB: number;
+  };
   readonly rows: Row[];
   readonly peakRssMiB: { readonly reads: number; readonly mixed: number };
   readonly statementTimes: StatementTiming[];
@@ -238,21 +244,18 @@ export async function prepareDatabase(
   }
 }
 
-async function measureAnchors(measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>) {
-  const anchors = await startAnchorsChild();
-  try {
-    anchors.resetPeak();
-    const apollo = await measure({
-      url: `${anchors.url}/graphql`,
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: HELLO_QUERY,
-    });
-    const fastify = await measure({ url: `${anchors.url}/hello` });
-    return { apollo, fastify, peakRssMiB: anchors.peakRssMiB() };
-  } finally {
-    await anchors.stop();
-  }
+/** One measurement of both anchors on their (already running) child process. */
+async function measureAnchors(
+  anchors: ServerChild,
+  measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
+): Promise<{ apollo: LoadResult; fastify: LoadResult }> {
+  const apollo = await measure({
+    url: `${anchors.url}/graphql`,
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: HELLO_QUERY,
+  });
+  return { apollo, fastify: await measure({ url: `${anchors.url}/hello` }) };
 }
 
 async function benchScale(
@@ -262,9 +265,14 @@ async function benchScale(
   measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
 ): Promise<ScaleReport> {
   const { database, apiKey, seeded } = await prepareDatabase(kind, references, settings);
+  const anchorsChild = await startAnchorsChild();
   try {
-    log(`${kind}: anchors`);
-    const anchors = await measureAnchors(measure);
+    // The anchors run before and after the database's rows, and each ratio is taken to their mean: the machine
+    // is shared, and its speed drifts within minutes.
+    log(`${kind}: anchors (before)`);
+    anchorsChild.resetPeak();
+    const anchorsBefore = await measureAnchors(anchorsChild, measure);
+    const anchorsPeak = anchorsChild.peakRssMiB();
 
     const server = await startReftrailChild(database.url, { WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY });
     const rows: Row[] = [];
@@ -290,6 +298,9 @@ async function benchScale(
     } finally {
       await server.stop();
     }
+    log(`${kind}: anchors (after)`);
+    const anchorsAfter = await measureAnchors(anchorsChild, measure);
+    await anchorsChild.stop();
     log(`${kind}: database time of one request`);
     const statementTimes = await measureStatementTime(kind, database.url, apiKey, timedRequests(seeded));
     const { referenceIds: _ids, tagNames: _names, ...seed } = seeded;
@@ -297,12 +308,17 @@ async function benchScale(
       kind,
       references,
       seed,
-      anchors,
+      anchors: {
+        apollo: [anchorsBefore.apollo, anchorsAfter.apollo],
+        fastify: [anchorsBefore.fastify, anchorsAfter.fastify],
+        peakRssMiB: anchorsPeak,
+      },
       rows,
       peakRssMiB: { reads: peakReads, mixed: peakMixed },
       statementTimes,
     };
   } finally {
+    await anchorsChild.stop();
     await database.drop();
   }
 }

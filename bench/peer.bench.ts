@@ -1,9 +1,10 @@
 /*
  * Part `peer` of `npm run bench`: reftrail against PostGraphile 4.14.1 (bench/postgraphile/, its own package
  * file, installed with `npm ci` on first use; never a dependency of reftrail) over the same PostgreSQL
- * database, the same logical queries, random keys, in alternating rounds: reftrail's rows, then PostGraphile's,
- * BENCH_PEER_ROUNDS times. Each round gives the req/s ratio reftrail ÷ PostGraphile; the median of the rounds is
- * the figure. Both servers run in child processes for the whole part (the idle one waits on its socket).
+ * database, the same logical queries, random keys, in alternating rounds, BENCH_PEER_ROUNDS of them: reftrail's
+ * reference, PostGraphile's; reftrail's REST page, PostGraphile's page, reftrail's GraphQL page. Each round gives
+ * the req/s ratio reftrail ÷ PostGraphile per query; the median of the rounds is the figure. Both servers run
+ * in child processes for the whole part (the idle one waits on its socket).
  *
  * The same logical queries, in PostGraphile's generated schema:
  *   reference   `shippingReferenceById(id)` with its tags (`referenceTagsByReferenceId → tagByTagId`) and its first
@@ -138,15 +139,19 @@ export async function runPeerBench(settings: PeerSettings): Promise<PeerReport |
     peer.resetPeak();
     const rounds: Round[] = [];
     for (let round = 1; round <= settings.rounds; round++) {
-      log(`round ${round}/${settings.rounds}: reftrail`);
-      const reftrailRound = {
-        reference: await measure(ours.reference),
-        restPage: await measure(ours.restPage),
-        graphqlPage: await measure(ours.graphqlPage),
-      };
-      log(`round ${round}/${settings.rounds}: PostGraphile`);
-      const peerRound = { reference: await measure(peerSpecs.reference), page: await measure(peerSpecs.page) };
-      rounds.push({ reftrail: reftrailRound, peer: peerRound });
+      // Each of PostGraphile's loads runs right after the reftrail load it is compared with, so that the two
+      // sides of a ratio are minutes-close on a machine whose speed drifts.
+      log(`round ${round}/${settings.rounds}: reference, reftrail then PostGraphile`);
+      const reference = await measure(ours.reference);
+      const peerReference = await measure(peerSpecs.reference);
+      log(`round ${round}/${settings.rounds}: two-tag page, reftrail REST, PostGraphile, reftrail GraphQL`);
+      const restPage = await measure(ours.restPage);
+      const peerPage = await measure(peerSpecs.page);
+      const graphqlPage = await measure(ours.graphqlPage);
+      rounds.push({
+        reftrail: { reference, restPage, graphqlPage },
+        peer: { reference: peerReference, page: peerPage },
+      });
     }
     const ratios = (query: Query) =>
       rounds.map((r) => r.reftrail[query].rps / (query === "reference" ? r.peer.reference : r.peer.page).rps);
@@ -245,7 +250,7 @@ function formatPeer(report: PeerReport, settings: PeerSettings, loadAtStart: rea
     `Peer: reftrail vs PostGraphile 4.14.1 on the same PostgreSQL data (${fmtInt(report.references)} references, ` +
       `2 of ${settings.tags} tags and ${settings.eventsPerReference} events each), random keys, ` +
       `${settings.connections} connections, ${settings.durationSeconds} s after ${settings.warmupSeconds} s warm-up, ` +
-      `alternating rounds (reftrail then PostGraphile); ratio = reftrail req/s ÷ PostGraphile req/s`,
+      `alternating rounds (each PostGraphile load next to the reftrail load it is compared with); ratio = reftrail req/s ÷ PostGraphile req/s`,
     machineLine(loadAtStart),
     "",
     table(
