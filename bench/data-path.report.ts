@@ -51,7 +51,11 @@ export function formatDataPath(
       const anchorRpsOfRow = row.anchor === "apollo" ? apolloRps : fastifyRps;
       const r = row.result;
       const feedNotes = row.feed
-        ? [row.feed.non2xx && `feed ${row.feed.non2xx} non-2xx`, row.feed.errors && `feed ${row.feed.errors} errors`]
+        ? [
+            `feed answered ${fmtInt(row.feed.answeredInRun / row.feed.seconds)}/s of ${fmtInt(row.feed.sent / row.feed.seconds)}/s`,
+            row.feed.non2xx && `feed ${row.feed.non2xx} non-2xx`,
+            row.feed.errors && `feed ${row.feed.errors} errors`,
+          ]
         : [];
       rows.push([
         report.kind,
@@ -89,9 +93,9 @@ export function formatDataPath(
     ),
     "",
     "Database time of one request (its statements captured at the driver, each read timed alone: PostgreSQL " +
-      "EXPLAIN ANALYZE planning + execution, SQLite the prepared statement on a read-only connection; medians)",
+      "EXPLAIN ANALYZE execution, planning apart; SQLite the prepared statement on a read-only connection; medians)",
     table(
-      ["database", "refs", "request", "statements", "reads", "db ms", "slowest read ms", "slowest read"],
+      ["database", "refs", "request", "statements", "reads", "db ms", "planning ms", "slowest read ms", "slowest read"],
       reports.flatMap((r) =>
         r.statementTimes.map((t) => {
           const slowest = [...t.reads].sort((a, b) => b.ms - a.ms)[0];
@@ -102,12 +106,13 @@ export function formatDataPath(
             String(t.statements),
             String(t.reads.length),
             t.totalMs.toFixed(3),
+            r.kind === "postgres" ? t.planningMs.toFixed(3) : "—",
             slowest ? slowest.ms.toFixed(3) : "—",
             slowest ? `\`${slowest.sql.slice(0, 70)}…\`` : "",
           ];
         }),
       ),
-      [false, true, false, true, true, true, true, false],
+      [false, true, false, true, true, true, true, true, false],
     ),
   );
   return out.join("\n");

@@ -50,6 +50,7 @@ function start(spec) {
     async stop() {
       state.stopped = true;
       const seconds = (performance.now() - startedAt) / 1000;
+      const answeredInRun = state.ok;
       await Promise.allSettled([...state.inFlight]);
       await pool.close();
       const sorted = Float64Array.from(latencies).sort();
@@ -57,6 +58,7 @@ function start(spec) {
         seconds,
         sent: state.sent,
         ok: state.ok,
+        answeredInRun,
         non2xx: state.non2xx,
         errors: state.errors,
         p50: percentile(sorted, 0.5),

@@ -17,7 +17,10 @@ export interface FeedSpec {
 export interface FeedResult {
   readonly seconds: number;
   readonly sent: number;
+  /** 2xx answers, including those that arrived after the feed stopped sending. */
   readonly ok: number;
+  /** 2xx answers that arrived while the feed was sending. */
+  readonly answeredInRun: number;
   readonly non2xx: number;
   readonly errors: number;
   /** From each request's scheduled time to the end of its response, ms (2xx only). */

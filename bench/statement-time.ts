@@ -1,7 +1,7 @@
 /*
  * The database's share of one request: the statements a request really sends (captured at the driver, so they
  * stay right whatever the store does), then each one timed on its own. PostgreSQL: `EXPLAIN (ANALYZE)` with the
- * captured parameters, planning + execution, median of 5. SQLite: the prepared statement run on a read-only
+ * captured parameters, execution and planning apart, medians of 5. SQLite: the prepared statement run on a read-only
  * connection, median of up to 200 runs (or one second). Writes are counted, not timed.
  *
  * The capture wraps `pg.Client.prototype.query` and better-sqlite3's `Statement` methods in this process while
@@ -27,9 +27,12 @@ export interface StatementTiming {
   readonly request: string;
   /** Statements sent, reads and writes (BEGIN/COMMIT included). */
   readonly statements: number;
-  /** The timed reads: SQL (whitespace folded) and milliseconds. */
-  readonly reads: { readonly sql: string; readonly ms: number }[];
+  /** The timed reads: SQL (whitespace folded), execution and (PostgreSQL) planning milliseconds. */
+  readonly reads: { readonly sql: string; readonly ms: number; readonly planningMs: number }[];
+  /** Execution time of the reads, summed. */
   readonly totalMs: number;
+  /** PostgreSQL: planning time of the reads, summed (a prepared statement's cached plan skips it); SQLite: 0. */
+  readonly planningMs: number;
 }
 
 interface Captured {
@@ -101,22 +104,29 @@ async function capture(url: string, apiKey: string, requests: readonly TimedRequ
   }
 }
 
-async function timePostgres(url: string, statements: readonly Captured[]): Promise<number[]> {
+interface Timed {
+  readonly ms: number;
+  readonly planningMs: number;
+}
+
+async function timePostgres(url: string, statements: readonly Captured[]): Promise<Timed[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const times: number[] = [];
+    const times: Timed[] = [];
     for (const statement of statements) {
       const runs: number[] = [];
+      const planning: number[] = [];
       for (let i = 0; i < 5; i++) {
         const { rows } = await client.query<{ "QUERY PLAN": [{ "Planning Time": number; "Execution Time": number }] }>(
           `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`,
           [...statement.values],
         );
         const plan = rows[0]!["QUERY PLAN"][0];
-        runs.push(plan["Planning Time"] + plan["Execution Time"]);
+        runs.push(plan["Execution Time"]);
+        planning.push(plan["Planning Time"]);
       }
-      times.push(median(runs));
+      times.push({ ms: median(runs), planningMs: median(planning) });
     }
     return times;
   } finally {
@@ -124,7 +134,7 @@ async function timePostgres(url: string, statements: readonly Captured[]): Promi
   }
 }
 
-function timeSqlite(url: string, statements: readonly Captured[]): number[] {
+function timeSqlite(url: string, statements: readonly Captured[]): Timed[] {
   const db = new Sqlite(sqliteFilePath(url), { readonly: true });
   try {
     return statements.map((statement) => {
@@ -136,7 +146,7 @@ function timeSqlite(url: string, statements: readonly Captured[]): number[] {
         prepared.all(...statement.values);
         if (i >= 5) runs.push(performance.now() - start);
       }
-      return median(runs.length ? runs : [Number.NaN]);
+      return { ms: median(runs.length ? runs : [Number.NaN]), planningMs: 0 };
     });
   } finally {
     db.close();
@@ -155,12 +165,13 @@ export async function measureStatementTime(
   for (const [index, request] of requests.entries()) {
     const statements = captured[index]!;
     const reads = statements.filter((statement) => isRead(statement.sql));
-    const ms = kind === "postgres" ? await timePostgres(url, reads) : timeSqlite(url, reads);
+    const timed = kind === "postgres" ? await timePostgres(url, reads) : timeSqlite(url, reads);
     timings.push({
       request: request.name,
       statements: statements.length,
-      reads: reads.map((statement, i) => ({ sql: fold(statement.sql), ms: ms[i]! })),
-      totalMs: ms.reduce((sum, value) => sum + value, 0),
+      reads: reads.map((statement, i) => ({ sql: fold(statement.sql), ...timed[i]! })),
+      totalMs: timed.reduce((sum, value) => sum + value.ms, 0),
+      planningMs: timed.reduce((sum, value) => sum + value.planningMs, 0),
     });
   }
   return timings;
