@@ -1,817 +1,142 @@
 /*
- * `npm run bench`: performance of the reference listing (part A) and of the lifecycle log (part B), on SQLite and
- * PostgreSQL, against the real server on 127.0.0.1. Everything it creates (temp SQLite files, `reftrail_bench_*`
- * PostgreSQL databases) is removed at the end. Prints tables and writes bench/results.json (not committed).
+ * `npm run bench`: reftrail against the real server on 127.0.0.1, on SQLite and PostgreSQL. Each part seeds its
+ * own databases (temp SQLite files, `reftrail_bench_*` PostgreSQL databases) and removes them at the end.
  *
- * Settings (environment):
- *   BENCH_DATABASES         sqlite,postgres   which databases to run
- *   BENCH_TAGS              1000              tags in the organization
- *   BENCH_REFERENCES        100000            references, each with 0–3 random tags
- *   BENCH_CREATED_EVENTS    1                 also seed one `reference_created` event per reference (0: skip)
- *   BENCH_EVENTS            1000000           lifecycle events on the one reference of part B
- *   BENCH_DURATION_SECONDS  10                length of each load run of part A
- *   BENCH_WARMUP_SECONDS    2                 unmeasured load before each run of part A, on the measured
- *                                             connections once each has had a response (see bench/load-worker.mjs)
- *   BENCH_CONNECTIONS       10                concurrent connections in part A
- *   BENCH_SEQUENTIAL        200               sequential requests per page position in part B (fewer when a
- *                                             page is so slow that 200 would take more than BENCH_SEQUENTIAL_MAX_SECONDS)
- *   BENCH_SEQUENTIAL_MAX_SECONDS 20
- *   BENCH_TAG               tag-0500          the tag part A filters on
- *   BENCH_SQLITE_ANALYZE    0                 run ANALYZE after seeding SQLite (the application never does)
- *   BENCH_OUTPUT            bench/results.json
- *   BENCH_PARTS             reads,webhooks,subscriptions,ingestion   which parts run: `reads` is A and B (listing
- *                                             and log), `webhooks` is C (bench/webhooks.bench.ts), `subscriptions`
- *                                             is D, `ingestion` is E (bench/ingestion.bench.ts)
- *   BENCH_DEBUG             (unset)           print seeding phase timings
- *   TEST_DATABASE_URL       postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
+ * Parts (BENCH_PARTS, comma-separated; default all, in this order):
+ *   data           the headline: the data path beneath the read cache (bench/data-path.bench.ts) — random
+ *                  keys, `Cache-Control: no-cache`, anchors in the same run, the same reads under an open-loop
+ *                  write feed, server peak RSS, the database time of one request
+ *   peer           PostGraphile 4 on the same PostgreSQL data, alternating rounds (bench/peer.bench.ts)
+ *   cached         secondary: repeated requests that the read cache answers, and the lifecycle log's pages
+ *                  (bench/cached-reads.bench.ts; `reads` is an alias)
+ *   webhooks       webhook deliveries (bench/webhooks.bench.ts)
+ *   subscriptions  live subscriptions (bench/subscriptions.bench.ts)
+ *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
  *
- * With the defaults the whole run took about 4 minutes on a 2-core machine that other jobs were also using
- * (seeding: ~30 s per database; part A: 8 load runs of 12 s; part B: a few seconds per page position).
+ * Quick mode, the headline only at 2,000 references (about 2 minutes for both databases):
+ *   BENCH_PARTS=data BENCH_DURATION_SECONDS=5 npm run bench
+ *
+ * Settings (environment), with defaults:
+ *   BENCH_DATABASES          sqlite,postgres  databases to run (`peer` runs on PostgreSQL only)
+ *   BENCH_DURATION_SECONDS   10        measured seconds of each load run
+ *   BENCH_WARMUP_SECONDS     2         unmeasured load before each run, on the measured connections once each
+ *                                      has had a response (bench/load-worker.mjs)
+ *   BENCH_CONNECTIONS        50        concurrent connections of every load run (data, peer, cached)
+ *   BENCH_DATA_REFERENCES    2000      data and peer: references seeded, or a comma-separated list of sizes
+ *                                      (each measured on a fresh database)
+ *   BENCH_SCALE              (unset)   `large`: BENCH_DATA_REFERENCES=2000,100000 (issue: how the cost grows)
+ *   BENCH_DATA_TAGS          50        data and peer: tags of the organization; each reference carries 2
+ *   BENCH_DATA_EVENTS        20        data and peer: lifecycle events per reference
+ *   BENCH_FEED_RATE          100       data: extraction outcomes POSTed per second by the open-loop feed
+ *   BENCH_DATA_MIXED         1         data: 0 skips the rows under the feed
+ *   BENCH_PEER_ROUNDS        3         peer: rounds per server (reftrail, PostGraphile, reftrail, …)
+ *   BENCH_TAGS, BENCH_REFERENCES, BENCH_CREATED_EVENTS, BENCH_EVENTS, BENCH_SEQUENTIAL,
+ *   BENCH_SEQUENTIAL_MAX_SECONDS, BENCH_TAG, BENCH_SQLITE_ANALYZE, BENCH_OUTPUT, BENCH_DEBUG
+ *                                      cached: 1000 tags, 100000 references (0–3 tags each), a created event
+ *                                      each, 1000000 events on one reference, 200 sequential requests per
+ *                                      log position (at most 20 s), tag-0500, no ANALYZE, bench/results.json
+ *   BENCH_INGESTION_*, BENCH_WEBHOOK_*, BENCH_SUBSCRIPTION_*   see the part's own file
+ *   TEST_DATABASE_URL        postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
+ *
+ * The data part writes its figures to BENCH_DATA_OUTPUT (bench/results-data.json, not committed). Absolute
+ * figures move with whatever else the machine runs: compare ratios taken in the same run.
  */
 // First: libraries read NODE_ENV when they load.
 import "./production-env.ts";
 import { writeFileSync } from "node:fs";
-import { cpus, loadavg } from "node:os";
+import { loadavg } from "node:os";
 import { join } from "node:path";
-import Sqlite from "better-sqlite3";
-import pg from "pg";
-import type { App } from "../src/app.ts";
-import { sqliteFilePath } from "../src/store/database.ts";
-import { HELLO_QUERY, startBaseline } from "./baseline.ts";
-import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
-import { runIngestionBench } from "./ingestion.bench.ts";
-import { runSubscriptionBench } from "./subscriptions.bench.ts";
-import { runWebhookBench } from "./webhooks.bench.ts";
-import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
-import { createTestDatabase } from "../test/support/test-server.ts";
+import { LoadGenerator } from "./load.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
-import { startBenchApp } from "./bench-app.ts";
+import type { DataPathSettings } from "./data-path.bench.ts";
 
-// ---------------------------------------------------------------------------------------------------------------
-// Settings
+const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "ingestion"] as const;
 
-const settings = {
-  databases: benchDatabases(),
-  tags: intSetting("BENCH_TAGS", 1_000, 1),
-  references: intSetting("BENCH_REFERENCES", 100_000, 1),
-  createdEvents: intSetting("BENCH_CREATED_EVENTS", 1) !== 0,
-  // The full 1,000,000 events fit the time budget: about 23 s to seed on SQLite and 25 s on PostgreSQL on a
-  // busy 2-core machine, and a whole default run takes about 4 minutes.
-  events: intSetting("BENCH_EVENTS", 1_000_000, 200),
-  durationSeconds: intSetting("BENCH_DURATION_SECONDS", 10, 1),
-  warmupSeconds: intSetting("BENCH_WARMUP_SECONDS", 2),
-  connections: intSetting("BENCH_CONNECTIONS", 10, 1),
-  sequential: intSetting("BENCH_SEQUENTIAL", 200, 10),
-  sequentialMaxSeconds: intSetting("BENCH_SEQUENTIAL_MAX_SECONDS", 20, 1),
-  tag: process.env.BENCH_TAG ?? "tag-0500",
-  sqliteAnalyze: intSetting("BENCH_SQLITE_ANALYZE", 0) !== 0,
-  output: process.env.BENCH_OUTPUT ?? join(import.meta.dirname, "results.json"),
-  adminUrl: process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres",
-};
-
-const GRAPHQL_REFERENCES = `query BenchReferences($names: [String!]) {
-  references(first: 50, filter: { tagNames: $names }) {
-    edges { cursor node { id containerId carrierCode tags { id name } } }
-    pageInfo { hasNextPage endCursor }
+function selectedParts(): Set<string> {
+  const wanted = (process.env.BENCH_PARTS ?? PARTS.join(","))
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean)
+    .map((part) => (part === "reads" ? "cached" : part));
+  for (const part of wanted) {
+    if (!(PARTS as readonly string[]).includes(part)) throw new Error(`BENCH_PARTS: unknown part "${part}"`);
   }
-}`;
-
-const GRAPHQL_REFERENCE_WITH_EVENTS = `query BenchReference($id: ID!) {
-  reference(id: $id) {
-    id tags { id name }
-    events(first: 50) { edges { cursor node { id type occurredAt } } pageInfo { hasNextPage endCursor } }
-  }
-}`;
-
-// ---------------------------------------------------------------------------------------------------------------
-// Small helpers
-
-const log = (message: string) =>
-  console.error(`[bench ${((performance.now() - runStarted) / 1000).toFixed(0).padStart(4)}s] ${message}`);
-const runStarted = performance.now();
-const loadAtStart = loadavg();
-const loadGenerator = new LoadGenerator();
-const runLoad = (spec: LoadSpec) => loadGenerator.run(spec);
-
-interface BenchDatabase {
-  readonly url: string;
-  drop(): Promise<void>;
+  return new Set(wanted);
 }
 
-/** Databases not yet dropped, so that Ctrl-C does not leave a `reftrail_bench_*` database behind. */
-const liveDatabases = new Set<BenchDatabase>();
-process.once("SIGINT", () => {
-  log("interrupted: dropping the benchmark databases");
-  void Promise.allSettled([...liveDatabases].map((database) => database.drop())).then(() => process.exit(130));
-});
-
-function baseUrlOf(app: App): string {
-  const address = app.http.server.address();
-  if (!address || typeof address === "string") throw new Error("server did not bind a TCP port");
-  return `http://127.0.0.1:${address.port}`;
-}
-
-async function getJson<T>(url: string, init: RequestInit = {}): Promise<T> {
-  const response = await fetch(url, init);
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${init.method ?? "GET"} ${url} -> ${response.status}: ${text.slice(0, 500)}`);
-  return JSON.parse(text) as T;
-}
-
-function check(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(`benchmark sanity check failed: ${message}`);
-}
-
-/**
- * One load run: the connections open, warm up, then are measured (load-worker.mjs; how long they took to be all
- * served once is the row's `ramp` note).
- */
-async function measure(
-  spec: Omit<LoadSpec, "durationSeconds" | "warmupSeconds" | "amount" | "connections">,
-): Promise<LoadResult> {
-  return runLoad({
-    ...spec,
-    connections: settings.connections,
-    durationSeconds: settings.durationSeconds,
-    warmupSeconds: settings.warmupSeconds,
+function dataScales(): number[] {
+  const raw = process.env.BENCH_DATA_REFERENCES ?? (process.env.BENCH_SCALE === "large" ? "2000,100000" : "2000");
+  return raw.split(",").map((size) => {
+    const value = Number(size.trim().replace(/_/g, ""));
+    if (!Number.isInteger(value) || value < 100) throw new Error(`BENCH_DATA_REFERENCES: "${size}" is not ≥ 100`);
+    return value;
   });
 }
 
-/** `count` requests one after the other (fewer when a page is slow), after 10% as warm-up. */
-async function measureSequential(url: string, headers: Record<string, string>): Promise<LoadResult> {
-  const probeStart = performance.now();
-  await getJson(url, { headers });
-  const probeMs = performance.now() - probeStart;
-  const affordable = Math.floor((settings.sequentialMaxSeconds * 1000) / Math.max(probeMs, 0.01));
-  const count = Math.max(10, Math.min(settings.sequential, affordable));
-  await runLoad({ url, headers, connections: 1, amount: Math.max(1, Math.ceil(count / 10)) });
-  return runLoad({ url, headers, connections: 1, amount: count });
+export function dataPathSettings(): DataPathSettings {
+  return {
+    databases: benchDatabases(),
+    scales: dataScales(),
+    tags: intSetting("BENCH_DATA_TAGS", 50, 2),
+    eventsPerReference: intSetting("BENCH_DATA_EVENTS", 20, 1),
+    connections: intSetting("BENCH_CONNECTIONS", 50, 1),
+    durationSeconds: intSetting("BENCH_DURATION_SECONDS", 10, 1),
+    warmupSeconds: intSetting("BENCH_WARMUP_SECONDS", 2),
+    feedRate: intSetting("BENCH_FEED_RATE", 100, 1),
+    mixed: intSetting("BENCH_DATA_MIXED", 1) !== 0,
+  };
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// SQLite storage-format check: a seeded row must look exactly like one the application wrote itself.
-
-type Shape = Record<string, string>;
-
-function sqliteShapes(db: Sqlite.Database, table: string, where: string, params: unknown[]): Shape {
-  const columns = (db.prepare(`PRAGMA table_info("${table}")`).all() as { name: string }[]).map((c) => c.name);
-  const select = columns.map((c) => `typeof("${c}") AS "${c}__type", "${c}"`).join(", ");
-  const row = db.prepare(`SELECT ${select} FROM "${table}" WHERE ${where} LIMIT 1`).get(...params) as
-    Record<string, unknown> | undefined;
-  if (!row) throw new Error(`format check: no ${table} row where ${where}`);
-  const shape: Shape = {};
-  for (const column of columns) {
-    const value = row[column];
-    let kind = String(row[`${column}__type`]);
-    if (typeof value === "string") {
-      if (/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$/.test(value)) kind += ":datetime(+00:00)";
-      else if (/^\d{4}-\d\d-\d\d[T ]/.test(value)) kind += `:datetime(other:${value})`;
-      else if (/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(value)) kind += ":uuidv7";
-      else if (/^[[{]/.test(value)) {
-        const parsed = JSON.parse(value) as unknown;
-        const keys = Array.isArray(parsed)
-          ? parsed.length > 0
-            ? Object.keys(parsed[0] as object)
-                .sort()
-                .join(",")
-            : ""
-          : Object.keys(parsed as object)
-              .sort()
-              .join(",");
-        kind += `:json(${Array.isArray(parsed) ? "array" : "object"}${keys ? `:${keys}` : ""})`;
-      }
-    }
-    if (value !== null) shape[column] = kind;
-  }
-  return shape;
-}
-
-function compareShapes(table: string, written: Shape, seeded: Shape): void {
-  for (const [column, kind] of Object.entries(written)) {
-    if (seeded[column] === undefined) continue; // null in the seeded row
-    if (column === "reference_tags" && (kind.endsWith("array)") || seeded[column]!.endsWith("array)"))) continue; // empty snapshot
-    check(
-      seeded[column] === kind,
-      `${table}.${column}: the application writes ${kind}, the seed wrote ${seeded[column]}`,
-    );
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// One database
-
-interface SeedReport {
-  readonly tags: number;
-  readonly references: number;
-  readonly referenceTagRows: number;
-  readonly createdEventRows: number;
-  readonly seedReferencesSeconds: number;
-  readonly events: number;
-  readonly seedEventsSeconds: number;
-  readonly formatCheck: string;
-}
-
-interface ListingRow {
-  readonly name: string;
-  readonly result: LoadResult | null;
-  readonly error?: string;
-}
-
-interface LogRow {
-  readonly position: string;
-  readonly query: string;
-  readonly result: LoadResult;
-}
-
-interface DatabaseReport {
-  readonly kind: Kind;
-  readonly seed: SeedReport;
-  readonly tag: { readonly name: string; readonly references: number };
-  readonly listing: ListingRow[];
-  readonly log: LogRow[];
-}
-
-async function benchDatabase(kind: Kind): Promise<DatabaseReport> {
-  log(`${kind}: creating a fresh database`);
-  const database = await createTestDatabase(kind, "reftrail_bench");
-  liveDatabases.add(database);
-  try {
-    // 1. The organization, its key and one probe reference, through the application's services. The app is then
-    //    closed: a raw SQLite connection must not be open beside Prisma's in one process (the adapter bundles its
-    //    own better-sqlite3, and two SQLite copies in one process break each other's POSIX locks).
-    let app = await startBenchApp(database.url);
-    const { organization, apiKey } = await app.services.organizations.createOrganization("bench");
-    const probe = await app.services.references.createReference(organization.id, {
-      containerId: containerNumber("PRB", 1),
-      carrierCode: "MAEU",
-      tags: [{ name: "bench-probe" }],
-    });
-    await app.close();
-
-    // 2. Bulk seeding with raw SQL.
-    log(`${kind}: seeding ${settings.tags} tags and ${settings.references} references`);
-    const now = Date.now();
-    const refs = await seedReferences({
-      kind,
-      url: database.url,
-      organizationId: organization.id,
-      tags: settings.tags,
-      references: settings.references,
-      createdEvents: settings.createdEvents,
-      sqliteAnalyze: settings.sqliteAnalyze,
-      newestAt: now - 60 * 60_000,
-    });
-    log(`${kind}: seeded references in ${refs.seconds.toFixed(1)} s; seeding ${settings.events} lifecycle events`);
-    // The log ends two hours ago (well inside the retention window) and carries two tags.
-    const logTags = await readTags(kind, database.url, organization.id, ["tag-0000", "tag-0001"]);
-    const eventLog = await seedEventLog({
-      kind,
-      url: database.url,
-      organizationId: organization.id,
-      events: settings.events,
-      sqliteAnalyze: settings.sqliteAnalyze,
-      firstAt: now - 2 * 60 * 60_000 - settings.events,
-      tags: logTags,
-    });
-    log(`${kind}: seeded the log in ${eventLog.seconds.toFixed(1)} s`);
-
-    let formatCheck = "PostgreSQL columns are typed (timestamp(3), jsonb, boolean)";
-    if (kind === "sqlite") {
-      const raw = new Sqlite(sqliteFilePath(database.url), { readonly: true });
-      try {
-        const firstContainer = containerNumber("BEN", 0);
-        compareShapes(
-          "tags",
-          sqliteShapes(raw, "tags", "name = ?", ["bench-probe"]),
-          sqliteShapes(raw, "tags", "name = ?", ["tag-0000"]),
-        );
-        compareShapes(
-          "shipping_references",
-          sqliteShapes(raw, "shipping_references", "id = ?", [probe.id]),
-          sqliteShapes(raw, "shipping_references", "container_id = ?", [firstContainer]),
-        );
-        compareShapes(
-          "reference_tags",
-          sqliteShapes(raw, "reference_tags", "reference_id = ?", [probe.id]),
-          sqliteShapes(raw, "reference_tags", "reference_id <> ?", [probe.id]),
-        );
-        const written = sqliteShapes(raw, "lifecycle_events", "reference_id = ?", [probe.id]);
-        if (settings.createdEvents) {
-          compareShapes(
-            "lifecycle_events",
-            written,
-            sqliteShapes(raw, "lifecycle_events", "reference_id <> ? AND reference_id <> ?", [
-              probe.id,
-              eventLog.referenceId,
-            ]),
-          );
-        }
-        const logged = sqliteShapes(raw, "lifecycle_events", "reference_id = ?", [eventLog.referenceId]);
-        compareShapes("lifecycle_events", { ...written, detail: logged.detail! }, logged);
-        formatCheck =
-          "seeded rows match rows written by the services (datetime TEXT +00:00, boolean INTEGER, JSON TEXT)";
-      } finally {
-        raw.close();
-      }
-    }
-    const seed: SeedReport = {
-      tags: settings.tags,
-      references: settings.references,
-      referenceTagRows: refs.referenceTagRows,
-      createdEventRows: refs.eventRows,
-      seedReferencesSeconds: refs.seconds,
-      events: settings.events,
-      seedEventsSeconds: eventLog.seconds,
-      formatCheck,
-    };
-
-    // 3. The real server.
-    app = await startBenchApp(database.url);
-    await app.http.listen({ host: "127.0.0.1", port: 0 });
-    try {
-      const base = baseUrlOf(app);
-      const headers = { "X-API-Key": apiKey.key };
-      const tagCount = refs.referencesPerTag.get(settings.tag) ?? 0;
-      const listing = await benchListing(kind, base, headers, tagCount, eventLog.referenceId);
-      // Uncached: part B measures the keyset path through the log, which a repeated request would skip.
-      const logRows = await benchLog(
-        kind,
-        base,
-        { ...headers, "Cache-Control": "no-cache" },
-        eventLog.referenceId,
-        eventLog.occurredAt,
-      );
-      return { kind, seed, tag: { name: settings.tag, references: tagCount }, listing, log: logRows };
-    } finally {
-      await app.close();
-    }
-  } finally {
-    await database.drop();
-    liveDatabases.delete(database);
-  }
-}
-
-async function readTags(
-  kind: Kind,
-  url: string,
-  organizationId: string,
-  names: string[],
-): Promise<{ id: string; name: string }[]> {
-  if (kind === "sqlite") {
-    const raw = new Sqlite(sqliteFilePath(url), { readonly: true });
-    try {
-      return names.map(
-        (name) =>
-          raw.prepare(`SELECT id, name FROM tags WHERE organization_id = ? AND name = ?`).get(organizationId, name) as {
-            id: string;
-            name: string;
-          },
-      );
-    } finally {
-      raw.close();
-    }
-  }
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ id: string; name: string }>(
-      `SELECT id, name FROM tags WHERE organization_id = $1 AND name = ANY($2) ORDER BY name`,
-      [organizationId, names],
-    );
-    return rows;
-  } finally {
-    await client.end();
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Part A: listing references filtered by one tag
-
-async function benchListing(
-  kind: Kind,
-  base: string,
-  headers: Record<string, string>,
-  tagCount: number,
-  logReferenceId: string,
-): Promise<ListingRow[]> {
-  const expected = Math.min(50, tagCount);
-  const restUrl = `${base}/v1/references?tag_names=${encodeURIComponent(settings.tag)}`;
-  const rest = await getJson<{ data: { id: string; tags: { name: string }[] }[]; next_cursor: string | null }>(
-    restUrl,
-    { headers },
-  );
-  check(rest.data.length === expected, `REST listing returned ${rest.data.length} references, expected ${expected}`);
-  check(
-    rest.data.every((r) => r.tags.some((t) => t.name === settings.tag)),
-    `REST listing returned a reference without ${settings.tag}`,
-  );
-
-  const rows: ListingRow[] = [];
-  log(`${kind}: part A, REST GET /v1/references?tag_names=${settings.tag}`);
-  rows.push({
-    name: `REST GET /v1/references?tag_names=${settings.tag}`,
-    result: await measure({ url: restUrl, headers }),
-  });
-
-  const graphqlBody = JSON.stringify({ query: GRAPHQL_REFERENCES, variables: { names: [settings.tag] } });
-  const graphqlHeaders = { ...headers, "Content-Type": "application/json" };
-  const graphqlName = `GraphQL references(first: 50, filter: {tagNames})`;
-  try {
-    const answer = await getJson<{ data?: { references: { edges: { node: { id: string } }[] } }; errors?: unknown[] }>(
-      `${base}/graphql`,
-      {
-        method: "POST",
-        headers: graphqlHeaders,
-        body: graphqlBody,
-      },
-    );
-    check(!answer.errors, `GraphQL answered errors: ${JSON.stringify(answer.errors ?? null).slice(0, 500)}`);
-    const ids = answer.data!.references.edges.map((edge) => edge.node.id);
-    check(
-      JSON.stringify(ids) === JSON.stringify(rest.data.map((r) => r.id)),
-      "GraphQL and REST return different references for the same filter",
-    );
-    log(`${kind}: part A, ${graphqlName}`);
-    rows.push({
-      name: graphqlName,
-      result: await measure({ url: `${base}/graphql`, method: "POST", headers: graphqlHeaders, body: graphqlBody }),
-    });
-  } catch (error) {
-    log(`${kind}: GraphQL listing skipped: ${(error as Error).message}`);
-    rows.push({ name: graphqlName, result: null, error: (error as Error).message });
-  }
-
-  // The issue's rows: a two-tag filtered page of 50, and a reference with its tags and first 50 events.
-  const otherTag = `tag-${String((Number(settings.tag.slice(4)) + 1) % settings.tags).padStart(4, "0")}`;
-  for (const match of ["any", "all"] as const) {
-    const url = `${base}/v1/references?tag_names=${settings.tag}&tag_names=${otherTag}&tag_match=${match}&limit=50`;
-    const page = await getJson<{ data: unknown[] }>(url, { headers });
-    check(Array.isArray(page.data), `two-tag listing (${match}) answered no page`);
-    log(`${kind}: part A, REST two-tag filter (${match})`);
-    rows.push({ name: `REST two tags, tag_match=${match} (limit=50)`, result: await measure({ url, headers }) });
-  }
-  const referenceBody = JSON.stringify({ query: GRAPHQL_REFERENCE_WITH_EVENTS, variables: { id: logReferenceId } });
-  const referenceAnswer = await getJson<{ data?: { reference: { events: { edges: unknown[] } } } }>(`${base}/graphql`, {
-    method: "POST",
-    headers: graphqlHeaders,
-    body: referenceBody,
-  });
-  check(referenceAnswer.data?.reference.events.edges.length === 50, "GraphQL reference: no 50 events");
-  log(`${kind}: part A, GraphQL reference(id) { tags events(first: 50) }`);
-  rows.push({
-    name: "GraphQL reference(id) { tags events(first: 50) }",
-    result: await measure({ url: `${base}/graphql`, method: "POST", headers: graphqlHeaders, body: referenceBody }),
-  });
-
-  // The rows above repeat one request, so after the first one the read cache answers them (docs/decisions.md,
-  // "Read cache"). The same requests with `Cache-Control: no-cache` are computed afresh every time: the data path.
-  const uncached = { "Cache-Control": "no-cache" };
-  for (const match of ["any", "all"] as const) {
-    const url = `${base}/v1/references?tag_names=${settings.tag}&tag_names=${otherTag}&tag_match=${match}&limit=50`;
-    log(`${kind}: part A, REST two-tag filter (${match}), uncached`);
-    rows.push({
-      name: `REST two tags, tag_match=${match}, uncached (no-cache)`,
-      result: await measure({ url, headers: { ...headers, ...uncached } }),
-    });
-  }
-  log(`${kind}: part A, GraphQL reference(id) { tags events(first: 50) }, uncached`);
-  rows.push({
-    name: "GraphQL reference(id) { tags events(first: 50) }, uncached (no-cache)",
-    result: await measure({
-      url: `${base}/graphql`,
-      method: "POST",
-      headers: { ...graphqlHeaders, ...uncached },
-      body: referenceBody,
-    }),
-  });
-
-  // Exclusion filters (NOT EXISTS probes of the (reference_id, tag_id) key), next to the inclusion filter above:
-  // leaving out the bench tag, and the bench tag's carriers that do not also carry its neighbour tag.
-  const neighbour = settings.tag.replace(/\d+$/, (digits) => String(Number(digits) + 1).padStart(digits.length, "0"));
-  const exclusions = [
-    `exclude_tag_names=${encodeURIComponent(settings.tag)}`,
-    `tag_names=${encodeURIComponent(settings.tag)}&exclude_tag_names=${encodeURIComponent(neighbour)}`,
-  ];
-  for (const exclusion of exclusions) {
-    const url = `${base}/v1/references?${exclusion}`;
-    const page = await getJson<{ data: { tags: { name: string }[] }[] }>(url, { headers });
-    const excludedName = decodeURIComponent(exclusion.split("exclude_tag_names=")[1]!);
-    check(page.data.length > 0, `REST ${exclusion} returned no references`);
-    check(
-      page.data.every((r) => !r.tags.some((t) => t.name === excludedName)),
-      `REST ${exclusion} returned a reference carrying ${excludedName}`,
-    );
-    const name = `REST GET /v1/references?${decodeURIComponent(exclusion)}`;
-    log(`${kind}: part A, ${name}`);
-    rows.push({ name, result: await measure({ url, headers }) });
-  }
-
-  const unfilteredUrl = `${base}/v1/references`;
-  log(`${kind}: part A, REST GET /v1/references (no filter, for comparison)`);
-  rows.push({ name: "REST GET /v1/references (no filter)", result: await measure({ url: unfilteredUrl, headers }) });
-  return rows;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Part B: one page of a long lifecycle log, at its start, middle and end
-
-interface EventPage {
-  data: { id: string; occurred_at: string }[];
-  next_cursor: string | null;
-}
-
-async function benchLog(
-  kind: Kind,
-  base: string,
-  headers: Record<string, string>,
-  referenceId: string,
-  occurredAt: (i: number) => string,
-): Promise<LogRow[]> {
-  const n = settings.events;
-  const pageUrl = (query: Record<string, string>) =>
-    `${base}/v1/references/${referenceId}/events?${new URLSearchParams({ limit: "50", ...query }).toString()}`;
-  const positions: { position: string; from?: number }[] = [
-    { position: "start" },
-    { position: "middle", from: Math.floor(n / 2) },
-    { position: "end", from: n - 100 },
-  ];
-  const rows: LogRow[] = [];
-  for (const { position, from } of positions) {
-    const query: Record<string, string> = from === undefined ? {} : { from: occurredAt(from) };
-    const firstIndex = from ?? 0;
-    const first = await getJson<EventPage>(pageUrl(query), { headers });
-    check(first.data.length === 50, `${position}: first page has ${first.data.length} events`);
-    check(
-      first.data[0]!.occurred_at === occurredAt(firstIndex),
-      `${position}: page starts at ${first.data[0]!.occurred_at}, expected ${occurredAt(firstIndex)}`,
-    );
-    check(first.next_cursor, `${position}: no next_cursor`);
-    const label = from === undefined ? "(no filter)" : `from=<event #${from.toLocaleString("en-US")}>`;
-    log(`${kind}: part B, ${position} ${label}`);
-    rows.push({ position, query: label, result: await measureSequential(pageUrl(query), headers) });
-
-    const nextUrl = pageUrl({ ...query, cursor: first.next_cursor });
-    const next = await getJson<EventPage>(nextUrl, { headers });
-    check(next.data.length === 50, `${position}: next page has ${next.data.length} events`);
-    check(
-      next.data[0]!.occurred_at === occurredAt(firstIndex + 50),
-      `${position}: next page starts at ${next.data[0]!.occurred_at}`,
-    );
-    if (position === "end") check(next.next_cursor === null, "end: the last page still has a next_cursor");
-    rows.push({
-      position: `${position} → next page`,
-      query: `${label} + cursor`,
-      result: await measureSequential(nextUrl, headers),
-    });
-  }
-  const newestUrl = pageUrl({ order: "desc" });
-  const newest = await getJson<EventPage>(newestUrl, { headers });
-  check(newest.data[0]!.occurred_at === occurredAt(n - 1), "order=desc does not start at the newest event");
-  log(`${kind}: part B, newest first (order=desc)`);
-  rows.push({ position: "newest (desc)", query: "order=desc", result: await measureSequential(newestUrl, headers) });
-  return rows;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Output
-
-const fmtMs = (ms: number) =>
-  Number.isNaN(ms) ? "—" : ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0);
-const fmtLoad = (load: number[]) => load.map((l) => l.toFixed(2)).join("/");
-const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US");
-const fmtRatio = (r: number) => (Number.isFinite(r) ? `${r < 0.1 ? r.toFixed(3) : r.toFixed(2)}×` : "—");
-
-function table(headers: string[], rows: string[][], rightAligned: boolean[] = []): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) =>
-    `| ${cells.map((c, i) => (rightAligned[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join(" | ")} |`;
-  const rule = `|${widths.map((w, i) => (rightAligned[i] ? `${"-".repeat(w + 1)}:` : "-".repeat(w + 2))).join("|")}|`;
-  return [line(headers), rule, ...rows.map(line)].join("\n");
-}
-
-function notes(result: LoadResult): string {
-  const problems: string[] = [];
-  if (result.non2xx) problems.push(`${result.non2xx} non-2xx`);
-  if (result.errors) problems.push(`${result.errors} errors`);
-  if (result.timeouts) problems.push(`${result.timeouts} timeouts`);
-  // Opening the connections to a server under load (one accepted per event-loop turn): slow when requests are.
-  if (result.rampSeconds !== undefined && result.rampSeconds >= 0.5)
-    problems.push(`connections all served after ${result.rampSeconds.toFixed(1)} s`);
-  return problems.join(", ");
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Main
-
-/** BENCH_PARTS: `reads` (parts A and B), `webhooks` (C), `subscriptions` (D), `ingestion` (E); default all of them. */
-const parts = new Set(
-  (process.env.BENCH_PARTS ?? "reads,webhooks,subscriptions,ingestion").split(",").map((part) => part.trim()),
-);
 
 async function main(): Promise<void> {
-  if (parts.has("reads")) await runReadParts();
+  const parts = selectedParts();
+  const loadAtStart = loadavg();
+  const results: Record<string, unknown> = { at: new Date().toISOString(), node: process.version };
+  if (parts.has("data")) {
+    const { runDataPathBench } = await import("./data-path.bench.ts");
+    const { formatDataPath } = await import("./data-path.report.ts");
+    const settings = dataPathSettings();
+    const loads = new LoadGenerator();
+    try {
+      const reports = await runDataPathBench(settings, loads);
+      console.log(`\n${formatDataPath(reports, settings, loadAtStart)}\n`);
+      results.data = { settings, reports, loadAtStart, loadAtEnd: loadavg() };
+    } finally {
+      await loads.close();
+    }
+  }
+  if (parts.has("peer")) {
+    const { runPeerBench } = await import("./peer.bench.ts");
+    results.peer = await runPeerBench({ ...dataPathSettings(), rounds: intSetting("BENCH_PEER_ROUNDS", 3, 1) });
+  }
+  if (results.data || results.peer) {
+    const output = process.env.BENCH_DATA_OUTPUT ?? join(import.meta.dirname, "results-data.json");
+    writeFileSync(output, `${JSON.stringify(results, null, 2)}\n`);
+    console.error(`[bench] data path figures written to ${output}`);
+  }
+  if (parts.has("cached")) {
+    console.log("\nCached rows (secondary) — parts A and B");
+    const { runCachedReads } = await import("./cached-reads.bench.ts");
+    await runCachedReads();
+  }
   if (parts.has("webhooks")) {
     console.log("\nPart C — webhook deliveries");
+    const { runWebhookBench } = await import("./webhooks.bench.ts");
     await runWebhookBench();
   }
   if (parts.has("subscriptions")) {
     console.log("\nPart D — live subscriptions");
+    const { runSubscriptionBench } = await import("./subscriptions.bench.ts");
     await runSubscriptionBench();
   }
   if (parts.has("ingestion")) {
     console.log("\nPart E — ingestion (single events and bulk)");
+    const { runIngestionBench } = await import("./ingestion.bench.ts");
     await runIngestionBench();
   }
 }
 
-/** Parts A and B: seed each database, measure, print the tables and write BENCH_OUTPUT. */
-async function runReadParts(): Promise<void> {
-  log(
-    `databases=${settings.databases.join(",")} tags=${settings.tags} references=${settings.references} events=${settings.events} ` +
-      `duration=${settings.durationSeconds}s connections=${settings.connections}`,
-  );
-  const baseline = await startBaseline();
-  let hello: LoadResult;
-  let fastifyHello: LoadResult;
-  try {
-    log("baseline: Apollo Server hello world (POST /graphql { hello })");
-    hello = await measure({
-      url: `${baseline.url}/graphql`,
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: HELLO_QUERY,
-    });
-    log("baseline: Fastify hello world (GET /hello)");
-    fastifyHello = await measure({ url: `${baseline.url}/hello` });
-  } finally {
-    await baseline.close();
-  }
-
-  const reports: DatabaseReport[] = [];
-  for (const kind of settings.databases) reports.push(await benchDatabase(kind));
-  const totalSeconds = (performance.now() - runStarted) / 1000;
-
-  // -- Print
-  const out: string[] = [];
-  out.push(
-    `reftrail benchmark — ${new Date().toISOString()} — Node ${process.version}, ${cpus().length} CPU(s) (${cpus()[0]?.model ?? "?"})`,
-    `sizes: ${fmtInt(settings.tags)} tags, ${fmtInt(settings.references)} references (0–3 tags each), ` +
-      `${fmtInt(settings.events)} lifecycle events on one reference; load: ${settings.connections} connections × ` +
-      `${settings.durationSeconds} s after ${settings.warmupSeconds} s warm-up; latencies in ms`,
-    "",
-    "Seeding (raw SQL, batched, in transactions; secondary indexes rebuilt after the load)",
-    table(
-      [
-        "database",
-        "tags",
-        "references",
-        "reference_tags",
-        "created events",
-        "seed refs (s)",
-        "log events",
-        "seed log (s)",
-        "format check",
-      ],
-      reports.map((r) => [
-        r.kind,
-        fmtInt(r.seed.tags),
-        fmtInt(r.seed.references),
-        fmtInt(r.seed.referenceTagRows),
-        fmtInt(r.seed.createdEventRows),
-        r.seed.seedReferencesSeconds.toFixed(1),
-        fmtInt(r.seed.events),
-        r.seed.seedEventsSeconds.toFixed(1),
-        r.seed.formatCheck,
-      ]),
-      [false, true, true, true, true, true, true, true, false],
-    ),
-    "",
-    `Part A — list references filtered by one tag (${reports[0]?.tag.name ?? settings.tag}, carried by ` +
-      `${reports.map((r) => `${fmtInt(r.tag.references)} on ${r.kind}`).join(", ")} of ${fmtInt(settings.references)}); ratios are ours / Apollo hello world`,
-  );
-  const helloRow = (name: string, r: LoadResult) => [
-    "—",
-    name,
-    fmtInt(r.rps),
-    fmtMs(r.p50),
-    fmtMs(r.p99),
-    "1.00×",
-    "1.00×",
-    "1.00×",
-    notes(r),
-  ];
-  const listingRows: string[][] = [
-    helloRow("Apollo hello world (POST /graphql { hello })", hello),
-    helloRow("Fastify hello world (GET /hello)", fastifyHello),
-  ];
-  listingRows[1]![5] = fmtRatio(fastifyHello.rps / hello.rps);
-  listingRows[1]![6] = fmtRatio(fastifyHello.p50 / hello.p50);
-  listingRows[1]![7] = fmtRatio(fastifyHello.p99 / hello.p99);
-  for (const report of reports) {
-    for (const row of report.listing) {
-      if (!row.result) {
-        listingRows.push([
-          report.kind,
-          row.name,
-          "—",
-          "—",
-          "—",
-          "—",
-          "—",
-          "—",
-          `not measured: ${row.error?.slice(0, 80)}`,
-        ]);
-        continue;
-      }
-      const r = row.result;
-      listingRows.push([
-        report.kind,
-        row.name,
-        fmtInt(r.rps),
-        fmtMs(r.p50),
-        fmtMs(r.p99),
-        fmtRatio(r.rps / hello.rps),
-        fmtRatio(r.p50 / hello.p50),
-        fmtRatio(r.p99 / hello.p99),
-        notes(r),
-      ]);
-    }
-  }
-  out.push(
-    table(
-      ["database", "endpoint", "req/s", "p50", "p99", "req/s ratio", "p50 ratio", "p99 ratio", "notes"],
-      listingRows,
-      [false, false, true, true, true, true, true, true, false],
-    ),
-    "",
-    `Part B — one 50-event page of GET /v1/references/{id}/events, ${fmtInt(settings.events)} events on the reference, sequential requests`,
-  );
-  const logRows: string[][] = [];
-  for (const report of reports) {
-    for (const row of report.log) {
-      logRows.push([
-        report.kind,
-        row.position,
-        row.query,
-        fmtInt(row.result.requests),
-        fmtMs(row.result.p50),
-        fmtMs(row.result.p99),
-        notes(row.result),
-      ]);
-    }
-    const at = (position: string) => report.log.find((row) => row.position === position)!.result;
-    const ratio = (a: string, b: string) => `${fmtRatio(at(a).p50 / at(b).p50)} / ${fmtRatio(at(a).p99 / at(b).p99)}`;
-    logRows.push([report.kind, "ratio end / start", "p50 / p99", "", ratio("end", "start"), "", ""]);
-    logRows.push([
-      report.kind,
-      "ratio end / start, next page",
-      "p50 / p99",
-      "",
-      ratio("end → next page", "start → next page"),
-      "",
-      "",
-    ]);
-  }
-  out.push(
-    table(["database", "position", "query", "requests", "p50", "p99", "notes"], logRows, [
-      false,
-      false,
-      false,
-      true,
-      true,
-      true,
-      false,
-    ]),
-    "",
-    `total run time: ${totalSeconds.toFixed(0)} s; load average (1/5/15 min) at start ${fmtLoad(loadAtStart)}, at end ${fmtLoad(loadavg())} ` +
-      `(figures are only comparable between quiet runs: other processes on the machine skew them)`,
-  );
-  console.log(out.join("\n"));
-
-  writeFileSync(
-    settings.output,
-    `${JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        node: process.version,
-        cpus: cpus().length,
-        settings: { ...settings, adminUrl: undefined },
-        baselines: { apolloHelloWorld: hello, fastifyHelloWorld: fastifyHello },
-        databases: reports,
-        totalSeconds,
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  log(`results written to ${settings.output}`);
-}
-
 main().then(
-  async () => {
-    await loadGenerator.close();
-    process.exit(0);
-  },
+  () => process.exit(0),
   (error: unknown) => {
     console.error(error);
     process.exit(1);

@@ -56,7 +56,7 @@ const CARRIERS = ["MAEU", "MSCU", "CMDU", "HLCU", "ONEY", "EGLV", "COSU", "ZIMU"
 const OWNERS = ["BEN", "CAI", "TGH", "MSK", "TRL", "SEG"];
 
 /** Inserts rows (arrays of column values) into `table`, over a writer bound to one database. */
-interface BulkWriter {
+export interface BulkWriter {
   insert(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void>;
   begin(): Promise<void>;
   commit(): Promise<void>;
@@ -221,7 +221,7 @@ class PostgresWriter implements BulkWriter {
   }
 }
 
-async function openWriter(kind: Kind, url: string, sqliteAnalyze: boolean): Promise<BulkWriter> {
+export async function openWriter(kind: Kind, url: string, sqliteAnalyze: boolean): Promise<BulkWriter> {
   return kind === "sqlite" ? new SqliteWriter(url, sqliteAnalyze) : PostgresWriter.open(url);
 }
 
@@ -247,7 +247,7 @@ export interface SeededReferences {
   readonly seconds: number;
 }
 
-const REFERENCE_COLUMNS = [
+export const REFERENCE_COLUMNS = [
   "id",
   "organization_id",
   "container_id",
@@ -265,7 +265,7 @@ const REFERENCE_COLUMNS = [
   "created_at",
   "updated_at",
 ] as const;
-const EVENT_COLUMNS = [
+export const EVENT_COLUMNS = [
   "id",
   "organization_id",
   "reference_id",
@@ -275,14 +275,14 @@ const EVENT_COLUMNS = [
   "reference_tags",
 ] as const;
 
-interface ReferenceSeed {
+export interface ReferenceSeed {
   readonly id: string;
   readonly containerId: string;
   readonly carrierCode: string;
   readonly createdAtMs: number;
 }
 
-function referenceRow(kind: Kind, organizationId: string, ref: ReferenceSeed): unknown[] {
+export function referenceRow(kind: Kind, organizationId: string, ref: ReferenceSeed): unknown[] {
   const at = dbTime(kind, ref.createdAtMs);
   return [
     ref.id,
@@ -427,7 +427,7 @@ export interface SeededEventLog {
 }
 
 /** Details per type, the shapes of SPEC §7 (every one with reference_id and organization_id). */
-function eventDetails(referenceId: string, organizationId: string, containerId: string): Map<string, string> {
+export function eventDetails(referenceId: string, organizationId: string, containerId: string): Map<string, string> {
   const base = { reference_id: referenceId, organization_id: organizationId };
   const details: Record<string, object> = {
     reference_created: {
