@@ -17,7 +17,8 @@ import {
   isUnexpectedError,
   variableIssueError,
 } from "./errors.ts";
-import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
+import { registerExplorer } from "./explorer-assets.ts";
+import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "./graphql-js.ts";
 import { buildGraphqlSchema } from "./schema.ts";
