@@ -103,7 +103,19 @@ export function fromDomainError(error: DomainError): Problem {
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
-  return problem(status, error.code, renderFieldNames(error.message, snakeCase), extra);
+  return problem(status, error.code, detailOf(error, location), extra);
+}
+
+/**
+ * The problem's `detail`. A validation failure names its first field as the `pointer` of `errors[0]` names it
+ * (`/tag_ids/0`), not as the domain's dotted path.
+ */
+function detailOf(error: DomainError, location: "body" | "query"): string {
+  const [first, ...more] = error.issues;
+  if (error.code !== "VALIDATION_FAILED" || first === undefined) return renderFieldNames(error.message, snakeCase);
+  const at = first.path.length > 0 ? pointerFor(first, location) : location;
+  const summary = `${renderFieldNames(first.message, snakeCase)} (at ${at})`;
+  return more.length > 0 ? `${summary} and ${more.length} more` : summary;
 }
 
 /** ajv error -> issue; `instancePath` is already a JSON pointer. */

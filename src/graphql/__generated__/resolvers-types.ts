@@ -1021,13 +1021,14 @@ export type SendTestWebhookPayload = {
 export type Subscription = {
   __typename?: 'Subscription';
   /**
-   * The organization's lifecycle events as they are committed, in log order (`occurredAt`, then `id`), filtered
-   * as asked (all given filters must match; an empty list is no filter). Each message is an edge: its `cursor`
-   * resumes after that event. With `after`, the events after that cursor are replayed first and the subscription
-   * then continues live, with no gap and no duplicate; without it, the subscription receives the events that
-   * occur from the moment it starts. Events are sent a short delay after they occur (250 ms by default), once
-   * their transaction has committed; an event whose transaction commits later than that still arrives, once,
-   * possibly out of order (its message's cursor is then that of the latest event sent before it).
+   * The organization's lifecycle events, each sent once after its transaction has committed, in live order: the
+   * order in which their transactions committed (one transaction's events in the order written). Every
+   * subscriber, on every instance, receives the same events in the same order. Live order can differ from the
+   * order of `Reference.events` (`occurredAt`, then `id`) only among events whose transactions ran at the same
+   * time. Filters narrow the events (all given filters must match; an empty list is no filter). Each message is an
+   * edge: its `cursor` resumes after that event. With `after`, the events after that cursor are replayed first and
+   * the subscription then continues live, with no gap and no duplicate; without it, the subscription receives the
+   * events committed from the moment it starts.
    */
   lifecycleEvents: LifecycleEventEdge;
   /**
