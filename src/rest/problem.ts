@@ -135,6 +135,11 @@ const QUERY_PARAMETER_CODES: Record<string, ErrorCode> = {
   type: "INVALID_EVENT_TYPE",
 };
 
+/** What a caller who sent a wrong value most likely wanted instead. */
+const QUERY_PARAMETER_HINTS: Record<string, string> = {
+  tag_match: "to leave out references carrying tags, use exclude_tag_ids or exclude_tag_names",
+};
+
 /** A 400 for one query parameter, with the parameter's own code (`INVALID_LIMIT`, ...) as for schema errors. */
 export function queryParameterProblem(parameter: string, message: string): Problem {
   return fromValidationError([{ keyword: "type", instancePath: `/${parameter}`, message, params: {} }], "querystring");
@@ -145,21 +150,25 @@ function fromValidationError(errors: readonly AjvError[], context: string | unde
     let pointer = error.instancePath;
     if (error.keyword === "required") pointer += `/${String(error.params.missingProperty)}`;
     if (error.keyword === "additionalProperties") pointer += `/${String(error.params.additionalProperty)}`;
+    const allowed = error.keyword === "enum" ? error.params.allowedValues : undefined;
     const message =
       error.keyword === "additionalProperties"
         ? `unknown field "${String(error.params.additionalProperty)}"`
         : error.keyword === "maxProperties" || error.keyword === "minProperties"
           ? "a tag entry must have exactly one of id or name"
-          : (error.message ?? "is invalid");
+          : Array.isArray(allowed)
+            ? `must be one of ${allowed.map(String).join(", ")}`
+            : (error.message ?? "is invalid");
     return { pointer, code: error.keyword.toUpperCase(), message };
   });
   if (context === "querystring") {
     const parameter = issues[0]?.pointer.replace(/^\//, "").split("/")[0] ?? "";
     const code = QUERY_PARAMETER_CODES[parameter] ?? "INVALID_QUERY_PARAMETER";
+    const hint = QUERY_PARAMETER_HINTS[parameter];
     const detail =
       parameter === "limit"
         ? "limit must be an integer from 1 to 500"
-        : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}`;
+        : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}${hint ? ` (${hint})` : ""}`;
     return problem(400, code, detail, {
       errors: issues.map((issue) => ({ ...issue, pointer: issue.pointer.replace(/^\//, "").split("/")[0] ?? "" })),
     });
