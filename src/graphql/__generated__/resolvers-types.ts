@@ -113,7 +113,7 @@ export type CreateWebhookEndpointPayload = {
   webhookEndpoint: WebhookEndpoint;
 };
 
-/** Why a reference was deactivated (SPEC §6). */
+/** Why a reference was deactivated. */
 export type DeactivateReason =
   /** The carrier could not be found. */
   | 'carrier_not_found'
@@ -349,7 +349,7 @@ export type LifecycleEventFilter = {
   types?: InputMaybe<Array<LifecycleEventType>>;
 };
 
-/** What a lifecycle event records (SPEC §7). The type decides what `detail` holds. */
+/** What a lifecycle event records. The type decides what `detail` holds (docs/contract.md lists each type's fields). */
 export type LifecycleEventType =
   /** The estimated arrival changed. `detail`: `previous`, `current`. */
   | 'estimated_arrival_changed'
