@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -1209,8 +1209,11 @@ export type WebhookDelivery = Node & {
   endpointId: Scalars['ID']['output'];
   /** The event it carries (the body's `id`); for a test event, an id of its own. */
   eventId: Scalars['ID']['output'];
-  /** The event's type (a lifecycle event type in snake_case, or `webhook_test`). */
-  eventType: Scalars['String']['output'];
+  /**
+   * The event's type: a lifecycle event type, or `WEBHOOK_TEST` for a test event. (The body's `type` spells it in
+   * snake_case, as REST does.)
+   */
+  eventType: WebhookEventType;
   /** The delivery's identifier (a UUIDv7): the `webhook-id` header of its requests. */
   id: Scalars['ID']['output'];
   /** When the next attempt is due; null once the delivery succeeded or failed. */
@@ -1332,6 +1335,19 @@ export type WebhookEndpointEdge = {
   /** The endpoint. */
   node: WebhookEndpoint;
 };
+
+/** What a webhook delivery carries: a lifecycle event type (the same values as `LifecycleEventType`), or a test event. */
+export type WebhookEventType =
+  | 'estimated_arrival_changed'
+  | 'estimated_departure_changed'
+  | 'extraction_failed'
+  | 'extraction_succeeded'
+  | 'reference_created'
+  | 'reference_deactivated'
+  | 'reference_reactivated'
+  | 'reference_update_created'
+  /** A test event queued by `sendTestWebhook` (not a lifecycle event). */
+  | 'webhook_test';
 
 /** The state of a webhook endpoint's tag filter. */
 export type WebhookTagFilterState =
@@ -1518,6 +1534,7 @@ export type ResolversTypes = ResolversObject<{
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
+  WebhookEventType: ResolverTypeWrapper<WebhookEventTypeModel>;
   WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
@@ -1885,7 +1902,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   endpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
-  eventType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  eventType?: Resolver<ResolversTypes['WebhookEventType'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
@@ -1931,6 +1948,8 @@ export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentTyp
   cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   node?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
+
+export type WebhookEventTypeResolvers = { ESTIMATED_ARRIVAL_CHANGED: 'estimated_arrival_changed', ESTIMATED_DEPARTURE_CHANGED: 'estimated_departure_changed', EXTRACTION_FAILED: 'extraction_failed', EXTRACTION_SUCCEEDED: 'extraction_succeeded', REFERENCE_CREATED: 'reference_created', REFERENCE_DEACTIVATED: 'reference_deactivated', REFERENCE_REACTIVATED: 'reference_reactivated', REFERENCE_UPDATE_CREATED: 'reference_update_created', WEBHOOK_TEST: 'webhook_test' };
 
 export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
@@ -1989,6 +2008,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
+  WebhookEventType?: WebhookEventTypeResolvers;
   WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 
