@@ -21,6 +21,7 @@ import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
 import { registerSubscriptions } from "./live/subscription-server.ts";
+import { loggerOptions } from "./logging.ts";
 import { registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
@@ -92,10 +93,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const secretCipher = new SecretCipher(loadWebhookSecretKey(config));
   const services = buildServices(config, database, clock, secretCipher);
   const http = Fastify({
-    logger: {
-      level: config.logLevel,
-      redact: { paths: ["req.headers.authorization", 'req.headers["x-api-key"]'], censor: "[redacted]" },
-    },
+    ...(await loggerOptions(config)),
     bodyLimit: config.bodyLimitBytes,
     // Behind a proxy the operator sets this; the rate limiter falls back to the client address.
     trustProxy: false,

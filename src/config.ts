@@ -14,6 +14,8 @@ export interface Config {
   readonly nodeEnv: string;
   readonly isProduction: boolean;
   readonly logLevel: string;
+  /** `pretty`: one readable line per record (the default when stdout is a terminal); `json`: one JSON object each. */
+  readonly logFormat: LogFormat;
   /** Requests per minute per API key; `null` turns rate limiting off. */
   readonly rateLimitPerMinute: number | null;
   readonly bodyLimitBytes: number;
@@ -99,7 +101,16 @@ function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, mi
   return value;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export type LogFormat = "json" | "pretty";
+
+/**
+ * `env` is the environment to read; `stdoutIsTerminal` decides the default log format (readable lines for a
+ * person at a terminal, JSON for a log collector).
+ */
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  stdoutIsTerminal: boolean = process.stdout.isTTY === true,
+): Config {
   const nodeEnv = env.NODE_ENV ?? "development";
   const isProduction = nodeEnv === "production";
   const rateLimitRaw = env.RATE_LIMIT_PER_MINUTE;
@@ -134,6 +145,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     nodeEnv,
     isProduction,
     logLevel: env.LOG_LEVEL ?? (nodeEnv === "test" ? "warn" : "info"),
+    logFormat: parseLogFormat(env.LOG_FORMAT, stdoutIsTerminal),
     rateLimitPerMinute,
     bodyLimitBytes: parseInteger(env, "BODY_LIMIT_BYTES", 1_048_576, 1),
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
@@ -179,6 +191,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
   };
+}
+
+function parseLogFormat(raw: string | undefined, stdoutIsTerminal: boolean): LogFormat {
+  const value = raw?.trim().toLowerCase();
+  if (value === undefined || value === "") return stdoutIsTerminal ? "pretty" : "json";
+  if (value === "json" || value === "pretty") return value;
+  throw new ConfigError(`LOG_FORMAT: "${raw}" is not json or pretty`);
 }
 
 function parseSwitch(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {

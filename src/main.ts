@@ -1,7 +1,9 @@
+import type { AddressInfo } from "node:net";
 import { buildApp } from "./app.ts";
 import { ConfigError, loadConfig, loadWebhookSecretKey } from "./config.ts";
 import { openDatabase } from "./store/database.ts";
 import { DatabaseSetupError, explainDatabaseError } from "./store/database-hints.ts";
+import { announceStart } from "./start-screen.ts";
 import { migrateDatabase } from "./store/migrations.ts";
 
 /** Reads config, migrates, builds the app, listens, and shuts down gracefully on SIGTERM / SIGINT. */
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT"));
 
   await app.http.listen({ host: config.host, port: config.port });
+  announceStart(app.http.server.address() as AddressInfo, config.logFormat, log);
 }
 
 main().catch((error: unknown) => {

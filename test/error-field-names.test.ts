@@ -29,7 +29,7 @@ describe.each(DATABASE_KINDS)("field names in error messages on %s", (kind) => {
       body: { container_id: "CSQU3054383", carrier_code: "X" },
     });
     expect(badCarrier.status).toBe(422);
-    expect(badCarrier.body.detail).toBe("carrier_code must be a 2 to 4 letter SCAC (at carrier_code)");
+    expect(badCarrier.body.detail).toBe("carrier_code must be a 2 to 4 letter SCAC (at /carrier_code)");
     expect(badCarrier.body.errors).toEqual([
       { pointer: "/carrier_code", code: "INVALID_FORMAT", message: "carrier_code must be a 2 to 4 letter SCAC" },
     ]);
@@ -44,7 +44,15 @@ describe.each(DATABASE_KINDS)("field names in error messages on %s", (kind) => {
     const badCheckDigit = await http(server, "POST", "/v1/references", {
       body: { container_id: "CSQU3054384", carrier_code: "MAEU" },
     });
-    expect(badCheckDigit.body.detail).toBe("the check digit should be 3 (at container_id)");
+    expect(badCheckDigit.body.detail).toBe("the check digit should be 3 (at /container_id)");
+
+    // The detail names the field as the pointer does, array index included.
+    const unknownTag = await http(server, "POST", "/v1/webhooks", {
+      body: { url: "http://127.0.0.1:9/hook", tag_ids: ["0190a3c4-0000-7000-8000-000000000000"] },
+    });
+    expect(unknownTag.status).toBe(422);
+    expect(unknownTag.body.errors[0].pointer).toBe("/tag_ids/0");
+    expect(unknownTag.body.detail).toBe(`${unknownTag.body.errors[0].message} (at /tag_ids/0)`);
 
     const badTypes = await http(server, "POST", "/v1/webhooks", {
       body: { url: "http://127.0.0.1:9/hook", event_types: [] },

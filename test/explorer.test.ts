@@ -1,13 +1,14 @@
 /**
  * End-to-end check that the GraphQL explorer renders and runs queries and subscriptions with no internet: the
- * real reftrail server (on SQLite, with an API key), real headless Chromium (installed by
- * scripts/ensure-chromium.sh), and every request that leaves 127.0.0.1 blocked and counted.
+ * real reftrail server (on SQLite, with an API key), real headless Chromium (see test/support/browser.ts), and
+ * every request that leaves 127.0.0.1 blocked and counted.
  */
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { describe, it, expect, beforeAll, afterAll } from "@jest/globals";
+import { describeInBrowser, launchBrowser } from "./support/browser.ts";
 import { expectEventually } from "./support/expect-eventually.ts";
 import { startTestServer, type TestServer } from "./support/test-server.ts";
 
@@ -19,17 +20,6 @@ const FIRST_SCREEN_PATH = join(tmpdir(), "reftrail-explorer-first-screen.png");
 const TAG_NAME = "explorer-check";
 const QUERY = "{ tags(first: 10) { edges { node { name } } } }";
 const EXPECTED_RESPONSE = /"name":\s*"explorer-check"/;
-
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-component-update",
-  "--disable-sync",
-];
 
 /** A browser would ask for the page like this. */
 const BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
@@ -60,7 +50,6 @@ function isLocal(url: string): boolean {
 describe("GraphQL explorer", () => {
   let server: TestServer;
   let host: { readonly origin: string };
-  let browser: Browser;
 
   beforeAll(async () => {
     server = await startTestServer("sqlite", {
@@ -68,11 +57,9 @@ describe("GraphQL explorer", () => {
     });
     host = { origin: server.url };
     await server.app.services.tags.createTag(server.organizationId, TAG_NAME);
-    browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
   }, 60_000);
 
   afterAll(async () => {
-    await browser?.close();
     await server?.close();
   });
 
@@ -151,176 +138,219 @@ describe("GraphQL explorer", () => {
     expect(await page(BROWSER_ACCEPT, `?query=${encodeURIComponent(QUERY)}`)).not.toMatch(/^text\/html/);
   });
 
-  it("first use: explains where the key goes, loads the schema once it is given, remembers it", async () => {
-    await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
-      const page = await context.newPage();
-      const pageErrors: string[] = [];
-      page.on("pageerror", (error) => pageErrors.push(error.message));
-      const graphqlRequests = () => seen.filter((url) => new URL(url).pathname === ENDPOINT).length;
-
-      // The first screen: where the key goes and where it came from; no error, and nothing asked of the API.
-      await page.goto(`${host.origin}${ENDPOINT}`);
-      const welcome = page.locator("#key-welcome");
-      await welcome.waitFor({ state: "visible" });
-      expect(await welcome.innerText()).toMatch(/API key/);
-      expect(await welcome.innerText()).toMatch(/printed one when it first started/);
-      expect(await page.locator("#key-bar").innerText()).toMatch(/kept in this browser \(localStorage\)/);
-      expect(await page.locator("body").innerText()).not.toMatch(/invalid|revoked|error/i);
-      expect(graphqlRequests()).toBe(1);
-      await page.screenshot({ path: FIRST_SCREEN_PATH });
-
-      // A wrong key gets one clear answer, and is not kept.
-      await enterApiKey(page, "rt_not-a-real-key");
-      await expectEventually(
-        () => page.locator("#key-error").innerText(),
-        (text) => expect(text).toMatch(/not valid/),
-      );
-      expect(await page.evaluate("window.localStorage.length")).toBe(0);
-
-      // The right key: GraphiQL starts and its Docs panel shows the schema, with no reload.
-      await enterApiKey(page, server.apiKey);
-      const docs = await openDocs(page);
-      await expectEventually(
-        () => docs.innerText(),
-        (text) => expect(text).toMatch(/Query/),
-        { timeoutMs: 30_000 },
-      );
-      expect(await docs.innerText()).not.toMatch(/Error fetching schema/);
-      await page.screenshot({ path: SCREENSHOT_PATH });
-
-      // Reload: still authenticated, straight into GraphiQL, the schema there again.
-      await page.reload();
-      await page.locator(".graphiql-query-editor .monaco-editor").waitFor({ state: "visible", timeout: 30_000 });
-      expect(await page.locator("#key-form").isVisible()).toBe(false);
-      expect(await page.locator("#key-status").innerText()).toMatch(/remembered in this browser/);
-      const docsAgain = await openDocs(page);
-      await expectEventually(
-        () => docsAgain.innerText(),
-        (text) => expect(text).toMatch(/Query/),
-        { timeoutMs: 30_000 },
-      );
-
-      // Forget: back to the first screen, nothing stored.
-      await page.getByRole("button", { name: "Forget key" }).click();
-      await page.locator("#key-welcome").waitFor({ state: "visible" });
-      expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBeNull();
-
-      expect(pageErrors).toEqual([]);
-      expect(blocked).toEqual([]);
+  describeInBrowser("in headless Chromium", () => {
+    let browser: Browser;
+    beforeAll(async () => {
+      browser = await launchBrowser();
+    }, 60_000);
+    afterAll(async () => {
+      await browser?.close();
     });
-  }, 120_000);
 
-  it("renders GraphiQL in headless Chromium and runs a query against the endpoint", async () => {
-    await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
-      const page = await context.newPage();
-      const pageErrors: string[] = [];
-      page.on("pageerror", (error) => pageErrors.push(error.message));
-      const workers: string[] = [];
-      page.on("worker", (worker) => workers.push(worker.url()));
+    it("first use: explains where the key goes, loads the schema once it is given, remembers it", async () => {
+      await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const graphqlRequests = () => seen.filter((url) => new URL(url).pathname === ENDPOINT).length;
 
-      const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
-      await expectEventually(
-        async () => editorText(await queryEditor.locator(".view-lines").innerText()),
-        (text) => expect(text).toContain("tags(first: 10)"),
-      );
+        // The first screen: where the key goes and where it came from; no error, and nothing asked of the API.
+        await page.goto(`${host.origin}${ENDPOINT}`);
+        const welcome = page.locator("#key-welcome");
+        await welcome.waitFor({ state: "visible" });
+        expect(await welcome.innerText()).toMatch(/API key/);
+        expect(await welcome.innerText()).toMatch(/printed one when it first started/);
+        expect(await page.locator("#key-bar").innerText()).toMatch(/kept in this browser \(localStorage\)/);
+        expect(await page.locator("body").innerText()).not.toMatch(/invalid|revoked|error/i);
+        expect(graphqlRequests()).toBe(1);
+        await page.screenshot({ path: FIRST_SCREEN_PATH });
 
-      // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
-      // unknown field shows that the worker started and the schema was fetched from the endpoint.
-      await replaceQuery(page, queryEditor, "{ noSuchField }");
-      await queryEditor.locator(".squiggly-error").first().waitFor({ state: "attached", timeout: 15_000 });
+        // A wrong key gets one clear answer, and is not kept.
+        await enterApiKey(page, "rt_not-a-real-key");
+        await expectEventually(
+          () => page.locator("#key-error").innerText(),
+          (text) => expect(text).toMatch(/not valid/),
+        );
+        expect(await page.evaluate("window.localStorage.length")).toBe(0);
 
-      await replaceQuery(page, queryEditor, QUERY);
-      // ...and clears once the query is valid (validation is debounced, so markers from mid-typing linger briefly).
-      await expectEventually(
-        () => queryEditor.locator(".squiggly-error").count(),
-        (count) => expect(count).toBe(0),
-        { timeoutMs: 15_000 },
-      );
-      const graphqlResponse = page.waitForResponse(
-        (response) =>
-          response.request().method() === "POST" &&
-          new URL(response.url()).pathname === ENDPOINT &&
-          // GraphiQL sends the query minified.
-          (response.request().postData() ?? "").replace(/\s/g, "").includes("tags(first:10)"),
-      );
-      await page.locator(".graphiql-execute-button").click();
-      const answered = await graphqlResponse;
-      expect(answered.status()).toBe(200);
-      // The key given in the key bar goes with every request.
-      expect(await answered.request().headerValue("x-api-key")).toBe(server.apiKey);
-      expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
+        // The right key: GraphiQL starts and its Docs panel shows the schema, with no reload.
+        await enterApiKey(page, server.apiKey);
+        const docs = await openDocs(page);
+        await expectEventually(
+          () => docs.innerText(),
+          (text) => expect(text).toMatch(/Query/),
+          { timeoutMs: 30_000 },
+        );
+        expect(await docs.innerText()).not.toMatch(/Error fetching schema/);
+        await page.screenshot({ path: SCREENSHOT_PATH });
 
-      const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expectEventually(
-        async () => editorText(await resultPane.innerText()),
-        (text) => expect(text).toMatch(EXPECTED_RESPONSE),
-        { timeoutMs: 15_000 },
-      );
+        // Reload: still authenticated, straight into GraphiQL, the schema there again.
+        await page.reload();
+        await page.locator(".graphiql-query-editor .monaco-editor").waitFor({ state: "visible", timeout: 30_000 });
+        expect(await page.locator("#key-form").isVisible()).toBe(false);
+        expect(await page.locator("#key-status").innerText()).toMatch(/remembered in this browser/);
+        const docsAgain = await openDocs(page);
+        await expectEventually(
+          () => docsAgain.innerText(),
+          (text) => expect(text).toMatch(/Query/),
+          { timeoutMs: 30_000 },
+        );
 
-      await page.screenshot({ path: SCREENSHOT_PATH });
+        // Forget: back to the first screen, nothing stored.
+        await page.getByRole("button", { name: "Forget key" }).click();
+        await page.locator("#key-welcome").waitFor({ state: "visible" });
+        expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBeNull();
 
-      // Editing must not rewrite the address to "?query=…": reloading that URL would run GraphQL, not the page.
-      expect(new URL(page.url()).searchParams.has("query")).toBe(false);
-      // Monaco's language services run in the package's workers; they must have started from our server.
-      expect(workers.length).toBeGreaterThan(0);
-      expect(workers.filter((url) => !url.startsWith(`${host.origin}${ENDPOINT}/explorer/`))).toEqual([]);
-      expect(seen.some((url) => url.includes("graphql.worker"))).toBe(true);
-      expect(pageErrors).toEqual([]);
-      expect(blocked).toEqual([]);
-    });
-  }, 120_000);
-
-  it("runs a subscription over graphql-ws on the same host and path, authenticated by the key bar", async () => {
-    const { references, lifecycleLog } = server.app.services;
-    const reference = await references.createReference(server.organizationId, {
-      bookingNumber: "BK-EXPLORER",
-      carrierCode: "MAEU",
-    });
-    const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
-    // Written before the subscription starts: the subscription replays it from the cursor.
-    await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
-
-    await withIsolatedBrowser(browser, async ({ context, blocked }) => {
-      const sockets: string[] = [];
-      await context.routeWebSocket(`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`, (ws) => {
-        sockets.push(ws.url());
-        ws.connectToServer();
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
       });
+    }, 120_000);
 
-      const page = await context.newPage();
-      const pageErrors: string[] = [];
-      page.on("pageerror", (error) => pageErrors.push(error.message));
-      const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
-      await replaceQuery(
-        page,
-        queryEditor,
-        `subscription { lifecycleEvents(after: "${created.cursors[0]}") { node { type referenceId } } }`,
-      );
-      await page.locator(".graphiql-execute-button").click();
+    it("after a reload with a remembered key, reopens the tab that was open and adds none", async () => {
+      await withIsolatedBrowser(browser, async ({ context, blocked }) => {
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const savedTabs = async () =>
+          (
+            JSON.parse((await page.evaluate('window.localStorage.getItem("graphiql:tabState")')) as string) as {
+              tabs: { query: string | null; title: string }[];
+            }
+          ).tabs.map(({ query, title }) => ({ query, title }));
 
-      const resultPane = page.locator(".graphiql-response .monaco-editor");
-      await expectEventually(
-        async () => editorText(await resultPane.innerText()),
-        (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/),
-        { timeoutMs: 15_000 },
-      );
-      expect(editorText(await resultPane.innerText())).toContain(reference.id);
-      // Then live: GraphiQL shows the latest message.
-      await references.recordExtraction(server.organizationId, reference.id, {
-        status: "failed",
-        error: { code: "E", message: "down" },
+        const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
+        const edited = "query Mine { tags(first: 1) { edges { node { name } } } }";
+        await replaceQuery(page, queryEditor, edited);
+        await expectEventually(savedTabs, (tabs) => expect(tabs).toEqual([{ query: edited, title: "Mine" }]));
+
+        for (let reload = 1; reload <= 2; reload++) {
+          await page.reload();
+          const editorAgain = page.locator(".graphiql-query-editor .monaco-editor");
+          await editorAgain.waitFor({ state: "visible", timeout: 30_000 });
+          await expectEventually(
+            async () => editorText(await editorAgain.locator(".view-lines").innerText()),
+            (text) => expect(text).toBe(edited),
+          );
+          expect(await savedTabs()).toEqual([{ query: edited, title: "Mine" }]);
+          expect(await page.locator("body").innerText()).not.toContain("<untitled>");
+        }
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
       });
-      await expectEventually(
-        async () => editorText(await resultPane.innerText()),
-        (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_FAILED"/),
-        { timeoutMs: 15_000 },
-      );
+    }, 120_000);
 
-      expect(sockets).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
-      expect(pageErrors).toEqual([]);
-      expect(blocked).toEqual([]);
-    });
-  }, 120_000);
+    it("renders GraphiQL in headless Chromium and runs a query against the endpoint", async () => {
+      await withIsolatedBrowser(browser, async ({ context, blocked, seen }) => {
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const workers: string[] = [];
+        page.on("worker", (worker) => workers.push(worker.url()));
+
+        const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
+        await expectEventually(
+          async () => editorText(await queryEditor.locator(".view-lines").innerText()),
+          (text) => expect(text).toContain("tags(first: 10)"),
+        );
+
+        // Validation runs in the GraphQL language worker against the introspected schema, so an error marker on an
+        // unknown field shows that the worker started and the schema was fetched from the endpoint.
+        await replaceQuery(page, queryEditor, "{ noSuchField }");
+        await queryEditor.locator(".squiggly-error").first().waitFor({ state: "attached", timeout: 15_000 });
+
+        await replaceQuery(page, queryEditor, QUERY);
+        // ...and clears once the query is valid (validation is debounced, so markers from mid-typing linger briefly).
+        await expectEventually(
+          () => queryEditor.locator(".squiggly-error").count(),
+          (count) => expect(count).toBe(0),
+          { timeoutMs: 15_000 },
+        );
+        const graphqlResponse = page.waitForResponse(
+          (response) =>
+            response.request().method() === "POST" &&
+            new URL(response.url()).pathname === ENDPOINT &&
+            // GraphiQL sends the query minified.
+            (response.request().postData() ?? "").replace(/\s/g, "").includes("tags(first:10)"),
+        );
+        await page.locator(".graphiql-execute-button").click();
+        const answered = await graphqlResponse;
+        expect(answered.status()).toBe(200);
+        // The key given in the key bar goes with every request.
+        expect(await answered.request().headerValue("x-api-key")).toBe(server.apiKey);
+        expect(JSON.stringify(await answered.json())).toMatch(EXPECTED_RESPONSE);
+
+        const resultPane = page.locator(".graphiql-response .monaco-editor");
+        await expectEventually(
+          async () => editorText(await resultPane.innerText()),
+          (text) => expect(text).toMatch(EXPECTED_RESPONSE),
+          { timeoutMs: 15_000 },
+        );
+
+        await page.screenshot({ path: SCREENSHOT_PATH });
+
+        // Editing must not rewrite the address to "?query=…": reloading that URL would run GraphQL, not the page.
+        expect(new URL(page.url()).searchParams.has("query")).toBe(false);
+        // Monaco's language services run in the package's workers; they must have started from our server.
+        expect(workers.length).toBeGreaterThan(0);
+        expect(workers.filter((url) => !url.startsWith(`${host.origin}${ENDPOINT}/explorer/`))).toEqual([]);
+        expect(seen.some((url) => url.includes("graphql.worker"))).toBe(true);
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
+      });
+    }, 120_000);
+
+    it("runs a subscription over graphql-ws on the same host and path, authenticated by the key bar", async () => {
+      const { references, lifecycleLog } = server.app.services;
+      const reference = await references.createReference(server.organizationId, {
+        bookingNumber: "BK-EXPLORER",
+        carrierCode: "MAEU",
+      });
+      const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
+      // Written before the subscription starts: the subscription replays it from the cursor.
+      await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
+
+      await withIsolatedBrowser(browser, async ({ context, blocked }) => {
+        const sockets: string[] = [];
+        await context.routeWebSocket(`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`, (ws) => {
+          sockets.push(ws.url());
+          ws.connectToServer();
+        });
+
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const { queryEditor } = await openExplorer(page, host.origin, server.apiKey);
+        await replaceQuery(
+          page,
+          queryEditor,
+          `subscription { lifecycleEvents(after: "${created.cursors[0]}") { node { type referenceId } } }`,
+        );
+        await page.locator(".graphiql-execute-button").click();
+
+        const resultPane = page.locator(".graphiql-response .monaco-editor");
+        await expectEventually(
+          async () => editorText(await resultPane.innerText()),
+          (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_SUCCEEDED"/),
+          { timeoutMs: 15_000 },
+        );
+        expect(editorText(await resultPane.innerText())).toContain(reference.id);
+        // Then live: GraphiQL shows the latest message.
+        await references.recordExtraction(server.organizationId, reference.id, {
+          status: "failed",
+          error: { code: "E", message: "down" },
+        });
+        await expectEventually(
+          async () => editorText(await resultPane.innerText()),
+          (text) => expect(text).toMatch(/"type":\s*"EXTRACTION_FAILED"/),
+          { timeoutMs: 15_000 },
+        );
+
+        expect(sockets).toEqual([`${host.origin.replace(/^http/, "ws")}${ENDPOINT}`]);
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
+      });
+    }, 120_000);
+  });
 });
 
 interface IsolatedBrowser {

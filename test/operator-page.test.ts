@@ -1,5 +1,6 @@
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { describeInBrowser, launchBrowser } from "./support/browser.ts";
 import { expectEventually } from "./support/expect-eventually.ts";
 import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
@@ -14,16 +15,6 @@ import { createEndpoint, createReference, eventually, listDeliveries, type Calle
  * has no polling loop). Every request that leaves 127.0.0.1 is blocked and counted.
  */
 
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const SCREENSHOT = process.env.OPERATOR_SCREENSHOT;
 
 function isLocal(url: string): boolean {
@@ -34,16 +25,13 @@ function isLocal(url: string): boolean {
 describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
   let server: TestServer;
   let receiver: WebhookReceiver;
-  let browser: Browser;
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
     // One attempt per delivery: a failure stays failed until it is re-sent by hand.
     server = await startTestServer(kind, { env: { WEBHOOK_RETRY_SCHEDULE: "0s", WEBHOOK_POLL_INTERVAL: "100ms" } });
-    browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
   }, 60_000);
   afterAll(async () => {
-    await browser?.close();
     await server?.close();
     await receiver?.close();
   });
@@ -62,117 +50,128 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     expect((await fetch(`${server.url}/operator/..%2Fpackage.json`)).status).toBe(404);
   });
 
-  it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
-    const { apiKey } = await server.newOrganization("operator");
-    const caller: Caller = { url: server.url, apiKey };
-    const path = `/${kind}/operator`;
-    let healthy = false;
-    receiver.respond(path, () =>
-      healthy ? { status: 200, body: "thanks" } : { status: 500, body: "receiver is down for maintenance" },
-    );
-    const endpoint = await createEndpoint(caller, { url: receiver.url(path), description: "billing system" });
-    await createReference(caller);
-    const [delivery] = await eventually(async () => {
-      const deliveries = await listDeliveries(caller, endpoint.id);
-      return deliveries.length === 1 && deliveries[0].status === "failed" ? deliveries : null;
-    }, 15_000);
-
-    const context = await browser.newContext();
-    const outside: string[] = [];
-    await context.route("**/*", (route) => {
-      if (isLocal(route.request().url())) return route.continue();
-      outside.push(route.request().url());
-      return route.abort();
+  describeInBrowser("in headless Chromium", () => {
+    let browser: Browser;
+    beforeAll(async () => {
+      browser = await launchBrowser();
+    }, 60_000);
+    afterAll(async () => {
+      await browser?.close();
     });
-    const page = await context.newPage();
-    const sockets: string[] = [];
-    page.on("websocket", (socket) => sockets.push(socket.url()));
-    const pageErrors: string[] = [];
-    page.on("pageerror", (error) => pageErrors.push(error.message));
-    try {
-      await page.goto(`${server.url}/operator`);
-      await page.fill("#api-key", apiKey);
-      await page.click("#key-form button[type=submit]");
-      await page.waitForSelector("body[data-loaded=true]");
-      await page.waitForSelector("#live[data-state=on]", { timeout: 15_000 });
 
-      const endpointRow = page.locator(`tr[data-endpoint="${endpoint.id}"]`);
-      await expectEventually(
-        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
-        (value) => expect(value).toContain("failing"),
+    it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
+      const { apiKey } = await server.newOrganization("operator");
+      const caller: Caller = { url: server.url, apiKey };
+      const path = `/${kind}/operator`;
+      let healthy = false;
+      receiver.respond(path, () =>
+        healthy ? { status: 200, body: "thanks" } : { status: 500, body: "receiver is down for maintenance" },
       );
-      expect(await endpointRow.locator("[data-testid=failing-since]").innerText()).toMatch(/^\d{4}-\d\d-\d\d /);
-      const deliveryRow = page.locator(`tr[data-delivery="${delivery.id}"]`);
-      expect(await deliveryRow.locator("[data-testid=delivery-status]").innerText()).toBe("failed");
-      expect(await deliveryRow.locator("[data-testid=attempt]").count()).toBe(1);
-      expect(await deliveryRow.locator("[data-testid=attempt-result]").innerText()).toContain("500");
-      expect(await deliveryRow.innerText()).toContain("receiver is down for maintenance");
+      const endpoint = await createEndpoint(caller, { url: receiver.url(path), description: "billing system" });
+      await createReference(caller);
+      const [delivery] = await eventually(async () => {
+        const deliveries = await listDeliveries(caller, endpoint.id);
+        return deliveries.length === 1 && deliveries[0].status === "failed" ? deliveries : null;
+      }, 15_000);
 
-      // The outcome filter: "succeeded" hides the failed delivery, "failed" shows it.
-      await page.selectOption("#filter-status", "SUCCEEDED");
-      await expectEventually(
-        () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
-        (value) => expect(value).toBe(0),
-      );
-      await page.selectOption("#filter-status", "FAILED");
-      await expectEventually(
-        () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
-        (value) => expect(value).toBe(1),
-      );
-      await page.selectOption("#filter-status", "");
+      const context = await browser.newContext();
+      const outside: string[] = [];
+      await context.route("**/*", (route) => {
+        if (isLocal(route.request().url())) return route.continue();
+        outside.push(route.request().url());
+        return route.abort();
+      });
+      const page = await context.newPage();
+      const sockets: string[] = [];
+      page.on("websocket", (socket) => sockets.push(socket.url()));
+      const pageErrors: string[] = [];
+      page.on("pageerror", (error) => pageErrors.push(error.message));
+      try {
+        await page.goto(`${server.url}/operator`);
+        await page.fill("#api-key", apiKey);
+        await page.click("#key-form button[type=submit]");
+        await page.waitForSelector("body[data-loaded=true]");
+        await page.waitForSelector("#live[data-state=on]", { timeout: 15_000 });
 
-      healthy = true;
-      await deliveryRow.getByRole("button", { name: "Resend" }).click();
-      // No reload, no polling: the subscription's message brings the second attempt.
-      await expectEventually(
-        () => deliveryRow.locator("[data-testid=delivery-status]").innerText(),
-        (value) => expect(value).toBe("succeeded"),
-        { timeoutMs: 15_000 },
-      );
-      expect(await deliveryRow.locator("[data-testid=attempt]").count()).toBe(2);
-      expect(await deliveryRow.locator("[data-testid=attempt-result]").nth(1).innerText()).toContain("200");
-      await expectEventually(
-        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
-        (value) => expect(value).toContain("healthy"),
-        { timeoutMs: 15_000 },
-      );
-      expect(receiver.on(path).map((hook) => hook.webhookId)).toEqual([delivery.id, delivery.id]);
+        const endpointRow = page.locator(`tr[data-endpoint="${endpoint.id}"]`);
+        await expectEventually(
+          () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+          (value) => expect(value).toContain("failing"),
+        );
+        expect(await endpointRow.locator("[data-testid=failing-since]").innerText()).toMatch(/^\d{4}-\d\d-\d\d /);
+        const deliveryRow = page.locator(`tr[data-delivery="${delivery.id}"]`);
+        expect(await deliveryRow.locator("[data-testid=delivery-status]").innerText()).toBe("failed");
+        expect(await deliveryRow.locator("[data-testid=attempt]").count()).toBe(1);
+        expect(await deliveryRow.locator("[data-testid=attempt-result]").innerText()).toContain("500");
+        expect(await deliveryRow.innerText()).toContain("receiver is down for maintenance");
 
-      // Rotating shows the new secret once, and it signs from then on.
-      page.once("dialog", (dialog) => void dialog.accept());
-      await endpointRow.getByRole("button", { name: "Rotate secret" }).click();
-      await page.waitForSelector("#secret:not([hidden])");
-      const secret = await page.locator("#secret-value").innerText();
-      expect(secret).toMatch(/^whsec_/);
-      receiver.verifyWith(path, secret);
-      await endpointRow.getByRole("button", { name: "Send test" }).click();
-      await receiver.waitFor(() => receiver.on(path).some((hook) => hook.verifiedBy.includes(secret)), 15_000);
-      await expectEventually(
-        () => page.locator("tr[data-delivery]").count(),
-        (value) => expect(value).toBe(2),
-        { timeoutMs: 15_000 },
-      );
+        // The outcome filter: "succeeded" hides the failed delivery, "failed" shows it.
+        await page.selectOption("#filter-status", "SUCCEEDED");
+        await expectEventually(
+          () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
+          (value) => expect(value).toBe(0),
+        );
+        await page.selectOption("#filter-status", "FAILED");
+        await expectEventually(
+          () => page.locator(`tr[data-delivery="${delivery.id}"]`).count(),
+          (value) => expect(value).toBe(1),
+        );
+        await page.selectOption("#filter-status", "");
 
-      await endpointRow.getByRole("button", { name: "Disable" }).click();
-      await expectEventually(
-        () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
-        (value) => expect(value).toContain("disabled"),
-      );
-      expect((await http(caller, "GET", `/v1/webhooks/${endpoint.id}`)).body.enabled).toBe(false);
-      if (SCREENSHOT) {
-        await endpointRow.getByRole("button", { name: "Enable" }).click();
+        healthy = true;
+        await deliveryRow.getByRole("button", { name: "Resend" }).click();
+        // No reload, no polling: the subscription's message brings the second attempt.
+        await expectEventually(
+          () => deliveryRow.locator("[data-testid=delivery-status]").innerText(),
+          (value) => expect(value).toBe("succeeded"),
+          { timeoutMs: 15_000 },
+        );
+        expect(await deliveryRow.locator("[data-testid=attempt]").count()).toBe(2);
+        expect(await deliveryRow.locator("[data-testid=attempt-result]").nth(1).innerText()).toContain("200");
         await expectEventually(
           () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
           (value) => expect(value).toContain("healthy"),
+          { timeoutMs: 15_000 },
         );
-        await page.screenshot({ path: SCREENSHOT.replace(".png", `-${kind}.png`), fullPage: true });
+        expect(receiver.on(path).map((hook) => hook.webhookId)).toEqual([delivery.id, delivery.id]);
+
+        // Rotating shows the new secret once, and it signs from then on.
+        page.once("dialog", (dialog) => void dialog.accept());
+        await endpointRow.getByRole("button", { name: "Rotate secret" }).click();
+        await page.waitForSelector("#secret:not([hidden])");
+        const secret = await page.locator("#secret-value").innerText();
+        expect(secret).toMatch(/^whsec_/);
+        receiver.verifyWith(path, secret);
+        await endpointRow.getByRole("button", { name: "Send test" }).click();
+        await receiver.waitFor(() => receiver.on(path).some((hook) => hook.verifiedBy.includes(secret)), 15_000);
+        await expectEventually(
+          () => page.locator("tr[data-delivery]").count(),
+          (value) => expect(value).toBe(2),
+          { timeoutMs: 15_000 },
+        );
+
+        await endpointRow.getByRole("button", { name: "Disable" }).click();
+        await expectEventually(
+          () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+          (value) => expect(value).toContain("disabled"),
+          { timeoutMs: 15_000 },
+        );
+        expect((await http(caller, "GET", `/v1/webhooks/${endpoint.id}`)).body.enabled).toBe(false);
+        if (SCREENSHOT) {
+          await endpointRow.getByRole("button", { name: "Enable" }).click();
+          await expectEventually(
+            () => endpointRow.locator("[data-testid=endpoint-state]").innerText(),
+            (value) => expect(value).toContain("healthy"),
+          );
+          await page.screenshot({ path: SCREENSHOT.replace(".png", `-${kind}.png`), fullPage: true });
+        }
+        expect(pageErrors).toEqual([]);
+        expect(outside).toEqual([]);
+        expect(sockets.length).toBeGreaterThan(0);
+        expect(sockets.filter((url) => !url.startsWith("ws://127.0.0.1:"))).toEqual([]);
+      } finally {
+        await context.close();
       }
-      expect(pageErrors).toEqual([]);
-      expect(outside).toEqual([]);
-      expect(sockets.length).toBeGreaterThan(0);
-      expect(sockets.filter((url) => !url.startsWith("ws://127.0.0.1:"))).toEqual([]);
-    } finally {
-      await context.close();
-    }
-  }, 90_000);
+    }, 90_000);
+  });
 });

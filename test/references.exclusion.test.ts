@@ -173,4 +173,14 @@ describe.each(DATABASE_KINDS)("exclusion filters on %s", (kind) => {
     expect(refused.status).toBe(400);
     expect(refused.body.errors[0].pointer).toBe("exclude_tag_ids");
   });
+
+  it("REST: tag_match=none is refused with the allowed values and where exclusion lives", async () => {
+    const refused = await http(owner, "GET", `/v1/references?tag_ids=${tags.red}&tag_match=none`);
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors).toEqual([{ pointer: "tag_match", code: "ENUM", message: "must be one of all, any" }]);
+    expect(refused.body.detail).toBe(
+      "query parameter tag_match must be one of all, any " +
+        "(to leave out references carrying tags, use exclude_tag_ids or exclude_tag_names)",
+    );
+  });
 });

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "@jest/globals";
+import { expectEventually } from "./support/expect-eventually.ts";
 import { createTestDatabase, TEST_WEBHOOK_SECRET_KEY, type TestDatabase } from "./support/test-server.ts";
 
 /*
@@ -152,8 +153,41 @@ describe("the server process", () => {
 
     const second = await startServerProcess(databaseUrl);
     expect(second.output()).not.toContain("default organization created");
+    // Every start, not only the first, says where to go; without a terminal as one JSON record.
+    for (const { output, url } of [first, second]) {
+      const ready = output()
+        .split("\n")
+        .filter((line) => line.startsWith("{"))
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .find((record) => typeof record.msg === "string" && record.msg.startsWith("reftrail is ready"));
+      expect(ready).toMatchObject({
+        explorer: `${url}/graphql`,
+        operator: `${url}/operator`,
+        openapi: `${url}/v1/openapi.json`,
+        health: `${url}/healthz`,
+      });
+    }
     second.child.kill("SIGTERM");
     expect(await exitOf(second.child)).toBe(0);
+  });
+
+  it("with LOG_FORMAT=pretty prints readable lines, one per request, and where to go", async () => {
+    const server = await startServerProcess(`file:${join(folder, "pretty.db")}`, { LOG_FORMAT: "pretty" });
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    await expectEventually(
+      () => server.output(),
+      (output) => expect(output).toMatch(/INFO.*GET \/healthz 200 [\d.]+ ms/),
+      { timeoutMs: 15_000 },
+    );
+    const output = server.output();
+    expect(output).toContain(`GraphQL explorer  ${server.url}/graphql`);
+    expect(output).toContain(`operator page     ${server.url}/operator`);
+    expect(output).toContain(`REST (OpenAPI)    ${server.url}/v1/openapi.json`);
+    expect(output).toContain(`health            ${server.url}/healthz`);
+    expect(output.split("\n").filter((line) => line.startsWith("{"))).toEqual([]);
+    expect(output).not.toContain("incoming request");
+    server.child.kill("SIGTERM");
+    expect(await exitOf(server.child)).toBe(0);
   });
 
   it("says how to create the first organization when a production server starts without one", async () => {

@@ -46,7 +46,7 @@ describe.each(DATABASE_KINDS)("webhookDeliveryAttempts on %s", (kind) => {
       expect((await http(caller, "POST", `/v1/webhooks/${watched.id}/test`)).status).toBe(202);
       await feed.waitFor(() => feed.data.some((message) => message.webhookDeliveryAttempts.status === "SUCCEEDED"));
       const last = feed.data.at(-1)!.webhookDeliveryAttempts;
-      expect(last).toMatchObject({ endpointId: watched.id, eventType: "webhook_test", attemptCount: 1 });
+      expect(last).toMatchObject({ endpointId: watched.id, eventType: "WEBHOOK_TEST", attemptCount: 1 });
       expect(last.attempts).toEqual([{ statusCode: 200, responseBody: "ok" }]);
       expect(feed.data.every((message) => message.webhookDeliveryAttempts.endpointId === watched.id)).toBe(true);
       await everything.waitFor(

@@ -71,7 +71,7 @@ describe.each(DATABASE_KINDS)("webhooks over GraphQL on %s", (kind) => {
     expect(delivery).toMatchObject({
       id: hook!.webhookId,
       endpointId: id,
-      eventType: "reference_created",
+      eventType: "REFERENCE_CREATED",
       attemptCount: 1,
       nextAttemptAt: null,
     });
@@ -119,7 +119,7 @@ describe.each(DATABASE_KINDS)("webhooks over GraphQL on %s", (kind) => {
       `mutation ($id: ID!) { sendTestWebhook(input: { endpointId: $id }) { delivery { id eventType status } } }`,
       { id },
     );
-    expect(test.sendTestWebhook.delivery).toMatchObject({ eventType: "webhook_test", status: "PENDING" });
+    expect(test.sendTestWebhook.delivery).toMatchObject({ eventType: "WEBHOOK_TEST", status: "PENDING" });
     const [, testHook] = await receiver.waitForCount(path, 2);
     expect(testHook!.webhookId).toBe(test.sendTestWebhook.delivery.id);
     expect(testHook!.verifiedBy).toEqual([created.secret, rotated.secret]);

@@ -23,6 +23,8 @@ export type ExtractionStatus = ExtractionOutcome["status"];
 export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
 export type WebhookDeliveryStatus = DeliveryStatus;
 export type WebhookTagFilterState = TagFilterState;
+/** What a webhook delivery carries: a lifecycle event, or the test event `sendTestWebhook` queues. */
+export type WebhookEventType = LifecycleEventType | "webhook_test";
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -32,6 +34,7 @@ function enumNames<Value extends string>(values: readonly Value[]): EnumNames<Va
 
 export const DEACTIVATE_REASON_NAMES = enumNames<DeactivateReason>(DEACTIVATE_REASONS);
 export const LIFECYCLE_EVENT_TYPE_NAMES = enumNames<LifecycleEventType>(LIFECYCLE_EVENT_TYPES);
+export const WEBHOOK_EVENT_TYPE_NAMES = enumNames<WebhookEventType>([...LIFECYCLE_EVENT_TYPES, "webhook_test"]);
 export const EXTRACTION_STATUS_NAMES = enumNames<ExtractionStatus>(["succeeded", "failed"]);
 export const INGESTION_MODE_NAMES = enumNames<IngestionMode>(INGESTION_MODES);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);

@@ -20,7 +20,8 @@ import {
   type GraphqlErrorMasking,
 } from "./error-masking.ts";
 import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "./errors.ts";
-import { registerExplorer, renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
+import { registerExplorer } from "./explorer-assets.ts";
+import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "./graphql-js.ts";
 import { authenticateHeaders } from "../authentication.ts";

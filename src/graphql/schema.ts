@@ -10,6 +10,7 @@ import {
   LIFECYCLE_EVENT_TYPE_NAMES,
   TAG_MATCH_NAMES,
   WEBHOOK_DELIVERY_STATUS_NAMES,
+  WEBHOOK_EVENT_TYPE_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
@@ -46,6 +47,7 @@ const enumResolvers: Resolvers = {
   LifecycleEventType: LIFECYCLE_EVENT_TYPE_NAMES,
   TagMatch: TAG_MATCH_NAMES,
   WebhookDeliveryStatus: WEBHOOK_DELIVERY_STATUS_NAMES,
+  WebhookEventType: WEBHOOK_EVENT_TYPE_NAMES,
   WebhookTagFilterState: WEBHOOK_TAG_FILTER_STATE_NAMES,
 };
 

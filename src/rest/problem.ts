@@ -103,7 +103,19 @@ export function fromDomainError(error: DomainError): Problem {
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
-  return problem(status, error.code, renderFieldNames(error.message, snakeCase), extra);
+  return problem(status, error.code, detailOf(error, location), extra);
+}
+
+/**
+ * The problem's `detail`. A validation failure names its first field as the `pointer` of `errors[0]` names it
+ * (`/tag_ids/0`), not as the domain's dotted path.
+ */
+function detailOf(error: DomainError, location: "body" | "query"): string {
+  const [first, ...more] = error.issues;
+  if (error.code !== "VALIDATION_FAILED" || first === undefined) return renderFieldNames(error.message, snakeCase);
+  const at = first.path.length > 0 ? pointerFor(first, location) : location;
+  const summary = `${renderFieldNames(first.message, snakeCase)} (at ${at})`;
+  return more.length > 0 ? `${summary} and ${more.length} more` : summary;
 }
 
 /** ajv error -> issue; `instancePath` is already a JSON pointer. */
@@ -123,6 +135,11 @@ const QUERY_PARAMETER_CODES: Record<string, ErrorCode> = {
   type: "INVALID_EVENT_TYPE",
 };
 
+/** What a caller who sent a wrong value most likely wanted instead. */
+const QUERY_PARAMETER_HINTS: Record<string, string> = {
+  tag_match: "to leave out references carrying tags, use exclude_tag_ids or exclude_tag_names",
+};
+
 /** A 400 for one query parameter, with the parameter's own code (`INVALID_LIMIT`, ...) as for schema errors. */
 export function queryParameterProblem(parameter: string, message: string): Problem {
   return fromValidationError([{ keyword: "type", instancePath: `/${parameter}`, message, params: {} }], "querystring");
@@ -133,21 +150,25 @@ function fromValidationError(errors: readonly AjvError[], context: string | unde
     let pointer = error.instancePath;
     if (error.keyword === "required") pointer += `/${String(error.params.missingProperty)}`;
     if (error.keyword === "additionalProperties") pointer += `/${String(error.params.additionalProperty)}`;
+    const allowed = error.keyword === "enum" ? error.params.allowedValues : undefined;
     const message =
       error.keyword === "additionalProperties"
         ? `unknown field "${String(error.params.additionalProperty)}"`
         : error.keyword === "maxProperties" || error.keyword === "minProperties"
           ? "a tag entry must have exactly one of id or name"
-          : (error.message ?? "is invalid");
+          : Array.isArray(allowed)
+            ? `must be one of ${allowed.map(String).join(", ")}`
+            : (error.message ?? "is invalid");
     return { pointer, code: error.keyword.toUpperCase(), message };
   });
   if (context === "querystring") {
     const parameter = issues[0]?.pointer.replace(/^\//, "").split("/")[0] ?? "";
     const code = QUERY_PARAMETER_CODES[parameter] ?? "INVALID_QUERY_PARAMETER";
+    const hint = QUERY_PARAMETER_HINTS[parameter];
     const detail =
       parameter === "limit"
         ? "limit must be an integer from 1 to 500"
-        : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}`;
+        : `query parameter ${parameter} ${issues[0]?.message ?? "is invalid"}${hint ? ` (${hint})` : ""}`;
     return problem(400, code, detail, {
       errors: issues.map((issue) => ({ ...issue, pointer: issue.pointer.replace(/^\//, "").split("/")[0] ?? "" })),
     });

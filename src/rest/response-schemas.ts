@@ -188,7 +188,16 @@ export const RESPONSE_SCHEMAS = [
       reference_id: uuid,
       organization_id: uuid,
       type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
-      detail: { ...freeForm, description: "Type-specific facts (see the README); always has reference_id" },
+      detail: {
+        ...freeForm,
+        description:
+          "Type-specific facts, snake_case keys; always reference_id and organization_id. By type: " +
+          "reference_created: identifier_type, identifier_value, carrier_scac, parent_reference_id; " +
+          "reference_deactivated: deactivate_reason, auto_unsubscribed; reference_reactivated: nothing more; " +
+          "reference_update_created: reference_update_id, update; extraction_succeeded: status; " +
+          "extraction_failed: status, error {code, message}, consecutive_failures; " +
+          "estimated_departure_changed / estimated_arrival_changed: previous, current (docs/contract.md)",
+      },
     }),
   },
   { $id: "LifecycleEventPage", ...page("A page of the lifecycle log", "LifecycleEvent") },

@@ -143,7 +143,11 @@ const graphqlEndpoint = (node: any): EndpointView => ({
   eventTypes: node.eventTypes?.map(lower) ?? null,
 });
 
-const graphqlDelivery = (node: any): DeliveryView => ({ ...node, status: lower(node.status) });
+const graphqlDelivery = (node: any): DeliveryView => ({
+  ...node,
+  status: lower(node.status),
+  eventType: lower(node.eventType),
+});
 
 function graphqlInput(input: EndpointInput): Record<string, unknown> {
   return {

@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -113,7 +113,7 @@ export type CreateWebhookEndpointPayload = {
   webhookEndpoint: WebhookEndpoint;
 };
 
-/** Why a reference was deactivated (SPEC §6). */
+/** Why a reference was deactivated. */
 export type DeactivateReason =
   /** The carrier could not be found. */
   | 'carrier_not_found'
@@ -349,7 +349,7 @@ export type LifecycleEventFilter = {
   types?: InputMaybe<Array<LifecycleEventType>>;
 };
 
-/** What a lifecycle event records (SPEC §7). The type decides what `detail` holds. */
+/** What a lifecycle event records. The type decides what `detail` holds (docs/contract.md lists each type's fields). */
 export type LifecycleEventType =
   /** The estimated arrival changed. `detail`: `previous`, `current`. */
   | 'estimated_arrival_changed'
@@ -1021,13 +1021,14 @@ export type SendTestWebhookPayload = {
 export type Subscription = {
   __typename?: 'Subscription';
   /**
-   * The organization's lifecycle events as they are committed, in log order (`occurredAt`, then `id`), filtered
-   * as asked (all given filters must match; an empty list is no filter). Each message is an edge: its `cursor`
-   * resumes after that event. With `after`, the events after that cursor are replayed first and the subscription
-   * then continues live, with no gap and no duplicate; without it, the subscription receives the events that
-   * occur from the moment it starts. Events are sent a short delay after they occur (250 ms by default), once
-   * their transaction has committed; an event whose transaction commits later than that still arrives, once,
-   * possibly out of order (its message's cursor is then that of the latest event sent before it).
+   * The organization's lifecycle events, each sent once after its transaction has committed, in live order: the
+   * order in which their transactions committed (one transaction's events in the order written). Every
+   * subscriber, on every instance, receives the same events in the same order. Live order can differ from the
+   * order of `Reference.events` (`occurredAt`, then `id`) only among events whose transactions ran at the same
+   * time. Filters narrow the events (all given filters must match; an empty list is no filter). Each message is an
+   * edge: its `cursor` resumes after that event. With `after`, the events after that cursor are replayed first and
+   * the subscription then continues live, with no gap and no duplicate; without it, the subscription receives the
+   * events committed from the moment it starts.
    */
   lifecycleEvents: LifecycleEventEdge;
   /**
@@ -1208,8 +1209,11 @@ export type WebhookDelivery = Node & {
   endpointId: Scalars['ID']['output'];
   /** The event it carries (the body's `id`); for a test event, an id of its own. */
   eventId: Scalars['ID']['output'];
-  /** The event's type (a lifecycle event type in snake_case, or `webhook_test`). */
-  eventType: Scalars['String']['output'];
+  /**
+   * The event's type: a lifecycle event type, or `WEBHOOK_TEST` for a test event. (The body's `type` spells it in
+   * snake_case, as REST does.)
+   */
+  eventType: WebhookEventType;
   /** The delivery's identifier (a UUIDv7): the `webhook-id` header of its requests. */
   id: Scalars['ID']['output'];
   /** When the next attempt is due; null once the delivery succeeded or failed. */
@@ -1331,6 +1335,19 @@ export type WebhookEndpointEdge = {
   /** The endpoint. */
   node: WebhookEndpoint;
 };
+
+/** What a webhook delivery carries: a lifecycle event type (the same values as `LifecycleEventType`), or a test event. */
+export type WebhookEventType =
+  | 'estimated_arrival_changed'
+  | 'estimated_departure_changed'
+  | 'extraction_failed'
+  | 'extraction_succeeded'
+  | 'reference_created'
+  | 'reference_deactivated'
+  | 'reference_reactivated'
+  | 'reference_update_created'
+  /** A test event queued by `sendTestWebhook` (not a lifecycle event). */
+  | 'webhook_test';
 
 /** The state of a webhook endpoint's tag filter. */
 export type WebhookTagFilterState =
@@ -1517,6 +1534,7 @@ export type ResolversTypes = ResolversObject<{
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
+  WebhookEventType: ResolverTypeWrapper<WebhookEventTypeModel>;
   WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
@@ -1884,7 +1902,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   endpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
-  eventType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  eventType?: Resolver<ResolversTypes['WebhookEventType'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
@@ -1930,6 +1948,8 @@ export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentTyp
   cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   node?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
+
+export type WebhookEventTypeResolvers = { ESTIMATED_ARRIVAL_CHANGED: 'estimated_arrival_changed', ESTIMATED_DEPARTURE_CHANGED: 'estimated_departure_changed', EXTRACTION_FAILED: 'extraction_failed', EXTRACTION_SUCCEEDED: 'extraction_succeeded', REFERENCE_CREATED: 'reference_created', REFERENCE_DEACTIVATED: 'reference_deactivated', REFERENCE_REACTIVATED: 'reference_reactivated', REFERENCE_UPDATE_CREATED: 'reference_update_created', WEBHOOK_TEST: 'webhook_test' };
 
 export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
@@ -1988,6 +2008,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
+  WebhookEventType?: WebhookEventTypeResolvers;
   WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

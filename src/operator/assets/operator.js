@@ -236,7 +236,7 @@ function renderDeliveries() {
         el(
           "td",
           {},
-          el("div", {}, delivery.eventType),
+          el("div", {}, lower(delivery.eventType)),
           el("div", { class: "sub mono", title: "webhook-id" }, delivery.id),
         ),
         el("td", { class: "url" }, endpoint.url),
