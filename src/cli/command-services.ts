@@ -6,8 +6,8 @@ import { CursorCodec } from "../domain/shared/cursor.ts";
 import { WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { openDatabase, type Database } from "../store/database.ts";
 import { explainDatabaseError } from "../store/database-hints.ts";
-import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
-import { PrismaStore } from "../store/prisma-store.ts";
+import { migrateDatabase, type MigrationResult } from "../store/prisma/migration-runner.ts";
+import { SqlStore } from "../store/sql/sql-store.ts";
 import { SecretCipher } from "../store/secret-cipher.ts";
 
 /**
@@ -17,7 +17,7 @@ import { SecretCipher } from "../store/secret-cipher.ts";
  */
 function buildCommandServices(config: Config, database: Database) {
   // No command reads a webhook secret: the key is only looked up if one ever does (so none is needed here).
-  const store = new PrismaStore(database, new SecretCipher(() => loadWebhookSecretKey(config)));
+  const store = new SqlStore(database, new SecretCipher(() => loadWebhookSecretKey(config)));
   const lifecycleLog = new LifecycleLogService(
     store,
     systemClock,

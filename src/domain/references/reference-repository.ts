@@ -2,7 +2,7 @@ import type { Reference, ReferenceUpdate, TaggedReference } from "../models.ts";
 
 /*
  * What references need from persistence (references, their children and tag links, the update documents
- * reported for them), implemented in src/store/prisma-reference-repository.ts. Reached as `store.references` of
+ * reported for them), implemented in src/store/sql/reference-repository.ts. Reached as `store.references` of
  * a `Store`: inside `store.transaction` it writes in that transaction.
  */
 

@@ -1,7 +1,7 @@
 import type { Tag } from "../models.ts";
 
 /*
- * What tags need from persistence, implemented in src/store/prisma-tag-repository.ts. Reached as `store.tags`
+ * What tags need from persistence, implemented in src/store/sql/tag-repository.ts. Reached as `store.tags`
  * of a `Store`: inside `store.transaction` it writes in that transaction.
  */
 

@@ -1,15 +1,15 @@
-import type { Tag } from "../domain/models.ts";
-import type { TagListQuery, TagRepository } from "../domain/tags/tag-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
+import type { Tag } from "../../domain/models.ts";
+import type { TagListQuery, TagRepository } from "../../domain/tags/tag-repository.ts";
+import type { Database, PrismaClient } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, toDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
+import type { SqlExecutor } from "./executor.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
  * The tags table (and the reference_tags links as seen from tags). Built by the unit of work
- * (src/store/prisma-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
+ * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
 
 interface TagRow {
@@ -39,14 +39,14 @@ function keyedTagFromRow(row: TagRow & { readonly name_key: string }): Tag & { n
   return { ...tagFromRow(row), nameKey: row.name_key };
 }
 
-export class PrismaTagRepository implements TagRepository {
+export class SqlTagRepository implements TagRepository {
   constructor(
     private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
     private readonly sql: SqlExecutor,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
   private get client(): PrismaClient {
     return this.database.prisma;
   }

@@ -1,19 +1,19 @@
-import type { Reference, ReferenceUpdate, TaggedReference } from "../domain/models.ts";
+import type { Reference, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
 import type {
   ListedTags,
   ReferenceListQuery,
   ReferenceRepository,
   ReferenceTagFilter,
-} from "../domain/references/reference-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
+} from "../../domain/references/reference-repository.ts";
+import type { Database, PrismaClient } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
- * (src/store/prisma-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
+ * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
 
 interface ReferenceRow {
@@ -97,7 +97,7 @@ const REFERENCE_COLUMNS = Prisma.raw(
     .join(", "),
 );
 
-export class PrismaReferenceRepository implements ReferenceRepository {
+export class SqlReferenceRepository implements ReferenceRepository {
   constructor(
     private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
@@ -106,7 +106,7 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     private readonly inTransaction: boolean,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
   private get client(): PrismaClient {
     return this.database.prisma;
   }

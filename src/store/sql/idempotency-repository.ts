@@ -1,7 +1,7 @@
-import type { Clock } from "../domain/shared/clock.ts";
-import type { IdempotencyRecord, IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
-import type { Database } from "./database.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type { Clock } from "../../domain/shared/clock.ts";
+import type { IdempotencyRecord, IdempotencyStore } from "../../domain/idempotency/idempotency-store.ts";
+import type { Database } from "../database.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 interface IdempotencyRow {
   readonly organization_id: string;
@@ -13,7 +13,7 @@ interface IdempotencyRow {
 }
 
 /** Stored responses for `Idempotency-Key` (table idempotency_records), one statement each on the driver. */
-export class PrismaIdempotencyStore implements IdempotencyStore {
+export class SqlIdempotencyRepository implements IdempotencyStore {
   constructor(
     private readonly database: Database,
     private readonly clock: Clock,
