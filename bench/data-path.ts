@@ -6,15 +6,22 @@
  *
  * Settings: DATA_PATH_KIND sqlite|postgres, DATA_PATH_REFERENCES 2000, DATA_PATH_SECONDS 8,
  * DATA_PATH_CONNECTIONS 50, DATA_PATH_ROUNDS 1 (rounds alternate anchor and row).
+ *
+ * DATA_PATH_MODE=inject measures CPU per request instead: each request injected into the server in-process
+ * (Fastify's `inject`, no sockets), one at a time, anchors and rows interleaved, DATA_PATH_REQUESTS 2000 each;
+ * on a loaded machine the interleaving keeps the ratios comparable where req/s under load are not.
  */
 import "./production-env.ts";
 import { loadavg } from "node:os";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
 import { v7 } from "uuid";
+import { ApolloServer } from "@apollo/server";
+import { fastifyApolloHandler } from "@as-integrations/fastify";
+import Fastify from "fastify";
 import { startBaseline, HELLO_QUERY } from "./baseline.ts";
 import { LoadGenerator, type LoadSpec } from "./load.ts";
-import { dbTime, prng, type Kind } from "./seed.ts";
+import { dbTime, prng, tagListBackfill, type Kind } from "./seed.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { sqliteFilePath } from "../src/store/database.ts";
 import { tagNameKey } from "../src/domain/tags/tag-name.ts";
@@ -139,12 +146,84 @@ async function seed(url: string, organizationId: string): Promise<Seeded> {
   return { referenceIds, tagNames: tags.map((t) => t.name) };
 }
 
-/** Where the references keep their tags on the row (migration 0009), fills it as the migration's backfill does. */
+/** Fills the references' tag lists as migration 0009 does (absent before that migration). */
 function backfillTagLists(sqlite: Sqlite.Database | null, postgres: pg.Client | null): Promise<unknown> | void {
-  const sql = process.env.DATA_PATH_BACKFILL;
-  if (!sql) return;
+  let sql: string;
+  try {
+    sql = tagListBackfill(kind);
+  } catch {
+    return;
+  }
   if (sqlite) sqlite.exec(sql);
   else return postgres!.query(sql);
+}
+
+/** Mean microseconds per request, each kind of request injected in turn (see DATA_PATH_MODE=inject). */
+async function measureInjected(
+  app: Awaited<ReturnType<typeof startBenchApp>>,
+  key: string,
+  referenceIds: readonly string[],
+  tagNames: readonly string[],
+): Promise<void> {
+  const anchor = Fastify({ logger: false });
+  const apollo = new ApolloServer({
+    typeDefs: "type Query { hello: String }",
+    resolvers: { Query: { hello: () => "world" } },
+  });
+  await apollo.start();
+  anchor.route({ method: ["GET", "POST"], url: "/graphql", handler: fastifyApolloHandler(apollo) });
+  anchor.get("/hello", async () => ({ hello: "world" }));
+  await anchor.ready();
+  await app.http.ready();
+  const headers = { "x-api-key": key, "content-type": "application/json", "cache-control": "no-cache" };
+  const random = prng(11);
+  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+  const kinds: Record<string, () => Promise<{ statusCode: number }>> = {
+    fhello: () => anchor.inject({ method: "GET", url: "/hello" }),
+    ahello: () =>
+      anchor.inject({
+        method: "POST",
+        url: "/graphql",
+        headers: { "content-type": "application/json" },
+        payload: HELLO_QUERY,
+      }),
+    reference: () =>
+      app.http.inject({
+        method: "POST",
+        url: "/graphql",
+        headers,
+        payload: JSON.stringify({ query: REFERENCE_QUERY, variables: { id: pick(referenceIds) } }),
+      }),
+    page: () => {
+      const a = pick(tagNames);
+      let b = pick(tagNames);
+      while (b === a) b = pick(tagNames);
+      return app.http.inject({
+        method: "GET",
+        url: `/v1/references?tag_names=${a}&tag_names=${b}&tag_match=any&limit=50`,
+        headers,
+      });
+    },
+  };
+  const requests = Number(process.env.DATA_PATH_REQUESTS ?? 2000);
+  const total: Record<string, number> = { fhello: 0, ahello: 0, reference: 0, page: 0 };
+  for (let round = -1; round < requests / 100; round++) {
+    for (const [name, send] of Object.entries(kinds)) {
+      const started = performance.now();
+      for (let i = 0; i < 100; i++) {
+        const response = await send();
+        if (response.statusCode !== 200) throw new Error(`${name} answered ${response.statusCode}`);
+      }
+      // The first round warms up.
+      if (round >= 0) total[name]! += performance.now() - started;
+    }
+  }
+  const us = (name: string) => (total[name]! * 1000) / requests;
+  console.log(
+    `${kind} ${referenceCount} inject µs/request: fhello ${us("fhello").toFixed(0)} ahello ${us("ahello").toFixed(0)} reference ${us("reference").toFixed(0)} page ${us("page").toFixed(0)}; reference ${(us("ahello") / us("reference")).toFixed(3)}x Apollo, page ${(us("fhello") / us("page")).toFixed(4)}x Fastify (load ${loadavg()[0]!.toFixed(2)})`,
+  );
+  await anchor.close();
+  await apollo.stop();
 }
 
 async function main() {
@@ -156,6 +235,12 @@ async function main() {
   const { referenceIds, tagNames } = await seed(database.url, organization.id);
   console.log(`${kind}: seeded ${referenceCount} references in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   app = await startBenchApp(database.url);
+  if (process.env.DATA_PATH_MODE === "inject") {
+    await measureInjected(app, apiKey.key, referenceIds, tagNames);
+    await app.close();
+    await database.drop();
+    return;
+  }
   await app.http.listen({ host: "127.0.0.1", port: 0 });
   const address = app.http.server.address() as { port: number };
   const base = `http://127.0.0.1:${address.port}`;

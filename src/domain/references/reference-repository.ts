@@ -66,8 +66,13 @@ export interface ReferenceRepository {
   ): Promise<Map<string, string[]>>;
   /** Oldest first, with their tags, in one statement. */
   findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>>;
-  /** One multi-row statement whatever the number of tags; links that exist stay as they are. */
+  /**
+   * One multi-row statement whatever the number of tags; links that exist stay as they are. The reference's tag
+   * list (what pages read) is rewritten with them. Call it inside `transaction`, with the reference locked
+   * (`lockReference`) or inserted in that transaction.
+   */
   linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
+  /** Removes one link and rewrites the tag list; called as `linkTags` is. */
   unlinkTag(referenceId: string, tagId: string): Promise<void>;
   countReferenceTags(referenceId: string): Promise<number>;
 

@@ -309,7 +309,8 @@ export class ReferenceService {
    */
   async removeTag(organizationId: string, referenceId: string, tagId: string): Promise<void> {
     await this.store.transaction(async (store) => {
-      const reference = await this.getReferenceIn(store, organizationId, referenceId);
+      // Locked like every change of a reference's tags (ReferenceRepository.unlinkTag).
+      const reference = await this.lockReferenceIn(store, organizationId, referenceId);
       const [tag] = isUuid(tagId) ? await store.tags.findTagsByIds(organizationId, [tagId.toLowerCase()]) : [];
       if (!tag) throw notFound("tag");
       await store.references.unlinkTag(reference.id, tag.id);

@@ -48,7 +48,7 @@ export class SqlStore implements Store {
   }
 
   get tags(): TagRepository {
-    this.tagRepository ??= new SqlTagRepository(this.database, this.sql);
+    this.tagRepository ??= new SqlTagRepository(this.database, this.sql, this.unit !== null);
     return this.tagRepository;
   }
 
