@@ -103,9 +103,9 @@ function referenceIdsByTags(
         SELECT rt."reference_id" FROM ${links} WHERE ${where(Prisma.sql`rt."tag_id" = ${tagOf(entry)}`)}
         ORDER BY rt."reference_id" DESC LIMIT ${limit}) AS ${Prisma.raw(`"walk_${index}"`)}`,
     );
-    return Prisma.sql`
-      SELECT DISTINCT "reference_id" FROM (${Prisma.join(walks, " UNION ALL ")}) AS "walks"
-      ORDER BY "reference_id" DESC LIMIT ${limit}`;
+    // UNION with the page's order and limit: SQLite merges the walks as they come (MERGE (UNION)) instead of
+    // collecting them all in a temporary B-tree for DISTINCT and sorting them again.
+    return Prisma.sql`${Prisma.join(walks, " UNION ")} ORDER BY "reference_id" DESC LIMIT ${limit}`;
   }
   // `all`: the first listed tag drives the walk; each other one must be on the candidate. A listed tag that
   // does not exist makes its subquery NULL, so nothing matches, as the contract says.
