@@ -58,7 +58,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
       },
     };
   }
-  const prisma = openPostgresPrisma(url, options.onQuery);
+  const { prisma, close: closePrisma } = openPostgresPrisma(url, options.onQuery);
   const sql = new PostgresExecutor(url, options.onQuery, enterUnitForPrisma);
   return {
     provider,
@@ -66,7 +66,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     prisma,
     sql,
     close: async () => {
-      await prisma.$disconnect();
+      await closePrisma();
       await sql.close();
     },
   };

@@ -71,12 +71,25 @@ export async function openSqlitePrisma(
   };
 }
 
-/** The PostgreSQL client, on a small pool of its own whose statements join the open unit of work (unit-bridge.ts). */
-export function openPostgresPrisma(url: string, onQuery?: (sql: string) => void): PrismaClient {
+/**
+ * The PostgreSQL client, on a small pool of its own whose statements join the open unit of work (unit-bridge.ts).
+ * `close` disconnects the client and ends the pool (Prisma leaves a pool it was handed open).
+ */
+export function openPostgresPrisma(
+  url: string,
+  onQuery?: (sql: string) => void,
+): { prisma: PrismaClient; close: () => Promise<void> } {
   const pool = new UnitRoutedPool({ connectionString: url, max: PRISMA_POOL_SIZE });
   pool.on("error", () => {});
   pool.on("connect", (connection) => connection.on("error", () => {}));
   const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];
   const client = new PostgresPrismaClient({ adapter: new PrismaPg(pool), log });
-  return logQueries(client as unknown as PrismaClient, onQuery);
+  const prisma = logQueries(client as unknown as PrismaClient, onQuery);
+  return {
+    prisma,
+    close: async () => {
+      await prisma.$disconnect();
+      await pool.end();
+    },
+  };
 }
