@@ -17,9 +17,24 @@ import { v7 } from "uuid";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { LIFECYCLE_EVENT_TYPES } from "../src/domain/lifecycle/lifecycle-event.ts";
 import { tagNameKey } from "../src/domain/tags/tag-name.ts";
+import { readFileSync } from "node:fs";
 import { sqliteFilePath } from "../src/store/database.ts";
 
 export type Kind = "sqlite" | "postgres";
+
+/**
+ * The statement of migration 0009 that fills every reference's `tag_list` from its links: seeded rows are
+ * written past the store, so their lists are built the way the migration builds existing ones.
+ */
+export function tagListBackfill(kind: Kind): string {
+  const migration = readFileSync(
+    new URL(`../prisma/migrations/${kind}/0009_reference_tag_lists/migration.sql`, import.meta.url),
+    "utf8",
+  );
+  const update = migration.split(";").find((statement) => /^\s*UPDATE\b/m.test(statement.replace(/^\s*--.*$/gm, "")));
+  if (!update) throw new Error("migration 0009 has no UPDATE statement");
+  return update.replace(/^\s*--.*$/gm, "");
+}
 
 const debug = (message: string) => {
   if (process.env.BENCH_DEBUG) console.error(`[seed] ${message}`);
@@ -397,6 +412,7 @@ export async function seedReferences(options: SeedReferencesOptions): Promise<Se
     referenceTagRows += linkRows.length;
     await writer.insert("lifecycle_events", EVENT_COLUMNS, eventBatch);
     eventRows += eventBatch.length;
+    await writer.exec(tagListBackfill(kind));
     await writer.runDeferredTriggers();
     for (const sql of recreate) await writer.exec(sql);
     await writer.commit();
@@ -530,6 +546,7 @@ export async function seedEventLog(options: SeedEventLogOptions): Promise<Seeded
       await writer.insert("lifecycle_events", EVENT_COLUMNS, rows);
     }
     debug(`events inserted ${((performance.now() - started) / 1000).toFixed(1)}s`);
+    if (options.tags.length > 0) await writer.exec(tagListBackfill(kind));
     await writer.runDeferredTriggers();
     for (const sql of recreate) await writer.exec(sql);
     debug(`indexes rebuilt ${((performance.now() - started) / 1000).toFixed(1)}s`);

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 // `prisma generate` (7.x) looks for the Rust schema engine and downloads it when missing, which fails offline,
 // but it never runs the engine to generate a client. Pointing it at a stub that always fails makes generation
 // work with no network; commands that do need the engine (`migrate diff`, `migrate deploy`) fail loudly
-// instead of half-working. The project applies its migrations with its own runner (src/store/migrations.ts).
+// instead of half-working. The project applies its migrations with its own runner (src/store/prisma/migration-runner.ts).
 const schemaEngineStub = fileURLToPath(new URL("./prisma-schema-engine-stub.sh", import.meta.url));
 const environment = {
   ...process.env,

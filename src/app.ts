@@ -31,10 +31,10 @@ import { ReadCache } from "./read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
 import { openCommitSignals } from "./store/event-notifier.ts";
-import { PrismaLiveLogStore } from "./store/live-log-store.ts";
+import { SqlLiveLogStore } from "./store/sql/live-log-store.ts";
 import type { Database } from "./store/database.ts";
-import { PrismaIdempotencyStore } from "./store/idempotency-store.ts";
-import { PrismaStore } from "./store/prisma-store.ts";
+import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
+import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { PrismaWebhookRepository } from "./store/prisma-webhook-repository.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
@@ -59,7 +59,7 @@ export function buildServices(
   clock: Clock = systemClock,
   secretCipher = new SecretCipher(() => loadWebhookSecretKey(config)),
 ): Services {
-  const store = new PrismaStore(database, secretCipher);
+  const store = new SqlStore(database, secretCipher);
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
@@ -108,7 +108,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const metricsRegistry = await registerOperations(http, { database, config });
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
-  const idempotency = new PrismaIdempotencyStore(database, clock, secretCipher);
+  const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
   await registerRest(http, {
     services,
     config,
@@ -199,7 +199,7 @@ async function startLiveSubscriptions(
 ): Promise<LiveSubscriptions> {
   const log = http.log.child({ component: "live" });
   const stopPublishing = services.commits.onEventsCommitted((events) => signals.publish(events));
-  const store = new PrismaLiveLogStore(database);
+  const store = new SqlLiveLogStore(database);
   const feed = new LiveFeed(store, signals, { pollIntervalMs: config.subscriptionPollIntervalMs }, log);
   const subscriptions = new LiveSubscriptions(
     feed,

@@ -4,7 +4,7 @@ import { ConfigError, loadConfig, loadWebhookSecretKey } from "./config.ts";
 import { openDatabase } from "./store/database.ts";
 import { DatabaseSetupError, explainDatabaseError } from "./store/database-hints.ts";
 import { announceStart } from "./start-screen.ts";
-import { migrateDatabase } from "./store/migrations.ts";
+import { migrateDatabase } from "./store/prisma/migration-runner.ts";
 
 /** Reads config, migrates, builds the app, listens, and shuts down gracefully on SIGTERM / SIGINT. */
 async function main(): Promise<void> {

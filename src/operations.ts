@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Database } from "./store/database.ts";
-import { listMigrations } from "./store/migrations.ts";
+import { listMigrations } from "./store/prisma/migration-runner.ts";
 
 export interface OperationsDependencies {
   readonly database: Database;

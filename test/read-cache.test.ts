@@ -228,20 +228,21 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
 
   it("shows a change written by plain SQL, outside any instance: the version is the database's", async () => {
     const referenceId = await createReference(["outside"]);
-    const tagsPath = `/v1/references/${referenceId}`;
-    expect((await http(server, "GET", tagsPath)).body.tags[0].name).toBe("outside");
-    const rename = `UPDATE "tags" SET "name" = 'written-by-sql', "name_key" = 'written-by-sql' WHERE "name" = 'outside'`;
+    const path = `/v1/references/${referenceId}`;
+    expect((await http(server, "GET", path)).body.carrier_code).toBe("MSCU");
+    // A column the reference's own row holds: a plain-SQL writer changes it and nothing else.
+    const change = `UPDATE "shipping_references" SET "carrier_code" = 'SQLU' WHERE "id" = '${referenceId}'`;
     if (kind === "postgres") {
       const client = new pg.Client({ connectionString: server.database.url });
       await client.connect();
-      await client.query(rename);
+      await client.query(change);
       await client.end();
     } else {
       const connection = new Sqlite(sqliteFilePath(server.database.url));
-      connection.exec(rename);
+      connection.exec(change);
       connection.close();
     }
-    expect((await http(server, "GET", tagsPath)).body.tags[0].name).toBe("written-by-sql");
+    expect((await http(server, "GET", path)).body.carrier_code).toBe("SQLU");
   });
 
   it("keeps each organization's responses to itself", async () => {

@@ -1,17 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { openDatabase, type Database } from "../src/store/database.ts";
-import { PrismaLiveLogStore } from "../src/store/live-log-store.ts";
+import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
 
 /*
- * The store's driver path shares Prisma's connections. On SQLite that is one connection, where a statement sent
- * while a unit of work is open would join its transaction: a write from outside must wait for the unit and
- * survive its rollback, a read from outside must see only what has committed, and Prisma's own statements
- * issued inside a unit must be part of it.
+ * The executors (src/store/sql/): a unit of work is passed explicitly, and only the statements sent through the
+ * unit's executor are part of it. On SQLite the executor shares Prisma's one connection, where a statement sent
+ * while a unit is open would join its transaction: a write from outside must wait for the unit and survive its
+ * rollback, a read from outside must see only what has committed. Prisma model calls made inside a unit (the
+ * webhook repository's, through src/store/prisma/unit-bridge.ts on PostgreSQL) must be part of it.
  */
 
-describe.each(DATABASE_KINDS)("units of work on the driver on %s", (kind) => {
+describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
   let testDatabase: TestDatabase;
   let database: Database;
 
@@ -113,7 +114,7 @@ describe("the live log on SQLite, while a unit of work is open", () => {
   // Live subscriptions read the end of the log outside any unit of work. A position a unit has taken but not
   // committed must stay invisible: after a rollback the next event takes the same number again.
   it("does not show the log positions the unit has taken", async () => {
-    const live = new PrismaLiveLogStore(database);
+    const live = new SqlLiveLogStore(database);
     const before = await live.findSettledEnd();
     let during: unknown;
     await expect(

@@ -9,7 +9,7 @@ import { comparePositions } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
 import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
-import { PrismaLiveLogStore } from "../src/store/live-log-store.ts";
+import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
 import {
   createTestDatabase,
@@ -37,7 +37,7 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
   let testDatabase: TestDatabase;
   let database: Database;
   let services: Services;
-  let store: PrismaLiveLogStore;
+  let store: SqlLiveLogStore;
   let feed: LiveFeed;
   let streams: LiveSubscriptions;
 
@@ -48,7 +48,7 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
       loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
       database,
     );
-    store = new PrismaLiveLogStore(database);
+    store = new SqlLiveLogStore(database);
     // No signals: the feed finds every event by polling, every 20 ms.
     feed = new LiveFeed(store, silentSignals, { pollIntervalMs: 20, batchSize: 7 }, quietLog);
     streams = new LiveSubscriptions(feed, store, services.references, new CursorCodec("test"), () => new Date(0), {

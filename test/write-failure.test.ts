@@ -7,7 +7,7 @@ import { withLabel } from "./support/with-label.ts";
 /*
  * A tracking change writes its update document, the reference's new state, its events and their outbox rows in
  * one transaction; on PostgreSQL several of those statements are in flight at once (the connection pipelines,
- * src/store/sql-executor.ts). Here a real statement fails — a trigger installed in the test database refuses it —
+ * src/store/sql/executor.ts). Here a real statement fails — a trigger installed in the test database refuses it —
  * first, in the middle and last of that flight: the request is answered 500 with nothing of the change written,
  * and the connections go on serving requests once the trigger is gone.
  */

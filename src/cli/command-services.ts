@@ -7,9 +7,9 @@ import { CursorCodec } from "../domain/shared/cursor.ts";
 import { WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { openDatabase, type Database } from "../store/database.ts";
 import { explainDatabaseError } from "../store/database-hints.ts";
-import { PrismaIdempotencyStore } from "../store/idempotency-store.ts";
-import { migrateDatabase, type MigrationResult } from "../store/migrations.ts";
-import { PrismaStore } from "../store/prisma-store.ts";
+import { migrateDatabase, type MigrationResult } from "../store/prisma/migration-runner.ts";
+import { SqlIdempotencyRepository } from "../store/sql/idempotency-repository.ts";
+import { SqlStore } from "../store/sql/sql-store.ts";
 import { SecretCipher } from "../store/secret-cipher.ts";
 
 /**
@@ -20,8 +20,8 @@ import { SecretCipher } from "../store/secret-cipher.ts";
 function buildCommandServices(config: Config, database: Database) {
   // No command reads a webhook secret: the key is only looked up if one ever does (so none is needed here).
   const cipher = new SecretCipher(() => loadWebhookSecretKey(config));
-  const store = new PrismaStore(database, cipher);
-  const idempotency = new PrismaIdempotencyStore(database, systemClock, cipher);
+  const store = new SqlStore(database, cipher);
+  const idempotency = new SqlIdempotencyRepository(database, systemClock, cipher);
   const lifecycleLog = new LifecycleLogService(
     store,
     systemClock,

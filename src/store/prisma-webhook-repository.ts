@@ -1,4 +1,4 @@
-import { findInChunks } from "./in-chunks.ts";
+import { findInChunks } from "./sql/in-chunks.ts";
 import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
@@ -15,15 +15,15 @@ import type {
   WebhookRepository,
 } from "../domain/webhooks/webhook-repository.ts";
 import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
-import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./sql/rows.ts";
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
+import type { SqlExecutor } from "./sql/executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
 
 /*
  * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
  * (`store.transaction(...)`, whose store hands out a PrismaWebhookRepository on the transaction's executor).
- * Raw statements run on `this.sql` (src/store/sql-executor.ts); the model API calls still here run in the unit
+ * Raw statements run on `this.sql` (src/store/sql/executor.ts); the model API calls still here run in the unit
  * of work too (the driver runs them on its connection).
  */
 

@@ -7,7 +7,7 @@ import { buildApp, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Clock } from "../../src/domain/shared/clock.ts";
 import { openDatabase, type Database } from "../../src/store/database.ts";
-import { migrateDatabase } from "../../src/store/migrations.ts";
+import { migrateDatabase } from "../../src/store/prisma/migration-runner.ts";
 
 export type DatabaseKind = "sqlite" | "postgres";
 

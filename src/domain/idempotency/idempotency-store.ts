@@ -1,6 +1,6 @@
 /*
  * The port behind `Idempotency-Key` (SPEC §6): remembered first responses, keyed by organization and key.
- * Implemented in src/store/idempotency-store.ts; the REST adapter (src/rest/idempotency.ts) decides what a key
+ * Implemented in src/store/sql/idempotency-repository.ts; the REST adapter (src/rest/idempotency.ts) decides what a key
  * means for a request.
  */
 

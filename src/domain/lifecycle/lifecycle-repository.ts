@@ -1,7 +1,7 @@
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle-event.ts";
 
 /*
- * What the lifecycle log needs from persistence, implemented in src/store/prisma-lifecycle-repository.ts.
+ * What the lifecycle log needs from persistence, implemented in src/store/sql/lifecycle-repository.ts.
  * Reached as `store.lifecycle` of a `Store`: inside `store.transaction` it writes in that transaction, and the
  * events it inserts are handed to the unit of work, which publishes them once committed.
  */

@@ -39,7 +39,7 @@ export interface ReplayQuery {
   readonly limit: number;
 }
 
-/** What the live side reads from persistence (implemented in src/store/live-log-store.ts). */
+/** What the live side reads from persistence (implemented in src/store/sql/live-log-store.ts). */
 export interface LiveLogStore {
   readSettled(query: SettledReadQuery): Promise<SettledRead>;
   /** The end of the settled log now: every event up to it is readable and none can appear before it. */

@@ -2,7 +2,7 @@ import type { Organization } from "../models.ts";
 
 /*
  * What organizations and their API keys need from persistence, implemented in
- * src/store/prisma-organization-repository.ts. Reached as `store.organizations` of a `Store`: inside
+ * src/store/sql/organization-repository.ts. Reached as `store.organizations` of a `Store`: inside
  * `store.transaction` it writes in that transaction.
  */
 

@@ -2,7 +2,7 @@ import type { Reference, ReferenceUpdate, TaggedReference } from "../models.ts";
 
 /*
  * What references need from persistence (references, their children and tag links, the update documents
- * reported for them), implemented in src/store/prisma-reference-repository.ts. Reached as `store.references` of
+ * reported for them), implemented in src/store/sql/reference-repository.ts. Reached as `store.references` of
  * a `Store`: inside `store.transaction` it writes in that transaction.
  */
 
@@ -66,8 +66,13 @@ export interface ReferenceRepository {
   ): Promise<Map<string, string[]>>;
   /** Oldest first, with their tags, in one statement. */
   findChildrenByParentIds(parentIds: readonly string[]): Promise<Map<string, TaggedReference[]>>;
-  /** One multi-row statement whatever the number of tags; links that exist stay as they are. */
+  /**
+   * One multi-row statement whatever the number of tags; links that exist stay as they are. The reference's tag
+   * list (what pages read) is rewritten with them. Call it inside `transaction`, with the reference locked
+   * (`lockReference`) or inserted in that transaction.
+   */
   linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void>;
+  /** Removes one link and rewrites the tag list; called as `linkTags` is. */
   unlinkTag(referenceId: string, tagId: string): Promise<void>;
   countReferenceTags(referenceId: string): Promise<number>;
 

@@ -367,7 +367,7 @@ export class ReferenceService {
   private async applyChange(store: Store, tags: readonly Tag[], change: TrackingChange): Promise<Reference> {
     if (change.events.length === 0) return change.reference;
     // Issued together, none waiting for another's answer: on PostgreSQL they leave in one round trip (the
-    // connection pipelines, src/store/sql-executor.ts) and still run in this order; on SQLite one after another.
+    // connection pipelines, src/store/sql/executor.ts) and still run in this order; on SQLite one after another.
     await Promise.all([
       change.update && store.references.insertReferenceUpdate(change.update),
       store.references.updateReference(change.reference),

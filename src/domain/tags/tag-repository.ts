@@ -1,7 +1,7 @@
 import type { Tag } from "../models.ts";
 
 /*
- * What tags need from persistence, implemented in src/store/prisma-tag-repository.ts. Reached as `store.tags`
+ * What tags need from persistence, implemented in src/store/sql/tag-repository.ts. Reached as `store.tags`
  * of a `Store`: inside `store.transaction` it writes in that transaction.
  */
 
@@ -23,11 +23,12 @@ export interface TagRepository {
    */
   insertTagsIfAbsent(tags: readonly (Tag & { readonly nameKey: string })[]): Promise<Map<string, Tag>>;
   /**
-   * Renames; returns null when another tag already holds the new key, including one that took it in a
-   * concurrent transaction (the unique index decides). Call it outside `transaction`: on PostgreSQL a unique
-   * violation would abort the surrounding transaction.
+   * Renames, and rewrites the tag lists of the references carrying it; returns null when the tag is unknown or
+   * another tag already holds the new key, including one that took it in a concurrent transaction (the unique
+   * index decides; the transaction stays usable). Call it inside `transaction`.
    */
   renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null>;
+  /** Deletes the tag and its links, and takes it off its carriers' tag lists. Call it inside `transaction`. */
   deleteTag(organizationId: string, id: string): Promise<boolean>;
   listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { readonly nameKey: string })[]>;
   countTags(organizationId: string): Promise<number>;

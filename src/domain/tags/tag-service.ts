@@ -100,10 +100,11 @@ export class TagService {
    */
   async renameTag(organizationId: string, id: string, rawName: unknown): Promise<Tag> {
     const name = this.checkName(rawName);
-    // No transaction: the rename is one conditional statement, and on PostgreSQL the unique violation a
-    // concurrent rename can cause would abort a surrounding transaction before the holder could be read.
+    // The rename and its carriers' tag lists in one transaction; the holder of a taken name is read after it.
     const tag = await this.getTag(organizationId, id);
-    const renamed = await this.store.tags.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now());
+    const renamed = await this.store.transaction((store) =>
+      store.tags.renameTag(organizationId, tag.id, name, tagNameKey(name), this.clock.now()),
+    );
     if (renamed) return renamed;
     // Nothing renamed: another tag holds the name, or this tag was deleted meanwhile (NOT_FOUND then).
     const [holder] = await this.store.tags.findTagsByNameKeys(organizationId, [tagNameKey(name)]);
@@ -114,7 +115,8 @@ export class TagService {
 
   /** Deletes a tag and, through the foreign key's cascade, its links to every reference. */
   async deleteTag(organizationId: string, id: string): Promise<void> {
-    const deleted = isUuid(id) && (await this.store.tags.deleteTag(organizationId, id.toLowerCase()));
+    const deleted =
+      isUuid(id) && (await this.store.transaction((store) => store.tags.deleteTag(organizationId, id.toLowerCase())));
     if (!deleted) throw notFound("tag");
   }
 

@@ -1,8 +1,14 @@
-import type { LiveEvent, LiveLogStore, ReplayQuery, SettledRead, SettledReadQuery } from "../domain/live/live-feed.ts";
-import { laterOf, type LogPosition } from "../domain/live/log-position.ts";
-import type { Database } from "./database.ts";
-import { eventFromRow, type EventRow } from "./prisma-lifecycle-repository.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type {
+  LiveEvent,
+  LiveLogStore,
+  ReplayQuery,
+  SettledRead,
+  SettledReadQuery,
+} from "../../domain/live/live-feed.ts";
+import { laterOf, type LogPosition } from "../../domain/live/log-position.ts";
+import type { Database } from "../database.ts";
+import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
  * Reads of the lifecycle log in live order (see src/domain/live/log-position.ts), one statement each.
@@ -29,7 +35,7 @@ const COLUMNS = Prisma.raw(
     .join(", "),
 );
 
-export class PrismaLiveLogStore implements LiveLogStore {
+export class SqlLiveLogStore implements LiveLogStore {
   private readonly postgres: boolean;
 
   constructor(private readonly database: Database) {

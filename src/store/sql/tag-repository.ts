@@ -1,14 +1,16 @@
-import type { Tag } from "../domain/models.ts";
-import type { TagListQuery, TagRepository } from "../domain/tags/tag-repository.ts";
+import type { Tag } from "../../domain/models.ts";
+import type { TagListQuery, TagRepository } from "../../domain/tags/tag-repository.ts";
+import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, toDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { lockCarriers, rewriteTagListsOfCarriers, tagsFromList } from "./tag-lists.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
  * The tags table (and the reference_tags links as seen from tags). Built by the unit of work
- * (src/store/prisma-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
+ * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
 
 interface TagRow {
@@ -43,10 +45,13 @@ function escapeLikePattern(text: string): string {
   return text.replace(/[!%_]/g, (character) => `!${character}`);
 }
 
-export class PrismaTagRepository implements TagRepository {
+export class SqlTagRepository implements TagRepository {
   constructor(
+    private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
     private readonly sql: SqlExecutor,
+    /** Whether `sql` runs in a transaction: renames and deletions rewrite their carriers' tag lists in one. */
+    private readonly inTransaction: boolean,
   ) {}
 
   async findTagsByIds(organizationId: string, ids: readonly string[]): Promise<Tag[]> {
@@ -113,8 +118,15 @@ export class PrismaTagRepository implements TagRepository {
   }
 
   async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
+    this.assertInTransaction("renameTag");
+    const postgres = this.database.provider === "postgres";
+    // PostgreSQL: the tag first, FOR UPDATE, which also holds back a link to it being added (its foreign key
+    // check waits), so that every carrier is found below and none is written with the old name.
+    if (postgres) await this.sql.all(lockTag(organizationId, id));
     // The NOT EXISTS answers the common case; two renames racing to one name both pass it, and the unique index
-    // on (organization_id, name_key) refuses the later one: that is the same answer, not an error.
+    // on (organization_id, name_key) refuses the later one: that is the same answer, not an error. On PostgreSQL
+    // the refused statement would abort the transaction: a savepoint keeps it usable.
+    if (postgres) await this.sql.run(Prisma.sql`SAVEPOINT "rename_tag"`);
     const updated = await this.sql
       .run(
         Prisma.sql`
@@ -125,20 +137,42 @@ export class PrismaTagRepository implements TagRepository {
           WHERE other."organization_id" = ${organizationId} AND other."name_key" = ${nameKey} AND other."id" <> ${id}
         )`,
       )
-      .catch((error: unknown) => {
-        if (isUniqueViolation(error)) return 0;
-        throw error;
+      .catch(async (error: unknown) => {
+        if (!isUniqueViolation(error)) throw error;
+        if (postgres) await this.sql.run(Prisma.sql`ROLLBACK TO SAVEPOINT "rename_tag"`);
+        return 0;
       });
     if (updated === 0) return null;
+    await this.rewriteCarriers(id, { leaving: false });
     const [tag] = await this.findTagsByIds(organizationId, [id]);
     return tag ?? null;
   }
 
   async deleteTag(organizationId: string, id: string): Promise<boolean> {
+    this.assertInTransaction("deleteTag");
+    // The tag, locked on PostgreSQL as for a rename: a link being added to it waits, then fails on the foreign key.
+    const [tag] = await this.sql.all<{ id: string }>(
+      this.database.provider === "postgres"
+        ? lockTag(organizationId, id)
+        : Prisma.sql`SELECT "id" FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`,
+    );
+    if (!tag) return false;
+    await this.rewriteCarriers(id, { leaving: true });
     // Its links (to references and to webhook endpoints' filters) go with it: ON DELETE CASCADE.
     const deleted = await this.sql.run(Prisma.sql`
       DELETE FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
     return deleted > 0;
+  }
+
+  /**
+   * Rewrites the tag lists of the tag's carriers (src/store/sql/tag-lists.ts). PostgreSQL: the carriers are
+   * locked first, so that the rewrite, a statement of its own, reads every link a transaction holding one of
+   * them changed; a carrier whose link was removed meanwhile is no longer rewritten, its own list being right.
+   */
+  private async rewriteCarriers(tagId: string, options: { readonly leaving: boolean }): Promise<void> {
+    const provider = this.database.provider;
+    if (provider === "postgres") await this.sql.all(lockCarriers(tagId));
+    await this.sql.run(rewriteTagListsOfCarriers(provider, tagId, options));
   }
 
   async listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {
@@ -167,16 +201,23 @@ export class PrismaTagRepository implements TagRepository {
   async findTagsByReferenceIds(referenceIds: readonly string[]): Promise<Map<string, Tag[]>> {
     const byReference = new Map<string, Tag[]>(referenceIds.map((id) => [id, []]));
     if (referenceIds.length === 0) return byReference;
-    // One join instead of Prisma's `include`, which sends two statements: this runs for every page of
-    // references on both surfaces.
+    // The lists the references keep on their rows (src/store/sql/tag-lists.ts): one primary-key probe each.
     const rows = await findInChunks(referenceIds, (chunk) =>
-      this.sql.all<TagRow & { reference_id: string }>(Prisma.sql`
-      SELECT rt."reference_id", t."id", t."organization_id", t."name", t."created_at", t."updated_at"
-      FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id"
-      WHERE rt."reference_id" IN (${Prisma.join(chunk)})
-      ORDER BY t."name_key", t."id"`),
+      this.sql.all<{ id: string; organization_id: string; tag_list: unknown }>(Prisma.sql`
+      SELECT r."id", r."organization_id", r."tag_list" FROM "shipping_references" r
+      WHERE r."id" IN (${Prisma.join(chunk)})`),
     );
-    for (const row of rows) byReference.get(row.reference_id)?.push(tagFromRow(row));
+    for (const row of rows) byReference.set(row.id, tagsFromList(row.tag_list, row.organization_id));
     return byReference;
   }
+
+  private assertInTransaction(method: string): void {
+    // The tag and its carriers' lists change together or not at all.
+    if (!this.inTransaction) throw new Error(`${method} must be called inside store.transaction`);
+  }
+}
+
+/** PostgreSQL: the tag's row, FOR UPDATE (the lock a foreign key check of a new link waits for). */
+function lockTag(organizationId: string, id: string): Prisma.Sql {
+  return Prisma.sql`SELECT "id" FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId} FOR UPDATE`;
 }

@@ -1,8 +1,8 @@
-import type { Clock } from "../domain/shared/clock.ts";
-import type { IdempotencyRecord, IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
-import type { Database } from "./database.ts";
-import type { SecretCipher } from "./secret-cipher.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type { Clock } from "../../domain/shared/clock.ts";
+import type { IdempotencyRecord, IdempotencyStore } from "../../domain/idempotency/idempotency-store.ts";
+import type { Database } from "../database.ts";
+import type { SecretCipher } from "../secret-cipher.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 interface IdempotencyRow {
   readonly organization_id: string;
@@ -20,7 +20,7 @@ interface IdempotencyRow {
  * rather than telling those apart leaves no way for a secret to be stored in plain text. A body stored before
  * encryption is read as it is (the cipher's plain-text rule); pruning removes it with its window.
  */
-export class PrismaIdempotencyStore implements IdempotencyStore {
+export class SqlIdempotencyRepository implements IdempotencyStore {
   constructor(
     private readonly database: Database,
     private readonly clock: Clock,

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
-import { providerOf, sqliteFilePath, type DatabaseProvider } from "./database.ts";
+import { providerOf, sqliteFilePath, type DatabaseProvider } from "../database.ts";
 
 /*
  * Applies the SQL files under prisma/migrations/<provider>/ in name order, one transaction per file, recording
@@ -13,7 +13,7 @@ import { providerOf, sqliteFilePath, type DatabaseProvider } from "./database.ts
  * advisory lock serializes instances that start together: the second waits, then finds nothing left to do.
  */
 
-const MIGRATIONS_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "prisma", "migrations");
+const MIGRATIONS_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "prisma", "migrations");
 const ADVISORY_LOCK_KEY = 727_001_1; // arbitrary, constant: "reftrail migrations"
 
 export interface Migration {

@@ -1,12 +1,12 @@
-import type { LifecycleEvent, TagSnapshot } from "../domain/lifecycle/lifecycle-event.ts";
-import type { EventListQuery, LifecycleRepository } from "../domain/lifecycle/lifecycle-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
+import type { LifecycleEvent, TagSnapshot } from "../../domain/lifecycle/lifecycle-event.ts";
+import type { EventListQuery, LifecycleRepository } from "../../domain/lifecycle/lifecycle-repository.ts";
+import type { Database, PrismaClient } from "../database.ts";
 import { chunksOf, fromJson, jsonParameter, toDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
- * The lifecycle_events table. Built by the unit of work (src/store/prisma-store.ts) on its executor: inside
+ * The lifecycle_events table. Built by the unit of work (src/store/sql/sql-store.ts) on its executor: inside
  * `store.transaction`, statements run in that transaction and the inserted events go to the unit's list, which
  * the unit publishes once it has committed.
  */
@@ -40,7 +40,7 @@ const EVENT_COLUMNS = Prisma.raw(
     .join(", "),
 );
 
-export class PrismaLifecycleRepository implements LifecycleRepository {
+export class SqlLifecycleRepository implements LifecycleRepository {
   constructor(
     private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
@@ -51,7 +51,7 @@ export class PrismaLifecycleRepository implements LifecycleRepository {
     private readonly publishCommitted: (events: readonly LifecycleEvent[]) => void,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
   private get client(): PrismaClient {
     return this.database.prisma;
   }

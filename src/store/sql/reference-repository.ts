@@ -1,19 +1,16 @@
-import type { Reference, ReferenceUpdate, TaggedReference } from "../domain/models.ts";
-import type {
-  ListedTags,
-  ReferenceListQuery,
-  ReferenceRepository,
-  ReferenceTagFilter,
-} from "../domain/references/reference-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
+import type { Reference, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
+import type { ReferenceListQuery, ReferenceRepository } from "../../domain/references/reference-repository.ts";
+import type { Database, PrismaClient } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
-import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import { referencePage } from "./reference-pages.ts";
+import { chunksOf, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
- * (src/store/prisma-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
+ * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
 
 interface ReferenceRow {
@@ -33,20 +30,11 @@ interface ReferenceRow {
   readonly estimated_arrival: unknown;
   readonly created_at: unknown;
   readonly updated_at: unknown;
-  /** JSON array of the reference's tags, in name order. */
-  readonly tags: unknown;
-}
-
-interface AggregatedTag {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly name: string;
-  readonly created_at: string;
-  readonly updated_at: string;
+  /** JSON array of the reference's tags, in name order (src/store/sql/tag-lists.ts). */
+  readonly tag_list: unknown;
 }
 
 function taggedReferenceFromRow(row: ReferenceRow): TaggedReference {
-  const tags = (fromJson(row.tags) as AggregatedTag[] | null) ?? [];
   return {
     id: row.id,
     organizationId: row.organization_id,
@@ -64,13 +52,7 @@ function taggedReferenceFromRow(row: ReferenceRow): TaggedReference {
     estimatedArrival: toNullableDate(row.estimated_arrival),
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
-    tags: tags.map((tag) => ({
-      id: tag.id,
-      organizationId: tag.organization_id,
-      name: tag.name,
-      createdAt: toDate(tag.created_at),
-      updatedAt: toDate(tag.updated_at),
-    })),
+    tags: tagsFromList(row.tag_list, row.organization_id),
   };
 }
 
@@ -92,12 +74,13 @@ const REFERENCE_COLUMNS = Prisma.raw(
     "estimated_arrival",
     "created_at",
     "updated_at",
+    "tag_list",
   ]
     .map((column) => `r."${column}"`)
     .join(", "),
 );
 
-export class PrismaReferenceRepository implements ReferenceRepository {
+export class SqlReferenceRepository implements ReferenceRepository {
   constructor(
     private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
@@ -106,32 +89,14 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     private readonly inTransaction: boolean,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
   private get client(): PrismaClient {
     return this.database.prisma;
   }
 
-  /**
-   * A correlated subquery giving the tags of reference `r` as a JSON array in name order: a page of references
-   * and their tags come back in one statement. Served by the (reference_id, tag_id) primary key.
-   */
-  private tagsOfReference(): Prisma.Sql {
-    if (this.database.provider === "postgres") {
-      return Prisma.sql`(
-        SELECT COALESCE(json_agg(json_build_object('id', t."id", 'organization_id', t."organization_id",
-          'name', t."name", 'created_at', t."created_at", 'updated_at', t."updated_at") ORDER BY t."name_key", t."id"), '[]')
-        FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id" WHERE rt."reference_id" = r."id")`;
-    }
-    return Prisma.sql`(
-      SELECT json_group_array(json_object('id', t."id", 'organization_id', t."organization_id",
-        'name', t."name", 'created_at', t."created_at", 'updated_at', t."updated_at") ORDER BY t."name_key", t."id")
-      FROM "reference_tags" rt JOIN "tags" t ON t."id" = rt."tag_id" WHERE rt."reference_id" = r."id")`;
-  }
-
   /** Reads references (alias `r`) with their tags; `from` is everything after SELECT's column list. */
   private async selectTaggedReferences(from: Prisma.Sql): Promise<TaggedReference[]> {
-    const rows = await this.sql.all<ReferenceRow>(Prisma.sql`
-      SELECT ${REFERENCE_COLUMNS}, ${this.tagsOfReference()} AS "tags" ${from}`);
+    const rows = await this.sql.all<ReferenceRow>(Prisma.sql`SELECT ${REFERENCE_COLUMNS} ${from}`);
     return rows.map(taggedReferenceFromRow);
   }
 
@@ -178,18 +143,12 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     }
     // NO KEY UPDATE: the lock an UPDATE of non-key columns takes. It serializes the services' read-check-write
     // of the row and still lets other transactions insert rows that point at it (tag links, events' outbox).
-    // Lock first, read second: under READ COMMITTED a statement that waited for the lock still evaluates its
-    // subqueries on the snapshot it started with, so tags read in the locking statement could miss the ones a
-    // transaction that held the lock just committed. The second read, with its tags, sees them: PostgreSQL runs
-    // it once the lock is held, though it is sent at once, behind the lock, on the pipelining connection.
-    const [locked, [reference]] = await Promise.all([
-      this.sql.all<{ id: string }>(Prisma.sql`
-        SELECT "id" FROM "shipping_references"
-        WHERE "id" = ${id} AND "organization_id" = ${organizationId}
-        FOR NO KEY UPDATE`),
-      this.findReferencesByIds(organizationId, [id]),
-    ]);
-    return locked.length > 0 && reference ? reference : null;
+    // A statement that waited for the lock reads the row as the holder committed it, tag list included (every
+    // change of the reference's tags rewrites its row): the lock and the read are one statement.
+    const [reference] = await this.selectTaggedReferences(Prisma.sql`
+      FROM "shipping_references" r WHERE r."id" = ${id} AND r."organization_id" = ${organizationId}
+      FOR NO KEY UPDATE`);
+    return reference ?? null;
   }
 
   async insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }> {
@@ -217,88 +176,8 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     return { reference, created: false };
   }
 
-  async listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
-    const conditions: Prisma.Sql[] = [
-      Prisma.sql`r."organization_id" = ${organizationId}`,
-      ...referenceConditions(query),
-    ];
-    if (!query.tags) {
-      // Without a tag to include, walk the organization's references newest first (the (organization_id, id)
-      // index) and drop each that carries an excluded tag: a NOT EXISTS probe of the (reference_id, tag_id)
-      // primary key.
-      if (query.excludedTags) conditions.push(carriesNone(organizationId, Prisma.sql`r."id"`, query.excludedTags));
-      if (query.beforeId) conditions.push(Prisma.sql`r."id" < ${query.beforeId}`);
-      return this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE ${Prisma.join(conditions, " AND ")}
-        ORDER BY r."id" DESC LIMIT ${query.limit}`);
-    }
-    // With a tag filter, walk the (tag_id, reference_id) index of one listed tag newest first and check the
-    // other tags per candidate through the (reference_id, tag_id) primary key. Walking all references newest
-    // first and probing each one's tags would take about 33,000 probes to find 50 carriers of a tag held by
-    // 0.15 % of 100,000 references. The listed tags, to include and to exclude, are resolved inside the
-    // statement (ids and name keys of the organization), so the page costs one statement. CROSS JOIN is
-    // SQLite's way to fix the join order (reference_tags outside): left to itself, its planner scanned the
-    // organization's references first (113 ms instead of 0.2 ms on 100,000 references). PostgreSQL plans a
-    // CROSS JOIN with a join condition like any inner join.
-    if (query.excludedTags) {
-      conditions.push(carriesNone(organizationId, Prisma.sql`rt."reference_id"`, query.excludedTags));
-    }
-    const page = this.referenceIdsByTags(organizationId, query.tags, query.beforeId, conditions, query.limit);
-    return this.selectTaggedReferences(Prisma.sql`
-      FROM (${page}) AS page JOIN "shipping_references" r ON r."id" = page."reference_id"
-      ORDER BY r."id" DESC`);
-  }
-
-  /** The page of reference ids (column `reference_id`, newest first) carrying the filter's tags. */
-  private referenceIdsByTags(
-    organizationId: string,
-    filter: ReferenceTagFilter,
-    beforeId: string | undefined,
-    candidateConditions: readonly Prisma.Sql[],
-    limit: number,
-  ): Prisma.Sql {
-    const tagOf = (entry: { id?: string; nameKey?: string }) =>
-      entry.id !== undefined
-        ? Prisma.sql`(SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND t."id" = ${entry.id})`
-        : Prisma.sql`(SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND t."name_key" = ${entry.nameKey})`;
-    const entries = [...filter.ids.map((id) => ({ id })), ...filter.nameKeys.map((nameKey) => ({ nameKey }))];
-    const conditions: Prisma.Sql[] = [Prisma.sql`r."id" = rt."reference_id"`, ...candidateConditions];
-    if (beforeId) conditions.push(Prisma.sql`rt."reference_id" < ${beforeId}`);
-    if (filter.match === "any" && entries.length > MAX_MERGED_TAG_WALKS) {
-      conditions.push(Prisma.sql`rt."tag_id" IN (${tagsOf(organizationId, filter)})`);
-      return Prisma.sql`
-        SELECT DISTINCT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
-        WHERE ${Prisma.join(conditions, " AND ")}
-        ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
-    }
-    if (filter.match === "any") {
-      // The first `limit` carriers of any listed tag are among the first `limit` carriers of each: walk each
-      // tag's (tag_id, reference_id) index newest first for its own first `limit` (conditions checked on the
-      // way), then merge. Reading every carrier of every listed tag and sorting them, as one IN list does, cost
-      // PostgreSQL 0.8–1 ms for two tags of 150 carriers each against 0.2 ms here (docs/decisions.md).
-      const walks = entries.map(
-        (entry, index) => Prisma.sql`SELECT "reference_id" FROM (
-          SELECT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
-          WHERE ${Prisma.join([...conditions, Prisma.sql`rt."tag_id" = ${tagOf(entry)}`], " AND ")}
-          ORDER BY rt."reference_id" DESC LIMIT ${limit}) AS ${Prisma.raw(`"walk_${index}"`)}`,
-      );
-      return Prisma.sql`
-        SELECT DISTINCT "reference_id" FROM (${Prisma.join(walks, " UNION ALL ")}) AS "walks"
-        ORDER BY "reference_id" DESC LIMIT ${limit}`;
-    }
-    // `all`: the first listed tag drives the walk; each other one must be on the candidate. A listed tag that
-    // does not exist makes its subquery NULL, so nothing matches, as the contract says.
-    const [first, ...others] = entries;
-    conditions.push(Prisma.sql`rt."tag_id" = ${tagOf(first!)}`);
-    for (const other of others) {
-      conditions.push(Prisma.sql`EXISTS (
-        SELECT 1 FROM "reference_tags" other
-        WHERE other."reference_id" = rt."reference_id" AND other."tag_id" = ${tagOf(other)})`);
-    }
-    return Prisma.sql`
-      SELECT rt."reference_id" FROM "reference_tags" rt CROSS JOIN "shipping_references" r
-      WHERE ${Prisma.join(conditions, " AND ")}
-      ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
+  listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
+    return this.selectTaggedReferences(referencePage(organizationId, query));
   }
 
   async listReferenceIdsByTagIds(
@@ -347,11 +226,13 @@ export class PrismaReferenceRepository implements ReferenceRepository {
         VALUES ${Prisma.join(chunk.map((tagId) => Prisma.sql`(${referenceId}, ${tagId}, ${at})`))}
         ON CONFLICT ("reference_id", "tag_id") DO NOTHING`);
     }
+    await this.sql.run(rewriteTagList(this.database.provider, referenceId));
   }
 
   async unlinkTag(referenceId: string, tagId: string): Promise<void> {
     await this.sql.run(Prisma.sql`
       DELETE FROM "reference_tags" WHERE "reference_id" = ${referenceId} AND "tag_id" = ${tagId}`);
+    await this.sql.run(rewriteTagList(this.database.provider, referenceId));
   }
 
   async countReferenceTags(referenceId: string): Promise<number> {
@@ -405,20 +286,17 @@ export class PrismaReferenceRepository implements ReferenceRepository {
     this.assertInTransaction("lockReferences");
     if (ids.length === 0) return [];
     // SQLite runs one write transaction at a time: rows read here cannot change before commit (see lockReference).
-    if (this.database.provider === "postgres") {
-      // In id order: the LockRows step sits above the sort, so rows are locked in that order, and two bulk
-      // writers that share references take them in the same order instead of waiting on each other in a cycle.
-      // Lock first, read second, for the reason given at lockReference. Chunks are in id order too.
-      const sorted = [...ids].sort();
-      await findInChunks(sorted, (chunk) =>
-        this.sql.all<{ id: string }>(Prisma.sql`
-        SELECT "id" FROM "shipping_references"
-        WHERE "id" IN (${Prisma.join(chunk)}) AND "organization_id" = ${organizationId}
-        ORDER BY "id"
+    if (this.database.provider !== "postgres") return this.findReferencesByIds(organizationId, ids);
+    // In id order: the LockRows step sits above the sort, so rows are locked in that order, and two bulk writers
+    // that share references take them in the same order instead of waiting on each other in a cycle. Each row is
+    // read as its lock's last holder committed it (see lockReference). Chunks are in id order too.
+    const sorted = [...ids].sort();
+    return findInChunks(sorted, (chunk) =>
+      this.selectTaggedReferences(Prisma.sql`
+        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}
+        ORDER BY r."id"
         FOR NO KEY UPDATE`),
-      );
-    }
-    return this.findReferencesByIds(organizationId, ids);
+    );
   }
 
   async updateReferences(references: readonly Reference[]): Promise<void> {
@@ -460,53 +338,4 @@ export class PrismaReferenceRepository implements ReferenceRepository {
         )}`);
     }
   }
-}
-
-/** The column filters of a reference listing, on the alias `r`. */
-function referenceConditions(query: ReferenceListQuery): Prisma.Sql[] {
-  const conditions: Prisma.Sql[] = [];
-  if (query.active !== undefined) conditions.push(Prisma.sql`r."active" = ${query.active}`);
-  if (query.carrierCode !== undefined) conditions.push(Prisma.sql`r."carrier_code" = ${query.carrierCode}`);
-  if (query.containerId !== undefined) conditions.push(Prisma.sql`r."container_id" = ${query.containerId}`);
-  if (query.billOfLading !== undefined) conditions.push(Prisma.sql`r."bill_of_lading" = ${query.billOfLading}`);
-  if (query.bookingNumber !== undefined) conditions.push(Prisma.sql`r."booking_number" = ${query.bookingNumber}`);
-  if (query.parentReferenceId !== undefined) {
-    conditions.push(Prisma.sql`r."parent_reference_id" = ${query.parentReferenceId}`);
-  }
-  return conditions;
-}
-
-/**
- * The most listed tags whose carriers a `tag_match=any` page reads as one newest-first walk per tag; past this
- * many, one walk of all their carriers together (the statement would grow with every walk).
- */
-const MAX_MERGED_TAG_WALKS = 8;
-
-/** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
-function tagsOf(organizationId: string, listed: ListedTags): Prisma.Sql {
-  return Prisma.sql`
-    SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed("t", listed)}`;
-}
-
-/**
- * The reference `referenceId` carries none of the excluded tags, resolved in the same statement (ids and name
- * keys of the organization): a probe of the (reference_id, tag_id) key joined to the tag's primary key.
- */
-function carriesNone(organizationId: string, referenceId: Prisma.Sql, excluded: ListedTags): Prisma.Sql {
-  return Prisma.sql`NOT EXISTS (
-    SELECT 1 FROM "reference_tags" excluded JOIN "tags" et ON et."id" = excluded."tag_id"
-    WHERE excluded."reference_id" = ${referenceId} AND et."organization_id" = ${organizationId}
-      AND ${isListed("et", excluded)})`;
-}
-
-/** The tag aliased `alias` is one of those listed by id or by name key (at least one id or name key is given). */
-function isListed(alias: string, listed: ListedTags): Prisma.Sql {
-  const tag = Prisma.raw(`"${alias}"`);
-  const byId = listed.ids.length > 0 ? Prisma.sql`${tag}."id" IN (${Prisma.join([...listed.ids])})` : null;
-  const byName =
-    listed.nameKeys.length > 0 ? Prisma.sql`${tag}."name_key" IN (${Prisma.join([...listed.nameKeys])})` : null;
-  return Prisma.sql`(${Prisma.join(
-    [byId, byName].filter((part): part is Prisma.Sql => part !== null),
-    " OR ",
-  )})`;
 }

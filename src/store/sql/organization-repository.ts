@@ -1,20 +1,20 @@
-import type { Organization } from "../domain/models.ts";
+import type { Organization } from "../../domain/models.ts";
 import type {
   ApiKeyRecord,
   AuthenticatedApiKey,
   OrganizationRepository,
-} from "../domain/organizations/organization-repository.ts";
-import type { Database, PrismaClient } from "./database.ts";
+} from "../../domain/organizations/organization-repository.ts";
+import type { Database, PrismaClient } from "../database.ts";
 import { toDate, toNullableDate } from "./rows.ts";
-import type { SqlExecutor } from "./sql-executor.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
 
 /*
- * The organizations and api_keys tables. Built by the unit of work (src/store/prisma-store.ts) on its executor:
+ * The organizations and api_keys tables. Built by the unit of work (src/store/sql/sql-store.ts) on its executor:
  * inside `store.transaction`, statements run in that transaction.
  */
 
-export class PrismaOrganizationRepository implements OrganizationRepository {
+export class SqlOrganizationRepository implements OrganizationRepository {
   constructor(
     private readonly database: Database,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
@@ -23,7 +23,7 @@ export class PrismaOrganizationRepository implements OrganizationRepository {
     private readonly inTransaction: boolean,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/prisma-store.ts). */
+  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
   private get client(): PrismaClient {
     return this.database.prisma;
   }

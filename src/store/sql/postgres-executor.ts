@@ -1,0 +1,175 @@
+import { createHash } from "node:crypto";
+import pg from "pg";
+import type { Prisma } from "../__generated__/sqlite/client.ts";
+import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
+
+/*
+ * PostgreSQL: the executor's own pool of node-postgres connections. Its connections pipeline (node-postgres sends
+ * a statement without waiting for the previous one's answer): only a unit of work ever has several in flight,
+ * each still answered, or failed, on its own.
+ */
+
+/** `2026-01-02 03:04:05.006`: UTC, no zone, as @prisma/adapter-pg writes `timestamp(3)` values. */
+function postgresTimestamp(date: Date): string {
+  return date.toISOString().replace("T", " ").replace("Z", "");
+}
+
+function postgresValue(value: unknown): unknown {
+  return value instanceof Date ? postgresTimestamp(value) : value;
+}
+
+/**
+ * `timestamp` columns hold UTC without a zone: read them as UTC (node-postgres would read local time); int8
+ * (counts, log positions) as numbers, which they always fit.
+ */
+const POSTGRES_TYPES = {
+  getTypeParser(oid: number, format?: string): (text: string) => unknown {
+    if (oid === pg.types.builtins.TIMESTAMP) return (text) => new Date(`${text.replace(" ", "T")}Z`);
+    if (oid === pg.types.builtins.INT8) return Number;
+    return pg.types.getTypeParser(oid, format as "text");
+  },
+};
+
+type Queryable = Pick<pg.PoolClient, "query">;
+
+async function postgresQuery(
+  target: Queryable,
+  query: Prisma.Sql | string,
+  onStatement: StatementListener | undefined,
+): Promise<pg.QueryResult> {
+  const text = typeof query === "string" ? query : query.text;
+  onStatement?.(text);
+  const values = typeof query === "string" ? [] : query.values.map(postgresValue);
+  return target.query({
+    text,
+    values,
+    types: POSTGRES_TYPES,
+    name: preparedName(text, values.length),
+  } as pg.QueryConfig);
+}
+
+/**
+ * The store's statements are prepared once per connection (node-postgres keeps a connection's named statements
+ * and sends only Bind/Execute after the first use), so PostgreSQL stops parsing and planning them on every call:
+ * that work ran on the same 2 cores as everything else. Statements with many parameters are the multi-row
+ * INSERTs and long IN lists of bulk writes, whose text changes with their row count: they stay unnamed, so the
+ * statements a connection keeps stay few. Transaction control ("BEGIN", "COMMIT") has nothing to plan.
+ */
+const PREPARED_MAX_PARAMETERS = 24;
+const preparedNames = new Map<string, string>();
+
+function preparedName(text: string, parameters: number): string | undefined {
+  if (parameters === 0 || parameters > PREPARED_MAX_PARAMETERS) return undefined;
+  let name = preparedNames.get(text);
+  if (name === undefined) {
+    name = `reftrail_${createHash("sha1").update(text).digest("hex")}`;
+    preparedNames.set(text, name);
+  }
+  return name;
+}
+
+/** A unit of work's connection, with its BEGIN (sent, maybe not yet answered). */
+export interface OpenUnit {
+  readonly connection: pg.PoolClient;
+  readonly begun: Promise<unknown>;
+}
+
+/** Runs a unit's `work`; see PostgresExecutor's `enterUnit`. */
+export type UnitEntry = <T>(unit: OpenUnit, work: () => Promise<T>) => Promise<T>;
+
+export class PostgresExecutor implements TransactionalExecutor {
+  private readonly pool: pg.Pool;
+
+  constructor(
+    url: string,
+    private readonly onStatement?: StatementListener,
+    /**
+     * Wraps every unit's work: the one place where code other than the unit's executor may learn the unit's
+     * connection (src/store/prisma/unit-bridge.ts, for the Prisma model calls the webhook repository still makes).
+     */
+    private readonly enterUnit: UnitEntry = (_unit, work) => work(),
+  ) {
+    this.pool = new pg.Pool({ connectionString: url, pipeline: true });
+    // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
+    this.pool.on("error", () => {});
+    // A connection the server ends (failover, pg_terminate_backend, a pooler restart) emits "error", and an
+    // "error" event with no listener ends the process. pg-pool listens only while a connection is idle: between
+    // checkout and the borrower's own listener, and after a once-listener has fired (pool.query), nothing
+    // does. This listener stays for the connection's whole life; the statement in flight still rejects on its
+    // own, and the borrower releases the broken connection.
+    this.pool.on("connect", (connection) => connection.on("error", () => {}));
+  }
+
+  async all<Row>(query: Prisma.Sql): Promise<Row[]> {
+    return (await postgresQuery(this.pool, query, this.onStatement)).rows as Row[];
+  }
+
+  async run(query: Prisma.Sql): Promise<number> {
+    return (await postgresQuery(this.pool, query, this.onStatement)).rowCount ?? 0;
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+
+  async transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T> {
+    const connection = await this.pool.connect();
+    // A connection that breaks while checked out emits "error"; unhandled, that would end the process. The
+    // statement running then rejects on its own, and the connection goes back to the pool as broken.
+    const ignore = () => {};
+    connection.on("error", ignore);
+    let broken: Error | undefined;
+    try {
+      // BEGIN is not a round trip of its own but leaves with the unit's first statements, when they are plain
+      // reads (the reference's lock and read, say). Anything else waits for BEGIN's answer, so that nothing can
+      // ever write outside the transaction: had BEGIN failed, the reads sent behind it would have run on their
+      // own, harmlessly, and their results are never used.
+      const begun = postgresQuery(connection, "BEGIN", this.onStatement).catch((error: Error) => {
+        broken = error;
+        throw error;
+      });
+      begun.catch(ignore);
+      let pipelining = true;
+      const send = async (query: Prisma.Sql): Promise<pg.QueryResult> => {
+        if (pipelining && isPlainRead(query.text)) {
+          const [, result] = await Promise.all([begun, postgresQuery(connection, query, this.onStatement)]);
+          return result;
+        }
+        // In the order asked: once one statement waits for BEGIN, every later one does.
+        pipelining = false;
+        await begun;
+        return postgresQuery(connection, query, this.onStatement);
+      };
+      const unit: SqlExecutor = {
+        all: async <Row>(query: Prisma.Sql) => (await send(query)).rows as Row[],
+        run: async (query: Prisma.Sql) => (await send(query)).rowCount ?? 0,
+      };
+      try {
+        const result = await this.enterUnit({ connection, begun }, () => work(unit));
+        await begun;
+        const commit = await postgresQuery(connection, "COMMIT", this.onStatement);
+        // PostgreSQL answers the COMMIT of a transaction that a failed statement aborted with ROLLBACK, not an
+        // error: had work caught that statement's error, the unit would otherwise pass for committed.
+        if (commit.command !== "COMMIT")
+          throw new Error(`COMMIT answered ${commit.command}: a statement of the unit failed`);
+        return result;
+      } catch (error) {
+        // A connection that cannot even roll back is not given to anyone else.
+        if (!broken) {
+          await postgresQuery(connection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
+            broken = rollbackError;
+          });
+        }
+        throw error;
+      }
+    } finally {
+      connection.removeListener("error", ignore);
+      connection.release(broken);
+    }
+  }
+}
+
+/** A SELECT: it writes nothing, even run outside a transaction (a lock it takes is released at once). */
+function isPlainRead(text: string): boolean {
+  return /^\s*SELECT\b/i.test(text);
+}
