@@ -5,8 +5,10 @@ import type { ExtractionOutcome, ListReferencesInput } from "../domain/reference
 import {
   DELIVERY_STATUSES,
   TAG_FILTER_STATES,
+  WEBHOOK_ORDERINGS,
   type DeliveryStatus,
   type TagFilterState,
+  type WebhookOrdering,
 } from "../domain/webhooks/webhook-models.ts";
 
 /*
@@ -22,6 +24,7 @@ export type ExtractionStatus = ExtractionOutcome["status"];
 export type TagMatch = NonNullable<ListReferencesInput["tagMatch"]>;
 export type WebhookDeliveryStatus = DeliveryStatus;
 export type WebhookTagFilterState = TagFilterState;
+export type { WebhookOrdering };
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -36,3 +39,4 @@ export const INGESTION_MODE_NAMES = enumNames<IngestionMode>(INGESTION_MODES);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);
+export const WEBHOOK_ORDERING_NAMES = enumNames<WebhookOrdering>(WEBHOOK_ORDERINGS);

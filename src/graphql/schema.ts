@@ -11,6 +11,7 @@ import {
   TAG_MATCH_NAMES,
   WEBHOOK_DELIVERY_STATUS_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
+  WEBHOOK_ORDERING_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
 import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
@@ -47,6 +48,7 @@ const enumResolvers: Resolvers = {
   TagMatch: TAG_MATCH_NAMES,
   WebhookDeliveryStatus: WEBHOOK_DELIVERY_STATUS_NAMES,
   WebhookTagFilterState: WEBHOOK_TAG_FILTER_STATE_NAMES,
+  WebhookOrdering: WEBHOOK_ORDERING_NAMES,
 };
 
 const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {

@@ -22,6 +22,7 @@ import { registerIngestionRoutes } from "./routes/ingestion.routes.ts";
 import { registerLifecycleRoutes } from "./routes/lifecycle.routes.ts";
 import { registerReferenceRoutes } from "./routes/references.routes.ts";
 import { registerTagRoutes } from "./routes/tags.routes.ts";
+import { registerWebhookRecoveryRoutes } from "./routes/webhook-recovery.routes.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.routes.ts";
 
 declare module "fastify" {
@@ -178,6 +179,7 @@ export async function registerRest(
       registerLifecycleRoutes(v1, services);
       registerIngestionRoutes(v1, services);
       registerWebhookRoutes(v1, services);
+      registerWebhookRecoveryRoutes(v1, services);
     },
     { prefix: "/v1" },
   );

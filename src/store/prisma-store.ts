@@ -4,6 +4,7 @@ import type { OrganizationRepository } from "../domain/organizations/organizatio
 import type { ReferenceRepository } from "../domain/references/reference-repository.ts";
 import type { EventsCommittedListener, Store } from "../domain/store.ts";
 import type { TagRepository } from "../domain/tags/tag-repository.ts";
+import type { WebhookRecoveryRepository } from "../domain/webhooks/webhook-recovery-repository.ts";
 import type { WebhookRepository } from "../domain/webhooks/webhook-repository.ts";
 import type { Database } from "./database.ts";
 import { PrismaLifecycleRepository } from "./prisma-lifecycle-repository.ts";
@@ -13,6 +14,7 @@ import { PrismaTagRepository } from "./prisma-tag-repository.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { PrismaWebhookRepository } from "./prisma-webhook-repository.ts";
+import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
 
 /*
  * The only implementation of the domain's Store: the unit of work, and the repositories it hands out (one per
@@ -70,11 +72,17 @@ export class PrismaStore implements Store {
     return this.webhookStore;
   }
 
+  get webhookRecovery(): WebhookRecoveryRepository {
+    this.webhookRecoveryRepository ??= new SqlWebhookRecoveryRepository(this.database.provider, this.sql);
+    return this.webhookRecoveryRepository;
+  }
+
   private organizationRepository: OrganizationRepository | undefined;
   private tagRepository: TagRepository | undefined;
   private referenceRepository: ReferenceRepository | undefined;
   private lifecycleRepository: LifecycleRepository | undefined;
   private webhookStore: WebhookRepository | undefined;
+  private webhookRecoveryRepository: WebhookRecoveryRepository | undefined;
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);
