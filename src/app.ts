@@ -81,7 +81,9 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
-    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff()),
+    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
+      replayBatchSize: config.webhookReplayBatchSize,
+    }),
   };
 }
 

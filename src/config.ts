@@ -55,6 +55,8 @@ export interface Config {
   readonly webhookConcurrency: number;
   /** Requests in flight at once per instance to one endpoint, so one slow endpoint cannot hold back others. */
   readonly webhookConcurrencyPerEndpoint: number;
+  /** Events a webhook replay reads and schedules per batch (one short transaction each). */
+  readonly webhookReplayBatchSize: number;
   /** How often the worker looks for due deliveries when nothing wakes it earlier. */
   readonly webhookPollIntervalMs: number;
   /** Whether this instance runs the delivery worker (an instance may serve the API only). */
@@ -165,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookLeaseMs,
     webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
     webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
+    webhookReplayBatchSize: parseInteger(env, "WEBHOOK_REPLAY_BATCH_SIZE", 1_000, 1),
     webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
     subscriptionPollIntervalMs: Math.max(
