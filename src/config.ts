@@ -116,7 +116,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? (isProduction ? "" : "127.0.0.0/8,::1/128");
   const schedule = env.WEBHOOK_RETRY_SCHEDULE ?? "0s,5s,5m,30m,2h,5h,10h,10h";
   const webhookTimeoutMs = parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT");
-  const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "60s", "WEBHOOK_LEASE");
+  const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "30s", "WEBHOOK_LEASE");
   // A lease shorter than a request could expire while the request is still running, and a second instance
   // would send the same delivery again: require room for the request and for recording its outcome.
   if (webhookLeaseMs < webhookTimeoutMs + 1_000) {

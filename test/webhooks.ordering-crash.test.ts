@@ -127,6 +127,24 @@ describe.each(DATABASE_KINDS)("ordered webhooks survive a killed process on %s",
       });
       expect(new Set(positions).size).toBe(log.length);
     }
+    // Every request the receiver got is in the attempt log, the ones whose outcome died with the process included
+    // (opened before the send, closed as "outcome unknown" when the delivery was claimed again).
+    const requests = new Map<string, number>();
+    for (const hook of hooks) requests.set(hook.webhookId, (requests.get(hook.webhookId) ?? 0) + 1);
+    const logged = await openDatabase(database.url);
+    try {
+      const attempts = await logged.prisma.webhookAttempt.groupBy({ by: ["deliveryId"], _count: { _all: true } });
+      const attemptsOf = new Map(attempts.map((row) => [row.deliveryId, row._count._all]));
+      for (const [webhookId, count] of requests)
+        expect({ webhookId, attempts: Math.max(count, attemptsOf.get(webhookId) ?? 0) }).toEqual({
+          webhookId,
+          attempts: attemptsOf.get(webhookId) ?? 0,
+        });
+      const lost = await logged.prisma.webhookAttempt.count({ where: { error: { startsWith: "outcome unknown" } } });
+      console.info(`[${kind}] attempts whose outcome was lost with the process: ${lost}`);
+    } finally {
+      await logged.close();
+    }
     const again = hooks.length - new Set(hooks.map((hook) => hook.webhookId)).size;
     console.info(`[${kind}] ${events.length} events, ${hooks.length} requests, ${again} sent again after the kill`);
 

@@ -4,6 +4,7 @@ import type { OrganizationRepository } from "../domain/organizations/organizatio
 import type { ReferenceRepository } from "../domain/references/reference-repository.ts";
 import type { EventsCommittedListener, Store } from "../domain/store.ts";
 import type { TagRepository } from "../domain/tags/tag-repository.ts";
+import type { WebhookAttemptLog } from "../domain/webhooks/webhook-attempt-log.ts";
 import type { WebhookRecoveryRepository } from "../domain/webhooks/webhook-recovery-repository.ts";
 import type { WebhookRepository } from "../domain/webhooks/webhook-repository.ts";
 import type { Database } from "./database.ts";
@@ -14,6 +15,7 @@ import { PrismaTagRepository } from "./prisma-tag-repository.ts";
 import type { SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql-executor.ts";
 import { PrismaWebhookRepository } from "./prisma-webhook-repository.ts";
+import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
 import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
 
 /*
@@ -77,12 +79,18 @@ export class PrismaStore implements Store {
     return this.webhookRecoveryRepository;
   }
 
+  get webhookAttemptLog(): WebhookAttemptLog {
+    this.attemptLog ??= new SqlWebhookAttemptLog(this.sql);
+    return this.attemptLog;
+  }
+
   private organizationRepository: OrganizationRepository | undefined;
   private tagRepository: TagRepository | undefined;
   private referenceRepository: ReferenceRepository | undefined;
   private lifecycleRepository: LifecycleRepository | undefined;
   private webhookStore: WebhookRepository | undefined;
   private webhookRecoveryRepository: WebhookRecoveryRepository | undefined;
+  private attemptLog: WebhookAttemptLog | undefined;
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);

@@ -435,7 +435,10 @@ export class PrismaWebhookRepository implements WebhookRepository {
               Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
                 ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
           ),
-        )}`);
+        )}
+        ON CONFLICT ("id") DO UPDATE SET "attempted_at" = excluded."attempted_at",
+          "status_code" = excluded."status_code", "error" = excluded."error", "latency_ms" = excluded."latency_ms",
+          "response_body" = excluded."response_body"`);
     }
     return existing;
   }
