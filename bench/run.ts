@@ -41,6 +41,7 @@ import { HELLO_QUERY, startBaseline } from "./baseline.ts";
 import { LoadGenerator, type LoadResult, type LoadSpec } from "./load.ts";
 import { runIngestionBench } from "./ingestion.bench.ts";
 import { runSubscriptionBench } from "./subscriptions.bench.ts";
+import { runWebhookOrderingBench } from "./webhooks-ordering.bench.ts";
 import { runWebhookBench } from "./webhooks.bench.ts";
 import { containerNumber, seedEventLog, seedReferences, type Kind } from "./seed.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
@@ -613,6 +614,7 @@ async function main(): Promise<void> {
   if (parts.has("webhooks")) {
     console.log("\nPart C — webhook deliveries");
     await runWebhookBench();
+    await runWebhookOrderingBench();
   }
   if (parts.has("subscriptions")) {
     console.log("\nPart D — live subscriptions");
