@@ -4,7 +4,7 @@
  *
  *   ordered drain    BENCH_ORDER_REFERENCES (100) references × BENCH_ORDER_EVENTS (20) events queued to two
  *                    endpoints of one organization, one with ordering "reference", one without, then drained by one
- *                    server process: each endpoint's deliveries per second, side by side (goal: ordered ≥ 50 %).
+ *                    instance: each endpoint's deliveries per second, side by side (goal: ordered ≥ 50 %).
  *   ordered steady   BENCH_WEBHOOK_RATE (20) events/s for BENCH_WEBHOOK_SECONDS (10) s over the 100 references to an
  *                    ordered endpoint: written-to-received latency; then the same while one reference's deliveries
  *                    answer 503 for 5 s: the other 99 references' p99 over the first run's (goal: ≤ 1.2).
@@ -12,9 +12,9 @@
  *                    organization's live events (20/s) go to its own endpoint: replay deliveries/s, live latency p99
  *                    (goal on SQLite: ≥ 2,000/s and p99 ≤ 100 ms).
  *   single drain     one unordered endpoint drains a backlog of BENCH_SINGLE_BACKLOG (2,000) deliveries: deliveries/s
- *                    and the server process's CPU per delivery (/proc/<pid>/stat; the receiver runs elsewhere).
+ *                    and the CPU per delivery
+ *                    of this process in all (worker, SQLite or the PostgreSQL client, and the receiver thread).
  */
-import { readFileSync } from "node:fs";
 import type { App } from "../src/app.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
@@ -29,8 +29,6 @@ import {
   ReceiverThread,
   sleep,
   startInstance,
-  startServer,
-  stopServer,
   type Kind,
   type Row,
 } from "./webhooks.bench.ts";
@@ -69,12 +67,6 @@ function rateOf(records: readonly { receivedAt: number }[]): number {
   return records.length / ((Math.max(...times) - Math.min(...times)) / 1000);
 }
 
-/** Server process CPU time (user + system) in ms, from /proc (Linux). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
-
 async function orderedDrain(kind: Kind, receiver: ReceiverThread, url: string): Promise<Row[]> {
   const paths = [`/${kind}/order-drain/ordered`, `/${kind}/order-drain/unordered`];
   const writer = await startInstance(url, false, "1h");
@@ -99,13 +91,13 @@ async function orderedDrain(kind: Kind, receiver: ReceiverThread, url: string): 
   } finally {
     await writer.close();
   }
-  const server = await startServer(url);
+  const drainer = await startInstance(url, true);
   try {
     log(`${kind}: draining ${total} events to an ordered and an unordered endpoint (load ${fmtLoad()})`);
     await execute(kind, url, `UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at"`);
     await receiver.waitForCount(paths, total * 2, 600_000);
   } finally {
-    await stopServer(server);
+    await drainer.close();
   }
   const [ordered, unordered] = await Promise.all(paths.map((path) => receiver.records([path])));
   const orderedRate = rateOf(ordered!);
@@ -168,12 +160,11 @@ async function orderedSteady(kind: Kind, receiver: ReceiverThread, app: App, fai
 
 async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promise<Row[]> {
   const writer = await startInstance(url, false);
-  let replayKey: string;
-  let liveKey: string;
+  let replayOrganization: string;
   const since = new Date(Date.now() - 1_000).toISOString();
   try {
     const replayOrg = await writer.services.organizations.createOrganization("bench-replay");
-    replayKey = replayOrg.apiKey.key;
+    replayOrganization = replayOrg.organization.id;
     log(`${kind}: writing ${settings.replayEvents} events to replay`);
     let written = 0;
     for (let parent = 0; written < settings.replayEvents; parent++) {
@@ -191,35 +182,25 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
         );
       written += children;
     }
-    liveKey = (await writer.services.organizations.createOrganization("bench-replay-live")).apiKey.key;
   } finally {
     await writer.close();
   }
-  const server = await startServer(url);
-  const call = async (apiKey: string, method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { "x-api-key": apiKey, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return (await response.json()) as any;
-  };
+  const app = await startInstance(url, true);
   try {
     const replayPath = `/${kind}/replay/target`;
     const livePath = `/${kind}/replay/live`;
-    const target = await call(replayKey, "POST", "/v1/webhooks", { url: receiver.url(replayPath) });
-    const live = await call(liveKey, "POST", "/v1/webhooks", { url: receiver.url(livePath) });
+    const target = await app.services.webhooks.createEndpoint(replayOrganization, { url: receiver.url(replayPath) });
+    const live = await organizationWithEndpoints(app, receiver, "bench-replay-live", [livePath]);
     await receiver.verifyWith(replayPath, target.secret);
-    await receiver.verifyWith(livePath, live.secret);
     log(`${kind}: replaying ${settings.replayEvents} events with live traffic beside (load ${fmtLoad()})`);
-    const { count } = await call(replayKey, "POST", `/v1/webhooks/${target.id}/replay`, { since });
+    const count = await app.services.webhookRecovery.replay(replayOrganization, target.endpoint.id, { since });
     // Live events at BENCH_WEBHOOK_RATE per second while the replay runs.
     let writing = true;
     const liveWriter = (async () => {
       for (let index = 0; writing; index++) {
-        await call(liveKey, "POST", "/v1/references", {
-          bill_of_lading: `BL-LIVE-${kind}-${index}`,
-          carrier_code: "MAEU",
+        await app.services.references.createReference(live, {
+          billOfLading: `BL-LIVE-${kind}-${index}`,
+          carrierCode: "MAEU",
         });
         await sleep(1_000 / settings.rate);
       }
@@ -228,10 +209,8 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
     writing = false;
     await liveWriter;
     const replayed = await receiver.records([replayPath]);
-    const liveRecords = await receiver.records([livePath]);
-    const duringReplay = liveRecords.filter(
-      (record) => record.receivedAt <= Math.max(...replayed.map((r) => r.receivedAt)),
-    );
+    const lastReplayed = Math.max(...replayed.map((record) => record.receivedAt));
+    const duringReplay = (await receiver.records([livePath])).filter((record) => record.receivedAt <= lastReplayed);
     return [
       {
         database: kind,
@@ -245,7 +224,7 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
       latencyRow(kind, `  live events of another organization meanwhile (${settings.rate}/s)`, duringReplay),
     ];
   } finally {
-    await stopServer(server);
+    await app.close();
   }
 }
 
@@ -272,28 +251,29 @@ async function singleDrain(kind: Kind, receiver: ReceiverThread, url: string): P
   } finally {
     await writer.close();
   }
-  const server = await startServer(url);
+  const drainer = await startInstance(url, true);
   try {
     await sleep(500);
-    const cpuBefore = cpuMs(server.child.pid!);
+    const cpuBefore = process.cpuUsage();
     await execute(
       kind,
       url,
       `UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at" WHERE "status" = 'pending'`,
     );
     await receiver.waitForCount([path], settings.singleBacklog, 300_000);
-    const cpu = cpuMs(server.child.pid!) - cpuBefore;
+    const used = process.cpuUsage(cpuBefore);
+    const cpu = (used.user + used.system) / 1000;
     const records = await receiver.records([path]);
     return {
       database: kind,
-      scenario: `one unordered endpoint drains ${settings.singleBacklog} (server CPU ${Math.round((cpu * 1000) / records.length)} µs/delivery)`,
+      scenario: `one unordered endpoint drains ${settings.singleBacklog} (CPU in all ${Math.round((cpu * 1000) / records.length)} µs/delivery)`,
       deliveries: records.length,
       perSecond: rateOf(records),
       p50: null,
       p99: null,
     };
   } finally {
-    await stopServer(server);
+    await drainer.close();
   }
 }
 
