@@ -41,6 +41,8 @@ const settings = {
   seconds: intSetting("BENCH_WEBHOOK_SECONDS", 10, 1),
   replayEvents: intSetting("BENCH_REPLAY_EVENTS", 100_000, 100),
   singleBacklog: intSetting("BENCH_SINGLE_BACKLOG", 2_000, 1),
+  /** BENCH_ORDER_ROWS: which rows run (single, ordered, steady, replay); default all. */
+  rows: new Set((process.env.BENCH_ORDER_ROWS ?? "single,ordered,steady,replay").split(",").map((row) => row.trim())),
 };
 
 /** Creates `count` references of the organization (one `reference_created` each); returns their ids. */
@@ -286,21 +288,23 @@ export async function runWebhookOrderingBench(): Promise<void> {
     for (const kind of settings.databases) {
       const database = await createTestDatabase(kind, "reftrail_bench");
       try {
-        rows.push(await singleDrain(kind, receiver, database.url));
+        if (settings.rows.has("single")) rows.push(await singleDrain(kind, receiver, database.url));
         await execute(kind, database.url, `DELETE FROM "webhook_deliveries"`);
-        rows.push(...(await orderedDrain(kind, receiver, database.url)));
+        if (settings.rows.has("ordered")) rows.push(...(await orderedDrain(kind, receiver, database.url)));
         await execute(kind, database.url, `DELETE FROM "webhook_deliveries"`);
-        const app = await startInstance(database.url, true);
-        try {
-          log(`${kind}: ordered steady rows (load ${fmtLoad()})`);
-          const healthy = await orderedSteady(kind, receiver, app, false);
-          const failing = await orderedSteady(kind, receiver, app, true);
-          rows.push(healthy, { ...failing, ratio: failing.p99! / healthy.p99! });
-        } finally {
-          await app.close();
+        if (settings.rows.has("steady")) {
+          const app = await startInstance(database.url, true);
+          try {
+            log(`${kind}: ordered steady rows (load ${fmtLoad()})`);
+            const healthy = await orderedSteady(kind, receiver, app, false);
+            const failing = await orderedSteady(kind, receiver, app, true);
+            rows.push(healthy, { ...failing, ratio: failing.p99! / healthy.p99! });
+          } finally {
+            await app.close();
+          }
         }
         await execute(kind, database.url, `DELETE FROM "webhook_deliveries"`);
-        rows.push(...(await replay(kind, receiver, database.url)));
+        if (settings.rows.has("replay")) rows.push(...(await replay(kind, receiver, database.url)));
       } finally {
         await database.drop();
       }
