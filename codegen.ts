@@ -51,6 +51,7 @@ const config: CodegenConfig = {
           TagMatch: `${GRAPHQL_ENUMS}#TagMatch`,
           WebhookDeliveryStatus: `${GRAPHQL_ENUMS}#WebhookDeliveryStatus`,
           WebhookTagFilterState: `${GRAPHQL_ENUMS}#WebhookTagFilterState`,
+          WebhookOrdering: `${GRAPHQL_ENUMS}#WebhookOrdering`,
         },
         scalars: {
           ID: "string",
@@ -96,6 +97,7 @@ const config: CodegenConfig = {
           IngestionMode: { ATOMIC: "atomic", PER_ITEM: "per_item" },
           WebhookDeliveryStatus: { PENDING: "pending", SUCCEEDED: "succeeded", FAILED: "failed" },
           WebhookTagFilterState: { NONE: "none", ACTIVE: "active", EMPTY: "empty" },
+          WebhookOrdering: { NONE: "none", REFERENCE: "reference" },
         },
       },
     },

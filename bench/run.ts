@@ -122,6 +122,8 @@ async function main(): Promise<void> {
     console.log("\nPart C — webhook deliveries");
     const { runWebhookBench } = await import("./webhooks.bench.ts");
     await runWebhookBench();
+    const { runWebhookOrderingBench } = await import("./webhooks-ordering.bench.ts");
+    await runWebhookOrderingBench();
   }
   if (parts.has("subscriptions")) {
     console.log("\nPart D — live subscriptions");

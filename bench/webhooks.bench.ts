@@ -33,7 +33,7 @@ import { startServerProcess, type ServerProcess } from "../test/support/server-p
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { benchDatabases, intSetting, BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
-type Kind = "sqlite" | "postgres";
+export type Kind = "sqlite" | "postgres";
 
 const ENDPOINTS = 10;
 
@@ -49,9 +49,9 @@ const settings = {
 
 /** Each database's scenarios use their own paths on the one receiver. */
 const slowPathOf = (kind: Kind) => `/${kind}/slow/9`;
-const log = (message: string) => process.stderr.write(`[bench:webhooks] ${message}\n`);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const fmtLoad = () =>
+export const log = (message: string) => process.stderr.write(`[bench:webhooks] ${message}\n`);
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+export const fmtLoad = () =>
   loadavg()
     .map((value) => value.toFixed(2))
     .join(" / ");
@@ -59,8 +59,9 @@ const fmtLoad = () =>
 // ---------------------------------------------------------------------------------------------------------------
 // The receiver thread
 
-interface ReceivedRecord {
+export interface ReceivedRecord {
   readonly webhookId: string;
+  readonly referenceId: string | null;
   readonly occurredAt: number;
   readonly receivedAt: number;
 }
@@ -76,7 +77,7 @@ interface ReceiverSummary {
   readonly badSignatures: number;
 }
 
-class ReceiverThread {
+export class ReceiverThread {
   private nextRequest = 0;
   private readonly waiting = new Map<number, (answer: any) => void>();
 
@@ -114,6 +115,11 @@ class ReceiverThread {
       this.waiting.set(requestId, resolve);
       this.worker.postMessage({ ...message, requestId });
     });
+  }
+
+  /** Requests of `path` about `referenceId` answer 503 for the next `forMs` milliseconds. */
+  async fail(path: string, referenceId: string, forMs: number): Promise<void> {
+    await this.ask({ type: "fail", path, referenceId, forMs });
   }
 
   async verifyWith(path: string, secret: string): Promise<void> {
@@ -164,24 +170,24 @@ function instanceEnv(url: string, workerOn: boolean, firstDelay = "0s"): Record<
 }
 
 /** A server inside this process (writes through its services). */
-async function startInstance(url: string, workerOn: boolean, firstDelay?: string): Promise<App> {
+export async function startInstance(url: string, workerOn: boolean, firstDelay?: string): Promise<App> {
   const config = loadConfig(instanceEnv(url, workerOn, firstDelay));
   return buildApp({ config, database: await openDatabase(url) });
 }
 
 /** A server in its own process, as deployed (`node src/main.ts`), listening on loopback. */
-function startServer(url: string): Promise<ServerProcess> {
+export function startServer(url: string): Promise<ServerProcess> {
   // LOG_LEVEL info: the helper waits for the "listening" line; the worker logs nothing per delivery.
   return startServerProcess({ ...instanceEnv(url, true), LOG_LEVEL: "info" });
 }
 
-async function stopServer(server: ServerProcess): Promise<void> {
+export async function stopServer(server: ServerProcess): Promise<void> {
   server.child.kill("SIGTERM");
   await server.exited();
 }
 
 /** Runs one SQL statement on the database with its own driver (not through any instance). */
-async function execute(kind: Kind, url: string, sql: string): Promise<void> {
+export async function execute(kind: Kind, url: string, sql: string): Promise<void> {
   if (kind === "sqlite") {
     const sqlite = new Sqlite(sqliteFilePath(url));
     try {
@@ -200,13 +206,13 @@ async function execute(kind: Kind, url: string, sql: string): Promise<void> {
   }
 }
 
-function containerNumber(serial: number): string {
+export function containerNumber(serial: number): string {
   const firstTen = `BNCU${String(serial).padStart(6, "0")}`;
   return `${firstTen}${computeCheckDigit(firstTen)}`;
 }
 
 /** A new organization with one endpoint per path; the receiver checks signatures with their secrets. */
-async function organizationWithEndpoints(
+export async function organizationWithEndpoints(
   app: App,
   receiver: ReceiverThread,
   name: string,
@@ -245,12 +251,12 @@ async function writePaced(
   return total;
 }
 
-function percentile(sorted: readonly number[], q: number): number {
+export function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
-interface Row {
+export interface Row {
   readonly database: Kind;
   readonly scenario: string;
   readonly deliveries: number;
@@ -263,7 +269,7 @@ interface Row {
   readonly connections?: number;
 }
 
-function latencyRow(database: Kind, scenario: string, records: readonly ReceivedRecord[]): Row {
+export function latencyRow(database: Kind, scenario: string, records: readonly ReceivedRecord[]): Row {
   const latencies = records.map((record) => record.receivedAt - record.occurredAt).sort((a, b) => a - b);
   return {
     database,
@@ -398,7 +404,7 @@ async function benchDatabase(kind: Kind, receiver: ReceiverThread): Promise<Row[
   return rows;
 }
 
-function formatTable(rows: readonly Row[]): string {
+export function formatTable(rows: readonly Row[]): string {
   const headers = [
     "database",
     "scenario",

@@ -17,6 +17,7 @@ import { TagService } from "./domain/tags/tag-service.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-service.ts";
 import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
+import { WebhookRecoveryService } from "./domain/webhooks/webhook-recovery-service.ts";
 import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
@@ -85,6 +86,9 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
+    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
+      replayBatchSize: config.webhookReplayBatchSize,
+    }),
   };
 }
 
@@ -133,6 +137,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const stopAttemptSignals = services.webhookDeliveries.onAttemptsRecorded((changes) =>
     deliverySignals.publish(changes),
   );
+  services.webhookRecovery.onReplayFailed((error, endpointId) =>
+    http.log.error({ err: error, endpointId }, "webhook replay stopped before its last batch"),
+  );
   const stopQueuedSignals = services.webhooks.onQueued((delivery) =>
     deliverySignals.publish([
       { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id },
@@ -174,6 +181,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     async close() {
       stopRetentionJob();
       // Before the database closes: requests in flight finish (or give their leases back).
+      await services.webhookRecovery.stop();
       await stopWebhookWorker();
       await http.close();
       stopAttemptSignals();

@@ -57,6 +57,8 @@ export interface Config {
   readonly webhookConcurrency: number;
   /** Requests in flight at once per instance to one endpoint, so one slow endpoint cannot hold back others. */
   readonly webhookConcurrencyPerEndpoint: number;
+  /** Events a webhook replay reads and schedules per batch (one short transaction each). */
+  readonly webhookReplayBatchSize: number;
   /** How often the worker looks for due deliveries when nothing wakes it earlier. */
   readonly webhookPollIntervalMs: number;
   /** Whether this instance runs the delivery worker (an instance may serve the API only). */
@@ -125,7 +127,7 @@ export function loadConfig(
   const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? (isProduction ? "" : "127.0.0.0/8,::1/128");
   const schedule = env.WEBHOOK_RETRY_SCHEDULE ?? "0s,5s,5m,30m,2h,5h,10h,10h";
   const webhookTimeoutMs = parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT");
-  const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "60s", "WEBHOOK_LEASE");
+  const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "30s", "WEBHOOK_LEASE");
   // A lease shorter than a request could expire while the request is still running, and a second instance
   // would send the same delivery again: require room for the request and for recording its outcome.
   if (webhookLeaseMs < webhookTimeoutMs + 1_000) {
@@ -177,6 +179,7 @@ export function loadConfig(
     webhookLeaseMs,
     webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
     webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
+    webhookReplayBatchSize: parseInteger(env, "WEBHOOK_REPLAY_BATCH_SIZE", 1_000, 1),
     webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),
     subscriptionPollIntervalMs: Math.max(

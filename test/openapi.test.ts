@@ -292,6 +292,12 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     const delivery = await call("GET", `/v1/webhooks/${webhookId}/deliveries/${test.body.id}`, { expect: 200 });
     expect(delivery.body.attempts.length).toBeGreaterThan(0);
     await call("POST", `/v1/webhooks/${webhookId}/deliveries/${test.body.id}/resend`, { expect: 202 });
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    await call("POST", `/v1/webhooks/${webhookId}/recover`, { body: { since, dry_run: true }, expect: 200 });
+    await call("POST", `/v1/webhooks/${webhookId}/recover`, { body: { since }, expect: 202 });
+    await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since, dry_run: true }, expect: 200 });
+    await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since: "2000-01-01T00:00:00Z" }, expect: 422 });
+    await call("GET", `/v1/webhooks/${webhookId}/held-back`, { expect: 200 });
     await call("DELETE", `/v1/webhooks/${webhookId}`, { expect: 204 });
     await call("GET", `/v1/webhooks/${webhookId}`, { expect: 404 });
 

@@ -6,6 +6,7 @@ import type { ReferenceService } from "./references/reference-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
 import type { Store } from "./store.ts";
 import type { WebhookDeliveryService } from "./webhooks/webhook-delivery-service.ts";
+import type { WebhookRecoveryService } from "./webhooks/webhook-recovery-service.ts";
 import type { WebhookService } from "./webhooks/webhook-service.ts";
 
 /** Everything the adapters (REST, GraphQL, CLI, workers) may call. Built once in `app.ts`. */
@@ -24,4 +25,6 @@ export interface Services {
   readonly webhooks: WebhookService;
   /** The delivery rules the webhook worker applies. */
   readonly webhookDeliveries: WebhookDeliveryService;
+  /** Recovery and replay of an endpoint's deliveries over a time window, and what an ordered endpoint holds back. */
+  readonly webhookRecovery: WebhookRecoveryService;
 }

@@ -3,6 +3,8 @@ import type { LifecycleRepository } from "./lifecycle/lifecycle-repository.ts";
 import type { OrganizationRepository } from "./organizations/organization-repository.ts";
 import type { ReferenceRepository } from "./references/reference-repository.ts";
 import type { TagRepository } from "./tags/tag-repository.ts";
+import type { WebhookAttemptLog } from "./webhooks/webhook-attempt-log.ts";
+import type { WebhookRecoveryRepository } from "./webhooks/webhook-recovery-repository.ts";
 import type { WebhookRepository } from "./webhooks/webhook-repository.ts";
 
 /*
@@ -33,4 +35,8 @@ export interface Store {
   readonly lifecycle: LifecycleRepository;
   /** Webhook endpoints and the delivery outbox. */
   readonly webhooks: WebhookRepository;
+  /** Recovery, replay and the ordering summary of webhook deliveries. */
+  readonly webhookRecovery: WebhookRecoveryRepository;
+  /** Attempts opened before their request is sent, completed with its outcome. */
+  readonly webhookAttemptLog: WebhookAttemptLog;
 }

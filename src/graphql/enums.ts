@@ -6,8 +6,10 @@ import type { ListReferencesInput } from "../domain/references/reference-input.t
 import {
   DELIVERY_STATUSES,
   TAG_FILTER_STATES,
+  WEBHOOK_ORDERINGS,
   type DeliveryStatus,
   type TagFilterState,
+  type WebhookOrdering,
 } from "../domain/webhooks/webhook-models.ts";
 
 /*
@@ -25,6 +27,7 @@ export type WebhookDeliveryStatus = DeliveryStatus;
 export type WebhookTagFilterState = TagFilterState;
 /** What a webhook delivery carries: a lifecycle event, or the test event `sendTestWebhook` queues. */
 export type WebhookEventType = LifecycleEventType | "webhook_test";
+export type { WebhookOrdering };
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -40,3 +43,4 @@ export const INGESTION_MODE_NAMES = enumNames<IngestionMode>(INGESTION_MODES);
 export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);
+export const WEBHOOK_ORDERING_NAMES = enumNames<WebhookOrdering>(WEBHOOK_ORDERINGS);

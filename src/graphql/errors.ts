@@ -109,6 +109,7 @@ export function toGraphqlError(
   const existingTag = error.meta.existingTag as Tag | undefined;
   if (existingTag) extensions.existingTag = { id: existingTag.id, name: existingTag.name };
   if (typeof error.meta.limit === "number") extensions.limit = error.meta.limit;
+  if (typeof error.meta.matched === "number") extensions.matched = error.meta.matched;
   return new GraphQLError(renderFieldNames(error.message, asGraphqlName), { extensions, originalError: error });
 }
 

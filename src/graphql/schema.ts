@@ -12,6 +12,7 @@ import {
   WEBHOOK_DELIVERY_STATUS_NAMES,
   WEBHOOK_EVENT_TYPE_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
+  WEBHOOK_ORDERING_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
 import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
@@ -49,6 +50,7 @@ const enumResolvers: Resolvers = {
   WebhookDeliveryStatus: WEBHOOK_DELIVERY_STATUS_NAMES,
   WebhookEventType: WEBHOOK_EVENT_TYPE_NAMES,
   WebhookTagFilterState: WEBHOOK_TAG_FILTER_STATE_NAMES,
+  WebhookOrdering: WEBHOOK_ORDERING_NAMES,
 };
 
 const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {

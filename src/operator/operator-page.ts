@@ -5,7 +5,7 @@ import type { FastifyInstance } from "fastify";
 
 /*
  * The operator page for webhooks, served at `/operator` from the server's own files (it works with no internet):
- * a plain HTML page, a stylesheet and one ES module with no build step (src/operator/assets/), plus graphql-ws's
+ * a plain HTML page, a stylesheet and two ES modules with no build step (src/operator/assets/), plus graphql-ws's
  * own browser build from node_modules for the live subscription. The page asks for an API key, keeps it in the
  * browser's localStorage, and talks to the GraphQL API (`/graphql`, and `webhookDeliveryAttempts` over
  * graphql-ws) like any client: the routes here serve files only and need no key.
@@ -25,6 +25,7 @@ const GRAPHQL_WS_BROWSER_BUILD = join(
 
 const FILES: Readonly<Record<string, { readonly path: string; readonly type: string }>> = {
   "operator.js": { path: join(ASSETS, "operator.js"), type: "text/javascript; charset=utf-8" },
+  "operator-window.js": { path: join(ASSETS, "operator-window.js"), type: "text/javascript; charset=utf-8" },
   "operator.css": { path: join(ASSETS, "operator.css"), type: "text/css; charset=utf-8" },
   "graphql-ws.js": { path: GRAPHQL_WS_BROWSER_BUILD, type: "text/javascript; charset=utf-8" },
 };

@@ -103,6 +103,7 @@ export function fromDomainError(error: DomainError): Problem {
   const existingTag = error.meta.existingTag as Parameters<typeof serializeTag>[0] | undefined;
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
+  if (typeof error.meta.matched === "number") extra.matched = error.meta.matched;
   return problem(status, error.code, detailOf(error, location), extra);
 }
 

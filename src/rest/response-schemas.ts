@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
-import { DELIVERY_STATUSES, TAG_FILTER_STATES } from "../domain/webhooks/webhook-models.ts";
+import { DELIVERY_STATUSES, TAG_FILTER_STATES, WEBHOOK_ORDERINGS } from "../domain/webhooks/webhook-models.ts";
 import { deactivateReasonSchema } from "./schemas.ts";
 
 /*
@@ -74,6 +74,11 @@ const webhookEndpointProperties = {
   },
   description: { type: ["string", "null"] },
   enabled: { type: "boolean" },
+  ordering: {
+    type: "string",
+    enum: [...WEBHOOK_ORDERINGS],
+    description: "none: sent as soon as due; reference: one reference's deliveries one at a time, in log order",
+  },
   disabled_reason: {
     type: ["string", "null"],
     description: "Why the service disabled the endpoint (410 Gone, failing too long); null otherwise",
@@ -261,6 +266,36 @@ export const RESPONSE_SCHEMAS = [
       attempts: { type: "array", items: { $ref: "WebhookAttempt#" } },
     }),
   },
+  {
+    $id: "WebhookRecoveryCount",
+    ...record("How many deliveries a recover or replay sends (or would send, with dry_run)", {
+      count: { type: "integer", minimum: 0 },
+    }),
+  },
+  {
+    $id: "WebhookHeldBack",
+    ...record("What an endpoint with ordering reference holds back", {
+      ordering: { type: "string", enum: [...WEBHOOK_ORDERINGS] },
+      held_back_references: {
+        type: "integer",
+        description: "References whose later deliveries wait behind an earlier one not yet succeeded or given up",
+      },
+      held_back_deliveries: { type: "integer", description: "Deliveries waiting so, all references" },
+      oldest_held_back: {
+        type: ["object", "null"],
+        description: "The oldest event held back (log order); null when nothing is",
+        properties: {
+          delivery_id: uuid,
+          reference_id: uuid,
+          event_id: uuid,
+          event_type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+          occurred_at: dateTime,
+        },
+        required: ["delivery_id", "reference_id", "event_id", "event_type", "occurred_at"],
+        additionalProperties: false,
+      },
+    }),
+  },
   { $id: "ProblemIssue", ...problemIssue },
   {
     $id: "Problem",
@@ -277,6 +312,10 @@ export const RESPONSE_SCHEMAS = [
       errors: { type: "array", items: { $ref: "ProblemIssue#" } },
       existing_tag: { $ref: "Tag#", description: "On a name conflict (409): the tag that holds the name" },
       limit: { type: "integer", description: "With LIMIT_EXCEEDED: the limit that was reached" },
+      matched: {
+        type: "integer",
+        description: "With LIMIT_EXCEEDED from recover or replay: how many deliveries the window matched",
+      },
       request_id: { type: "string", description: "With INTERNAL: quote it when reporting the error" },
     },
     required: ["type", "title", "status", "detail", "code"],

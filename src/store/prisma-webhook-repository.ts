@@ -4,6 +4,7 @@ import type {
   DeliveryStatus,
   EndpointRoute,
   PreviousSecret,
+  WebhookOrdering,
   WebhookAttempt,
   WebhookDelivery,
   WebhookEndpoint,
@@ -19,6 +20,8 @@ import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./sql/row
 import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
 import type { SqlExecutor } from "./sql/executor.ts";
 import { Prisma } from "./__generated__/sqlite/client.ts";
+import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./sql/webhook-delivery-rows.ts";
+import { pendingPredecessorIsAbsent } from "./sql/webhook-ordering-queries.ts";
 
 /*
  * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
@@ -34,24 +37,6 @@ type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqu
 };
 type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
 
-/** A delivery as `RETURNING` gives it (column names; dates already read as dates by both adapters). */
-interface ClaimedRow {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly endpoint_id: string;
-  readonly event_id: string;
-  readonly event_type: string;
-  readonly body: string;
-  readonly status: string;
-  readonly attempt_count: number | bigint;
-  /** Timestamps come back as the driver reads them: ISO text on SQLite, Date on PostgreSQL. */
-  readonly next_attempt_at: unknown;
-  readonly lease_owner: string | null;
-  readonly lease_expires_at: unknown;
-  readonly created_at: unknown;
-  readonly updated_at: unknown;
-}
-
 /** An endpoint as a raw statement reads it (column names; the driver's types, see src/store/rows.ts). */
 interface EndpointColumns {
   readonly id: string;
@@ -66,6 +51,7 @@ interface EndpointColumns {
   readonly previous_secret_expires_at: unknown;
   readonly failing_since: unknown;
   readonly tag_filtered: unknown;
+  readonly ordering: string;
   readonly created_at: unknown;
   readonly updated_at: unknown;
 }
@@ -85,6 +71,7 @@ function toEndpointRow(row: EndpointColumns): EndpointRow {
     previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
     failingSince: toNullableDate(row.failing_since),
     tagFiltered: toBoolean(row.tag_filtered),
+    ordering: row.ordering,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
     tags: [],
@@ -169,7 +156,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
       this.sql.all<EndpointColumns & { tag_id: string | null }>(Prisma.sql`
         SELECT e."id", e."organization_id", e."url", e."event_types", e."description", e."enabled",
                e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
-               e."failing_since", e."tag_filtered", e."created_at", e."updated_at", et."tag_id"
+               e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", et."tag_id"
         FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
         WHERE e."id" IN (${Prisma.join(chunk)})
         ORDER BY e."id", et."tag_id"`),
@@ -198,13 +185,22 @@ export class PrismaWebhookRepository implements WebhookRepository {
 
   async findEnabledEndpoints(organizationId: string): Promise<EndpointRoute[]> {
     // One statement: the endpoints with their tag ids, one row per (endpoint, tag), folded below.
-    const rows = await this.sql.all<{ id: string; event_types: unknown; tag_filtered: unknown; tag_id: string | null }>(
+    const rows = await this.sql.all<{
+      id: string;
+      event_types: unknown;
+      tag_filtered: unknown;
+      ordering: string;
+      tag_id: string | null;
+    }>(
       Prisma.sql`
-      SELECT e."id", e."event_types", e."tag_filtered", et."tag_id"
+      SELECT e."id", e."event_types", e."tag_filtered", e."ordering", et."tag_id"
       FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
       WHERE e."organization_id" = ${organizationId} AND e."enabled" = ${true}`,
     );
-    const routes = new Map<string, { id: string; eventTypes: LifecycleEventType[] | null; tagIds: string[] | null }>();
+    const routes = new Map<
+      string,
+      { id: string; eventTypes: LifecycleEventType[] | null; tagIds: string[] | null; ordering: WebhookOrdering }
+    >();
     for (const row of rows) {
       let route = routes.get(row.id);
       if (!route) {
@@ -212,6 +208,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
           id: row.id,
           eventTypes: (fromJson(row.event_types) as LifecycleEventType[] | null) ?? null,
           tagIds: toBoolean(row.tag_filtered) ? [] : null,
+          ordering: row.ordering as WebhookOrdering,
         };
         routes.set(row.id, route);
       }
@@ -253,15 +250,16 @@ export class PrismaWebhookRepository implements WebhookRepository {
 
   async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
     // One multi-row INSERT per chunk of parameters (one chunk for any realistic number of endpoints).
-    for (const chunk of chunksOf(deliveries, 13)) {
+    for (const chunk of chunksOf(deliveries, 15)) {
       await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
-          "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at")
+          "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
+          "ordering_key", "event_occurred_at")
         VALUES ${Prisma.join(
           chunk.map(
             (d) => Prisma.sql`(${d.id}, ${d.organizationId}, ${d.endpointId}, ${d.eventId}, ${d.eventType}, ${d.body},
               ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt}, ${d.createdAt},
-              ${d.updatedAt})`,
+              ${d.updatedAt}, ${d.orderingKey}, ${d.eventOccurredAt})`,
           ),
         )}`);
     }
@@ -321,6 +319,8 @@ export class PrismaWebhookRepository implements WebhookRepository {
         leaseOwner: null,
         leaseExpiresAt: null,
         updatedAt: at,
+        // A re-send goes out at once, outside its reference's order (and holds nothing back).
+        orderingKey: null,
       },
     });
     if (count === 0) return null;
@@ -354,6 +354,9 @@ export class PrismaWebhookRepository implements WebhookRepository {
    * a row leased by another instance that committed first no longer matches (its lease is in the future). SQLite
    * has one writer at a time, so the statement alone is atomic there. The window looked at is twice the limit, so
    * that one endpoint's long backlog at the head of the queue cannot fill a claim meant for several endpoints.
+   * An ordered delivery is a candidate only while no earlier delivery of its (endpoint, ordering key) is pending
+   * (`pendingPredecessorIsAbsent`): so one reference's deliveries are leased one at a time, in log order, by
+   * whichever instance claims, and a retry waiting holds back only its own reference.
    */
   async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
     const { owner, now, leaseExpiresAt, limit } = request;
@@ -361,7 +364,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
     const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
     const limited = limits.filter(([, max]) => max > 0);
     const exclusion =
-      excluded.length > 0 ? Prisma.sql`AND "endpoint_id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
+      excluded.length > 0 ? Prisma.sql`AND d."endpoint_id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
     const defaultLimit = Prisma.sql`CAST(${request.defaultPerEndpointLimit} AS INTEGER)`;
     const perEndpoint =
       limited.length > 0
@@ -370,13 +373,14 @@ export class PrismaWebhookRepository implements WebhookRepository {
             " ",
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
-    const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
-    const rows = await this.sql.all<ClaimedRow>(Prisma.sql`
+    const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE OF d SKIP LOCKED` : Prisma.empty;
+    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
       WITH candidates AS (
-        SELECT "id", "endpoint_id", "next_attempt_at" FROM "webhook_deliveries"
-        WHERE "status" = 'pending' AND "next_attempt_at" <= ${now}
-          AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now}) ${exclusion}
-        ORDER BY "next_attempt_at", "id"
+        SELECT d."id", d."endpoint_id", d."next_attempt_at" FROM "webhook_deliveries" d
+        WHERE d."status" = 'pending' AND d."next_attempt_at" <= ${now}
+          AND (d."lease_expires_at" IS NULL OR d."lease_expires_at" < ${now}) ${exclusion}
+          AND ${pendingPredecessorIsAbsent("d")}
+        ORDER BY d."next_attempt_at", d."id"
         LIMIT ${limit * 2}
         ${lock}
       ), ranked AS (
@@ -389,24 +393,9 @@ export class PrismaWebhookRepository implements WebhookRepository {
         SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint}
         ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
       )
-      RETURNING "id", "organization_id", "endpoint_id", "event_id", "event_type", "body", "status", "attempt_count",
-                "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at"`);
+      RETURNING ${DELIVERY_COLUMNS}`);
     return rows
-      .map((row): WebhookDelivery => ({
-        id: row.id,
-        organizationId: row.organization_id,
-        endpointId: row.endpoint_id,
-        eventId: row.event_id,
-        eventType: row.event_type,
-        body: row.body,
-        status: row.status as DeliveryStatus,
-        attemptCount: Number(row.attempt_count),
-        nextAttemptAt: toNullableDate(row.next_attempt_at),
-        leaseOwner: row.lease_owner,
-        leaseExpiresAt: toNullableDate(row.lease_expires_at),
-        createdAt: toDate(row.created_at),
-        updatedAt: toDate(row.updated_at),
-      }))
+      .map(toDeliveryFromColumns)
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
@@ -446,7 +435,10 @@ export class PrismaWebhookRepository implements WebhookRepository {
               Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
                 ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
           ),
-        )}`);
+        )}
+        ON CONFLICT ("id") DO UPDATE SET "attempted_at" = excluded."attempted_at",
+          "status_code" = excluded."status_code", "error" = excluded."error", "latency_ms" = excluded."latency_ms",
+          "response_body" = excluded."response_body"`);
     }
     return existing;
   }
@@ -541,6 +533,7 @@ export class PrismaWebhookRepository implements WebhookRepository {
       secret: this.secrets.decrypt(row.secret),
       previousSecrets: this.readPreviousSecrets(row),
       eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
+      ordering: row.ordering as WebhookOrdering,
       tagIds: tagFiltered ? tags.map((tag) => tag.tagId) : null,
     };
   }

@@ -63,11 +63,13 @@ export function startWebhookWorker({
   const unsubscribeEvents = services.commits.onEventsCommitted(() => worker.wake());
   const unsubscribeSignals = commitSignals.onSignal(() => worker.wake());
   const unsubscribeQueued = services.webhooks.onQueued(() => worker.wake());
+  const unsubscribeScheduled = services.webhookRecovery.onScheduled(() => worker.wake());
   worker.start();
   return async () => {
     unsubscribeEvents();
     unsubscribeSignals();
     unsubscribeQueued();
+    unsubscribeScheduled();
     await worker.stop();
   };
 }

@@ -149,7 +149,7 @@ export class WebhookWorker {
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     await this.pumping;
-    const notStarted = [...this.waiting.values()].flat().map((claimed) => claimed.delivery.id);
+    const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
     await this.deliveries
@@ -196,7 +196,7 @@ export class WebhookWorker {
 
   /** Starts waiting deliveries, one endpoint after the other, while slots are free. */
   private startWaiting(): void {
-    const expired: string[] = [];
+    const expired: ClaimedDelivery[] = [];
     let started = true;
     while (started && this.sending < this.options.concurrency && !this.stopped) {
       started = false;
@@ -209,7 +209,7 @@ export class WebhookWorker {
         this.waiting.delete(endpointId);
         if (queue.length > 0) this.waiting.set(endpointId, queue);
         const leaseLeft = (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime();
-        if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next.delivery.id);
+        if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next);
         else this.dispatch(next);
         started = true;
       }
@@ -272,7 +272,7 @@ export class WebhookWorker {
     );
     releaseEndpointSlot();
     if (result.aborted) {
-      await this.deliveries.release([delivery.id], this.owner);
+      await this.deliveries.release([claimed], this.owner, true);
       return;
     }
     this.metrics.attemptDuration.observe(result.latencyMs / 1000);

@@ -21,6 +21,8 @@ export interface DeliveryRules {
 export interface ClaimedDelivery {
   readonly delivery: WebhookDelivery;
   readonly endpoint: WebhookEndpoint | null;
+  /** The attempt opened for it by the claim (src/domain/webhooks/webhook-attempt-log.ts), completed by its outcome. */
+  readonly attemptId: string;
 }
 
 /** What the sender observed. */
@@ -100,13 +102,19 @@ export class WebhookDeliveryService {
       defaultPerEndpointLimit,
     });
     if (deliveries.length === 0) return [];
+    const attempts = deliveries.map((delivery) => ({ id: newId(), deliveryId: delivery.id, openedAt: now }));
+    await this.store.webhookAttemptLog.open(attempts);
     const endpoints = new Map(
       (await this.store.webhooks.findEndpointsByIds([...new Set(deliveries.map((d) => d.endpointId))])).map((e) => [
         e.id,
         e,
       ]),
     );
-    return deliveries.map((delivery) => ({ delivery, endpoint: endpoints.get(delivery.endpointId) ?? null }));
+    return deliveries.map((delivery, index) => ({
+      delivery,
+      endpoint: endpoints.get(delivery.endpointId) ?? null,
+      attemptId: attempts[index]!.id,
+    }));
   }
 
   /**
@@ -126,6 +134,7 @@ export class WebhookDeliveryService {
   }
 
   async abandon(claimed: ClaimedDelivery, owner: string): Promise<void> {
+    await this.store.webhookAttemptLog.drop([claimed.attemptId]);
     await this.store.webhooks.abandonDelivery(claimed.delivery.id, owner, this.clock.now());
   }
 
@@ -142,7 +151,7 @@ export class WebhookDeliveryService {
       const attemptCount = claimed.delivery.attemptCount + 1;
       const verdict = judgeAttempt(report, attemptCount, this.rules.scheduleMs, now, this.random);
       const attempt: WebhookAttempt = {
-        id: newId(),
+        id: claimed.attemptId,
         deliveryId: claimed.delivery.id,
         attemptedAt: report.attemptedAt,
         statusCode: report.statusCode,
@@ -226,9 +235,20 @@ export class WebhookDeliveryService {
     }
   }
 
-  /** Hands leases back (on shutdown) so that no instance waits for them to expire. */
-  async release(deliveryIds: readonly string[], owner: string): Promise<void> {
-    if (deliveryIds.length > 0) await this.store.webhooks.releaseDeliveries(deliveryIds, owner);
+  /**
+   * Hands leases back (on shutdown, or a lease too short to start a request) so that no instance waits for them
+   * to expire. `sent`: a request went out and was aborted: its attempt stays, as an outcome lost; else the
+   * attempt opened by the claim is dropped.
+   */
+  async release(claimed: readonly ClaimedDelivery[], owner: string, sent = false): Promise<void> {
+    if (claimed.length === 0) return;
+    const attemptIds = claimed.map((item) => item.attemptId);
+    if (sent) await this.store.webhookAttemptLog.close(attemptIds);
+    else await this.store.webhookAttemptLog.drop(attemptIds);
+    await this.store.webhooks.releaseDeliveries(
+      claimed.map((item) => item.delivery.id),
+      owner,
+    );
   }
 
   /** Deliveries waiting to be sent (due or scheduled), all organizations. */

@@ -49,9 +49,18 @@ export interface WebhookEndpoint {
   readonly previousSecretExpiresAt: Date | null;
   /** The time of the first failed attempt since the last success; null while the endpoint succeeds. */
   readonly failingSince: Date | null;
+  /** How the endpoint's deliveries are ordered; applies to deliveries queued from when it is set. */
+  readonly ordering: WebhookOrdering;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
+
+export const WEBHOOK_ORDERINGS = ["none", "reference"] as const;
+/**
+ * none: deliveries go out as soon as they are due, in parallel; reference: the deliveries of one reference's
+ * events go out one at a time, in the log's order (see `WebhookDelivery.orderingKey`).
+ */
+export type WebhookOrdering = (typeof WEBHOOK_ORDERINGS)[number];
 
 export const TAG_FILTER_STATES = ["none", "active", "empty"] as const;
 /** none: no tag filter; active: a filter with tags; empty: every tag of the filter was deleted, nothing matches. */
@@ -63,7 +72,7 @@ export function tagFilterStateOf(endpoint: Pick<WebhookEndpoint, "tagIds">): Tag
 }
 
 /** What the outbox needs of an enabled endpoint to decide whether an event goes to it. */
-export type EndpointRoute = Pick<WebhookEndpoint, "id" | "eventTypes" | "tagIds">;
+export type EndpointRoute = Pick<WebhookEndpoint, "id" | "eventTypes" | "tagIds" | "ordering">;
 
 export interface WebhookDelivery {
   readonly id: string;
@@ -82,6 +91,14 @@ export interface WebhookDelivery {
   readonly leaseExpiresAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+  /**
+   * The reference whose log order this delivery keeps: it is not sent while an earlier delivery (by
+   * `eventOccurredAt`, then `eventId`) of the same endpoint and key is pending. Null: sent as soon as due
+   * (unordered endpoints, test events, re-sends and recoveries).
+   */
+  readonly orderingKey: string | null;
+  /** The event's time (with `eventId`, its place in the log); null for test events. */
+  readonly eventOccurredAt: Date | null;
 }
 
 export interface WebhookAttempt {

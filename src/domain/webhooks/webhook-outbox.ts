@@ -67,6 +67,9 @@ export class WebhookOutbox {
       leaseExpiresAt: null,
       createdAt: event.occurredAt,
       updatedAt: event.occurredAt,
+      // An ordered endpoint's deliveries keep their reference's log order (the claim enforces it).
+      orderingKey: endpoint.ordering === "reference" ? event.referenceId : null,
+      eventOccurredAt: event.occurredAt,
     }));
   }
 

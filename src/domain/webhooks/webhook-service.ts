@@ -1,11 +1,11 @@
-import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
-import { parseEndpointUrl, type WebhookTargetPolicy } from "./endpoint-url.ts";
+import type { WebhookTargetPolicy } from "./endpoint-url.ts";
+import { validateEndpointInput, type WebhookEndpointInput } from "./webhook-endpoint-input.ts";
 import { buildTestBody } from "./webhook-body.ts";
 import {
   DELIVERY_STATUSES,
@@ -17,18 +17,6 @@ import {
   type WebhookEndpoint,
 } from "./webhook-models.ts";
 import { generateWebhookSecret } from "./webhook-secret.ts";
-
-/** Raw input from either surface; the service validates every field. Absent (`undefined`) means "unchanged". */
-export interface WebhookEndpointInput {
-  readonly url?: unknown;
-  /** null: every event type. */
-  readonly eventTypes?: unknown;
-  /** null: no tag filter (every reference); else a non-empty list of the organization's tag ids. */
-  readonly tagIds?: unknown;
-  /** null: no description. */
-  readonly description?: unknown;
-  readonly enabled?: unknown;
-}
 
 export interface ListDeliveriesInput {
   readonly status?: string;
@@ -45,9 +33,6 @@ export interface EndpointWithSecret {
 /** A secret rotated out keeps signing beside the new one for this long (SPEC §9). */
 export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 60 * 60 * 1000;
 export const MAX_ENDPOINTS_PER_ORGANIZATION = 50;
-export const MAX_DESCRIPTION_LENGTH = 500;
-/** The most tags one endpoint's tag filter may list. */
-export const MAX_FILTER_TAGS = 100;
 
 type IdPosition = { readonly i: string };
 const isIdPosition = (value: unknown): value is IdPosition =>
@@ -76,7 +61,7 @@ export class WebhookService {
   async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
     if (input.url === undefined)
       throw validationFailed([{ path: ["url"], code: "REQUIRED", message: "url is required" }]);
-    const changes = await this.validate(input);
+    const changes = await validateEndpointInput(input, this.targets);
     const now = this.clock.now();
     const secret = generateWebhookSecret();
     const endpoint: WebhookEndpoint = {
@@ -92,6 +77,7 @@ export class WebhookService {
       previousSecrets: [],
       previousSecretExpiresAt: null,
       failingSince: null,
+      ordering: changes.ordering ?? "none",
       createdAt: now,
       updatedAt: now,
     };
@@ -136,7 +122,7 @@ export class WebhookService {
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
     await this.getEndpoint(organizationId, id);
-    const changes = await this.validate(input);
+    const changes = await validateEndpointInput(input, this.targets);
     return this.store.transaction(async (store) => {
       // Read again under the endpoint's lock: the row written below is the current one with these changes, so a
       // rotation (or a worker's update) committed meanwhile is not overwritten.
@@ -149,6 +135,7 @@ export class WebhookService {
         ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
         ...(changes.description !== undefined && { description: changes.description }),
         ...(changes.enabled !== undefined && { enabled: changes.enabled }),
+        ...(changes.ordering !== undefined && { ordering: changes.ordering }),
         ...((enabling || changes.enabled === false) && { disabledReason: null }),
         ...(enabling && { failingSince: null }),
         updatedAt: this.clock.now(),
@@ -158,6 +145,9 @@ export class WebhookService {
       // A disabled endpoint receives nothing: what was waiting for it fails now (it can be re-sent by hand).
       if (current.enabled && !updated.enabled)
         await store.webhooks.failPendingDeliveries(updated.id, updated.updatedAt);
+      // Ordering ends for what is waiting too: nothing stays held back by an order the endpoint no longer has.
+      if (current.ordering === "reference" && updated.ordering === "none")
+        await store.webhookRecovery.releaseOrder(updated.id);
       return updated;
     });
   }
@@ -221,6 +211,8 @@ export class WebhookService {
       leaseExpiresAt: null,
       createdAt: now,
       updatedAt: now,
+      orderingKey: null,
+      eventOccurredAt: null,
     };
     await this.store.webhooks.insertDeliveries([delivery]);
     this.notifyQueued(delivery);
@@ -351,92 +343,5 @@ export class WebhookService {
     hasPrevious: boolean,
   ): Page<T> {
     return pageOf(rows, limit, (item) => this.cursors.encode<IdPosition>({ i: item.id }, filters), hasPrevious);
-  }
-
-  /** Validates the fields present in `input`; every problem is reported at once. */
-  private async validate(input: WebhookEndpointInput): Promise<{
-    url?: string;
-    eventTypes?: LifecycleEventType[] | null;
-    tagIds?: string[] | null;
-    description?: string | null;
-    enabled?: boolean;
-  }> {
-    const issues: FieldIssue[] = [];
-    let url: string | undefined;
-    if (input.url !== undefined) {
-      const parsed = parseEndpointUrl(input.url);
-      if (parsed.url) {
-        const refusal = await this.targets.refusalReason(parsed.url);
-        if (refusal)
-          issues.push({ path: ["url"], code: "TARGET_NOT_ALLOWED", message: `url target is not allowed: ${refusal}` });
-        else url = parsed.url.toString();
-      } else {
-        issues.push(...parsed.issues);
-      }
-    }
-    let eventTypes: LifecycleEventType[] | null | undefined;
-    if (input.eventTypes === null) eventTypes = null;
-    else if (input.eventTypes !== undefined) {
-      if (!Array.isArray(input.eventTypes) || input.eventTypes.length === 0) {
-        issues.push({
-          path: ["eventTypes"],
-          code: "INVALID_TYPE",
-          message: "{eventTypes} must be a non-empty array of event types, or null for every type",
-        });
-      } else {
-        input.eventTypes.forEach((type: unknown, index) => {
-          if (typeof type !== "string" || !isLifecycleEventType(type)) {
-            issues.push({
-              path: ["eventTypes", index],
-              code: "INVALID_EVENT_TYPE",
-              message: `unknown event type ${JSON.stringify(type)}; valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}`,
-            });
-          }
-        });
-        eventTypes = [...new Set(input.eventTypes as LifecycleEventType[])];
-      }
-    }
-    let tagIds: string[] | null | undefined;
-    if (input.tagIds === null) tagIds = null;
-    else if (input.tagIds !== undefined) {
-      if (!Array.isArray(input.tagIds) || input.tagIds.length === 0 || input.tagIds.length > MAX_FILTER_TAGS) {
-        issues.push({
-          path: ["tagIds"],
-          code: "INVALID_TYPE",
-          message: `tag_ids must be an array of 1 to ${MAX_FILTER_TAGS} tag ids, or null for every reference`,
-        });
-      } else {
-        input.tagIds.forEach((id: unknown, index) => {
-          if (typeof id !== "string" || !isUuid(id))
-            issues.push({
-              path: ["tagIds", index],
-              code: "INVALID_ID",
-              message: `${JSON.stringify(id)} is not a tag id`,
-            });
-        });
-        tagIds = input.tagIds.map((id) => String(id).toLowerCase());
-      }
-    }
-    let description: string | null | undefined;
-    if (input.description === null) description = null;
-    else if (input.description !== undefined) {
-      if (typeof input.description !== "string" || [...input.description].length > MAX_DESCRIPTION_LENGTH) {
-        issues.push({
-          path: ["description"],
-          code: "INVALID_LENGTH",
-          message: `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters`,
-        });
-      } else {
-        description = input.description.trim() === "" ? null : input.description.trim();
-      }
-    }
-    let enabled: boolean | undefined;
-    if (input.enabled !== undefined && input.enabled !== null) {
-      if (typeof input.enabled !== "boolean")
-        issues.push({ path: ["enabled"], code: "INVALID_TYPE", message: "enabled must be a boolean" });
-      else enabled = input.enabled;
-    }
-    if (issues.length > 0) throw validationFailed(issues);
-    return { url, eventTypes, tagIds, description, enabled };
   }
 }

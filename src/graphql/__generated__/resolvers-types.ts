@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -91,6 +91,8 @@ export type CreateWebhookEndpointInput = {
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** The event types to send (at least one); null or absent: every type. */
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /** How deliveries are ordered; default `NONE`. */
+  ordering?: InputMaybe<WebhookOrdering>;
   /**
    * Send only events whose reference carried at least one of these tags (1 to 100 ids of the organization's
    * tags) when the event was written; null or absent: every reference. An id that is not a tag of the
@@ -415,12 +417,29 @@ export type Mutation = {
   /** Stores an update document for a reference (tracking side) and records the estimated times it changes. */
   recordReferenceUpdate: RecordReferenceUpdatePayload;
   /**
+   * Sends again every delivery of the endpoint created in `[since, until)` whose last attempt failed or that was
+   * given up, now, in the order they were created, each with its original `webhook-id` and body and a fresh retry
+   * schedule (not held to its reference's order). Returns how many. VALIDATION_FAILED when `since` is older than
+   * the log's retention or after `until`; LIMIT_EXCEEDED beyond 100,000 deliveries (`extensions.matched` says how
+   * many matched); NOT_FOUND for an unknown endpoint; CONFLICT when it is disabled.
+   */
+  recoverWebhookDeliveries: Scalars['Int']['output'];
+  /**
    * Removes a tag from a reference; the tag itself remains. Removing a tag the reference does not carry is not
    * an error.
    */
   removeTagFromReference: RemoveTagFromReferencePayload;
   /** Renames a tag; changing only the case of the name is allowed. CONFLICT when another tag holds the name. */
   renameTag: RenameTagPayload;
+  /**
+   * Sends the endpoint one delivery for every event of the log written in `[since, until)` that matches its filters
+   * today (event types, tags by the event's tag snapshot), oldest first, whether or not it was delivered before. An
+   * event that already has a delivery to the endpoint is sent under that delivery's `webhook-id`; otherwise a new
+   * delivery is made, with the body of a live delivery (the tag snapshot of the event's time). Returns how many
+   * (counted at the call; the deliveries are scheduled in batches as earlier ones go out). On an endpoint ordered by
+   * `REFERENCE`, replayed deliveries keep their reference's order. Errors as `recoverWebhookDeliveries`.
+   */
+  replayWebhookEvents: Scalars['Int']['output'];
   /**
    * Reports the containers found on a bill of lading or booking (tracking side). Each new container becomes a
    * child reference with a copy of the parent's tags; containers reported before are returned, not duplicated.
@@ -514,6 +533,15 @@ export type MutationRecordReferenceUpdateArgs = {
 
 
 /** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationRecoverWebhookDeliveriesArgs = {
+  dryRun?: InputMaybe<Scalars['Boolean']['input']>;
+  endpointId: Scalars['ID']['input'];
+  since: Scalars['DateTime']['input'];
+  until?: InputMaybe<Scalars['DateTime']['input']>;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
 export type MutationRemoveTagFromReferenceArgs = {
   input: RemoveTagFromReferenceInput;
 };
@@ -522,6 +550,15 @@ export type MutationRemoveTagFromReferenceArgs = {
 /** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
 export type MutationRenameTagArgs = {
   input: RenameTagInput;
+};
+
+
+/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+export type MutationReplayWebhookEventsArgs = {
+  dryRun?: InputMaybe<Scalars['Boolean']['input']>;
+  endpointId: Scalars['ID']['input'];
+  since: Scalars['DateTime']['input'];
+  until?: InputMaybe<Scalars['DateTime']['input']>;
 };
 
 
@@ -1152,6 +1189,8 @@ export type UpdateWebhookEndpointInput = {
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
   /** The endpoint to change. */
   id: Scalars['ID']['input'];
+  /** A new ordering, for deliveries queued from now on; turning `REFERENCE` off releases what it holds back. */
+  ordering?: InputMaybe<WebhookOrdering>;
   /**
    * A new tag filter (1 to 100 tag ids), replacing the current one for events written from now on; an explicit
    * null removes the filter (every reference).
@@ -1284,8 +1323,12 @@ export type WebhookEndpoint = Node & {
   eventTypes?: Maybe<Array<LifecycleEventType>>;
   /** When the current run of failed attempts began; null while the endpoint succeeds. */
   failingSince?: Maybe<Scalars['DateTime']['output']>;
+  /** What the endpoint's ordering holds back now (all zero and null for `NONE`, unless it was just turned off). */
+  heldBack: WebhookHeldBack;
   /** The endpoint's identifier (a UUIDv7). */
   id: Scalars['ID']['output'];
+  /** How the endpoint's deliveries are ordered (`NONE` by default). */
+  ordering: WebhookOrdering;
   /**
    * Until when the secret replaced by the last rotation still signs beside the new one; null when there was no
    * rotation. Secrets rotated out earlier sign too, each until 24 hours after its own rotation.
@@ -1348,6 +1391,47 @@ export type WebhookEventType =
   | 'reference_update_created'
   /** A test event queued by `sendTestWebhook` (not a lifecycle event). */
   | 'webhook_test';
+
+/**
+ * What an endpoint with ordering `REFERENCE` holds back: deliveries waiting behind an earlier delivery of their
+ * reference that has not succeeded or been given up yet.
+ */
+export type WebhookHeldBack = {
+  __typename?: 'WebhookHeldBack';
+  /** Deliveries held back, all references. */
+  deliveries: Scalars['Int']['output'];
+  /** The oldest event held back (in log order); null when nothing is. */
+  oldest?: Maybe<WebhookHeldBackEvent>;
+  /** References with at least one delivery held back. */
+  references: Scalars['Int']['output'];
+};
+
+/** An event whose delivery waits behind an earlier delivery of its reference. */
+export type WebhookHeldBackEvent = {
+  __typename?: 'WebhookHeldBackEvent';
+  /** The waiting delivery (its `webhook-id`). */
+  deliveryId: Scalars['ID']['output'];
+  /** The event. */
+  eventId: Scalars['ID']['output'];
+  /** The event's type. */
+  eventType: LifecycleEventType;
+  /** When the event occurred. */
+  occurredAt: Scalars['DateTime']['output'];
+  /** The reference whose order holds it back. */
+  referenceId: Scalars['ID']['output'];
+};
+
+/** How an endpoint's deliveries are ordered. */
+export type WebhookOrdering =
+  /** Deliveries go out as soon as they are due, in parallel. */
+  | 'none'
+  /**
+   * The deliveries of one reference's events go out one at a time, in the order of the reference's log: each is
+   * attempted only after the previous one succeeded or was given up (retries exhausted, endpoint disabled or
+   * deleted). A delivery waiting for its retry holds back only the later deliveries of its own reference. The order
+   * holds across restarts, crashes and several instances. Re-sent and recovered deliveries go out at once, unordered.
+   */
+  | 'reference';
 
 /** The state of a webhook endpoint's tag filter. */
 export type WebhookTagFilterState =
@@ -1535,6 +1619,9 @@ export type ResolversTypes = ResolversObject<{
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
   WebhookEventType: ResolverTypeWrapper<WebhookEventTypeModel>;
+  WebhookHeldBack: ResolverTypeWrapper<Omit<WebhookHeldBack, 'oldest'> & { oldest?: Maybe<ResolversTypes['WebhookHeldBackEvent']> }>;
+  WebhookHeldBackEvent: ResolverTypeWrapper<Omit<WebhookHeldBackEvent, 'eventType'> & { eventType: ResolversTypes['LifecycleEventType'] }>;
+  WebhookOrdering: ResolverTypeWrapper<WebhookOrderingModel>;
   WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
@@ -1621,6 +1708,8 @@ export type ResolversParentTypes = ResolversObject<{
   WebhookEndpoint: WebhookEndpointModel;
   WebhookEndpointConnection: Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookEndpointEdge']> };
   WebhookEndpointEdge: Omit<WebhookEndpointEdge, 'node'> & { node: ResolversParentTypes['WebhookEndpoint'] };
+  WebhookHeldBack: Omit<WebhookHeldBack, 'oldest'> & { oldest?: Maybe<ResolversParentTypes['WebhookHeldBackEvent']> };
+  WebhookHeldBackEvent: WebhookHeldBackEvent;
 }>;
 
 export type AddTagsToReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AddTagsToReferencePayload'] = ResolversParentTypes['AddTagsToReferencePayload']> = ResolversObject<{
@@ -1729,8 +1818,10 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   reactivateReference?: Resolver<ResolversTypes['ReactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationReactivateReferenceArgs, 'input'>>;
   recordExtraction?: Resolver<ResolversTypes['RecordExtractionPayload'], ParentType, ContextType, RequireFields<MutationRecordExtractionArgs, 'input'>>;
   recordReferenceUpdate?: Resolver<ResolversTypes['RecordReferenceUpdatePayload'], ParentType, ContextType, RequireFields<MutationRecordReferenceUpdateArgs, 'input'>>;
+  recoverWebhookDeliveries?: Resolver<ResolversTypes['Int'], ParentType, ContextType, RequireFields<MutationRecoverWebhookDeliveriesArgs, 'dryRun' | 'endpointId' | 'since'>>;
   removeTagFromReference?: Resolver<ResolversTypes['RemoveTagFromReferencePayload'], ParentType, ContextType, RequireFields<MutationRemoveTagFromReferenceArgs, 'input'>>;
   renameTag?: Resolver<ResolversTypes['RenameTagPayload'], ParentType, ContextType, RequireFields<MutationRenameTagArgs, 'input'>>;
+  replayWebhookEvents?: Resolver<ResolversTypes['Int'], ParentType, ContextType, RequireFields<MutationReplayWebhookEventsArgs, 'dryRun' | 'endpointId' | 'since'>>;
   reportChildContainers?: Resolver<ResolversTypes['ReportChildContainersPayload'], ParentType, ContextType, RequireFields<MutationReportChildContainersArgs, 'input'>>;
   resendWebhookDelivery?: Resolver<ResolversTypes['ResendWebhookDeliveryPayload'], ParentType, ContextType, RequireFields<MutationResendWebhookDeliveryArgs, 'input'>>;
   rotateWebhookEndpointSecret?: Resolver<ResolversTypes['RotateWebhookEndpointSecretPayload'], ParentType, ContextType, RequireFields<MutationRotateWebhookEndpointSecretArgs, 'input'>>;
@@ -1930,7 +2021,9 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   enabled?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   eventTypes?: Resolver<Maybe<Array<ResolversTypes['LifecycleEventType']>>, ParentType, ContextType>;
   failingSince?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  heldBack?: Resolver<ResolversTypes['WebhookHeldBack'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  ordering?: Resolver<ResolversTypes['WebhookOrdering'], ParentType, ContextType>;
   previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
   tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
@@ -1950,6 +2043,22 @@ export type WebhookEndpointEdgeResolvers<ContextType = GraphqlContext, ParentTyp
 }>;
 
 export type WebhookEventTypeResolvers = { ESTIMATED_ARRIVAL_CHANGED: 'estimated_arrival_changed', ESTIMATED_DEPARTURE_CHANGED: 'estimated_departure_changed', EXTRACTION_FAILED: 'extraction_failed', EXTRACTION_SUCCEEDED: 'extraction_succeeded', REFERENCE_CREATED: 'reference_created', REFERENCE_DEACTIVATED: 'reference_deactivated', REFERENCE_REACTIVATED: 'reference_reactivated', REFERENCE_UPDATE_CREATED: 'reference_update_created', WEBHOOK_TEST: 'webhook_test' };
+
+export type WebhookHeldBackResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookHeldBack'] = ResolversParentTypes['WebhookHeldBack']> = ResolversObject<{
+  deliveries?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  oldest?: Resolver<Maybe<ResolversTypes['WebhookHeldBackEvent']>, ParentType, ContextType>;
+  references?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+}>;
+
+export type WebhookHeldBackEventResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookHeldBackEvent'] = ResolversParentTypes['WebhookHeldBackEvent']> = ResolversObject<{
+  deliveryId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  eventType?: Resolver<ResolversTypes['LifecycleEventType'], ParentType, ContextType>;
+  occurredAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+}>;
+
+export type WebhookOrderingResolvers = { NONE: 'none', REFERENCE: 'reference' };
 
 export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
@@ -2009,6 +2118,9 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;
   WebhookEventType?: WebhookEventTypeResolvers;
+  WebhookHeldBack?: WebhookHeldBackResolvers<ContextType>;
+  WebhookHeldBackEvent?: WebhookHeldBackEventResolvers<ContextType>;
+  WebhookOrdering?: WebhookOrderingResolvers;
   WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

@@ -16,6 +16,8 @@ export const webhookResolvers: Resolvers = {
   WebhookEndpoint: {
     tagIds: (endpoint) => (endpoint.tagIds === null ? null : [...endpoint.tagIds]),
     tagFilterState: (endpoint) => tagFilterStateOf(endpoint),
+    heldBack: (endpoint, _, { caller, services }) =>
+      services.webhookRecovery.heldBack(caller.organizationId, endpoint.id),
     // One service call per endpoint, like Reference.events: each endpoint's deliveries are their own listing.
     deliveries: async (endpoint, args, { caller, services }) =>
       toConnection(
@@ -60,6 +62,13 @@ export const webhookResolvers: Resolvers = {
     resendWebhookDelivery: async (_, { input }, { caller, services }) => ({
       delivery: await services.webhooks.resendDelivery(caller.organizationId, null, input.deliveryId),
     }),
+    recoverWebhookDeliveries: (_, { endpointId, ...window }, { caller, services }) =>
+      services.webhookRecovery.recover(caller.organizationId, endpointId, {
+        ...window,
+        dryRun: window.dryRun ?? false,
+      }),
+    replayWebhookEvents: (_, { endpointId, ...window }, { caller, services }) =>
+      services.webhookRecovery.replay(caller.organizationId, endpointId, { ...window, dryRun: window.dryRun ?? false }),
   },
 };
 

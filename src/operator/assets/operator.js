@@ -2,7 +2,8 @@
 // `graphqlWs` comes from /operator/graphql-ws.js, graphql-ws's own browser build). No build step.
 
 const KEY_STORAGE = "reftrail.operator.apiKey";
-const ENDPOINT_FIELDS = "id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState";
+const ENDPOINT_FIELDS = `id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState
+  ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }`;
 const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt createdAt updatedAt
   attempts { id attemptedAt statusCode error latencyMs responseBody }`;
 const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
@@ -10,6 +11,8 @@ const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
   webhookEndpoints(first: 20) { edges { node { ${ENDPOINT_FIELDS}
     deliveries(first: 20, filter: { status: $status }) { edges { node { ${DELIVERY_FIELDS} } } } } } }
 }`;
+
+import { ordering, windowAction } from "./operator-window.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { key: localStorage.getItem(KEY_STORAGE), endpoints: [], tags: new Map(), ws: null, stop: null };
@@ -97,6 +100,9 @@ function action(label, run, className = "ghost") {
   return button;
 }
 
+/** What operator-window.js needs of this page. */
+const page = { $, el, graphql, notify, time, lower, action, load: () => load() };
+
 function renderEndpoints() {
   const body = $("endpoints").querySelector("tbody");
   body.replaceChildren();
@@ -119,9 +125,12 @@ function renderEndpoints() {
         ),
         el("td", { "data-testid": "failing-since" }, time(endpoint.failingSince)),
         filters(endpoint),
+        ordering(endpoint, page),
         el(
           "td",
           { class: "actions" },
+          windowAction("recover", endpoint, page),
+          windowAction("replay", endpoint, page),
           action("Send test", () =>
             graphql(
               `

@@ -4,6 +4,7 @@ import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
 import { registerReferenceTrackingRoutes } from "./reference-tracking.routes.ts";
 import { registerReferenceRoutes } from "./references.routes.ts";
 import { registerTagRoutes } from "./tags.routes.ts";
+import { registerWebhookRecoveryRoutes } from "./webhook-recovery.routes.ts";
 import { registerWebhookRoutes } from "./webhooks.routes.ts";
 
 /** Every route group of the REST API under /v1, in the order the OpenAPI document lists them. */
@@ -14,4 +15,5 @@ export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerLifecycleRoutes,
   registerIngestionRoutes,
   registerWebhookRoutes,
+  registerWebhookRecoveryRoutes,
 ];

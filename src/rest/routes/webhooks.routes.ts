@@ -4,11 +4,12 @@ import type { Services } from "../../domain/services.ts";
 import {
   DELIVERY_STATUSES,
   tagFilterStateOf,
+  WEBHOOK_ORDERINGS,
   type WebhookAttempt,
   type WebhookDelivery,
   type WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
-import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-service.ts";
+import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-endpoint-input.ts";
 import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
@@ -55,6 +56,15 @@ const endpointProperties = {
     description: `A note for people, at most ${MAX_DESCRIPTION_LENGTH} characters`,
   },
   enabled: { type: "boolean", description: "Disabled endpoints receive nothing" },
+  ordering: {
+    type: "string",
+    enum: [...WEBHOOK_ORDERINGS],
+    description:
+      "none (default): deliveries go out as soon as they are due, in parallel; reference: the deliveries of one " +
+      "reference's events go out one at a time, in the log's order, each after the previous one succeeded or was " +
+      "given up (a retry holds back only its own reference). Applies to deliveries queued from then on; turning " +
+      "it off releases the deliveries it holds back",
+  },
 } as const;
 
 interface EndpointBody {
@@ -63,6 +73,7 @@ interface EndpointBody {
   tag_ids?: string[] | null;
   description?: string | null;
   enabled?: boolean;
+  ordering?: string;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
@@ -77,6 +88,7 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
     tag_filter_state: tagFilterStateOf(endpoint),
     description: endpoint.description,
     enabled: endpoint.enabled,
+    ordering: endpoint.ordering,
     disabled_reason: endpoint.disabledReason,
     failing_since: iso(endpoint.failingSince),
     previous_secret_expires_at: iso(endpoint.previousSecretExpiresAt),
@@ -118,6 +130,7 @@ const toInput = (body: EndpointBody) => ({
   tagIds: body.tag_ids,
   description: body.description,
   enabled: body.enabled,
+  ordering: body.ordering,
 });
 
 export function registerWebhookRoutes(app: FastifyInstance, services: Services): void {
@@ -189,7 +202,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       schema: {
         tags,
         operationId: "updateWebhookEndpoint",
-        summary: "Change a webhook endpoint's url, event types, description or enabled flag",
+        summary: "Change a webhook endpoint's url, event types, tag filter, description, enabled flag or ordering",
         params: webhookIdParam,
         body: { type: "object", properties: endpointProperties, additionalProperties: false },
         response: { 200: success("The changed endpoint", "WebhookEndpoint"), ...problems(...BODY_PROBLEMS, 404) },

@@ -13,6 +13,10 @@ import { SqlTagRepository } from "./tag-repository.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { PrismaWebhookRepository } from "../prisma-webhook-repository.ts";
+import type { WebhookAttemptLog } from "../../domain/webhooks/webhook-attempt-log.ts";
+import type { WebhookRecoveryRepository } from "../../domain/webhooks/webhook-recovery-repository.ts";
+import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
+import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
 
 /*
  * The only implementation of the domain's Store: the unit of work, and the repositories it hands out (one per
@@ -70,11 +74,23 @@ export class SqlStore implements Store {
     return this.webhookStore;
   }
 
+  get webhookRecovery(): WebhookRecoveryRepository {
+    this.webhookRecoveryRepository ??= new SqlWebhookRecoveryRepository(this.database.provider, this.sql);
+    return this.webhookRecoveryRepository;
+  }
+
+  get webhookAttemptLog(): WebhookAttemptLog {
+    this.attemptLog ??= new SqlWebhookAttemptLog(this.sql);
+    return this.attemptLog;
+  }
+
   private organizationRepository: OrganizationRepository | undefined;
   private tagRepository: TagRepository | undefined;
   private referenceRepository: ReferenceRepository | undefined;
   private lifecycleRepository: LifecycleRepository | undefined;
   private webhookStore: WebhookRepository | undefined;
+  private webhookRecoveryRepository: WebhookRecoveryRepository | undefined;
+  private attemptLog: WebhookAttemptLog | undefined;
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);

@@ -1,0 +1,69 @@
+import type { LifecycleEvent, LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
+
+/*
+ * What recovery, replay and the ordering summary need from persistence (src/store/webhook-recovery-repository.ts),
+ * reached as `store.webhookRecovery` so that it writes in the caller's transaction.
+ */
+
+/** A time window `[since, until)`. */
+export interface TimeWindow {
+  readonly since: Date;
+  readonly until: Date;
+}
+
+/** Which events of the log a replay sends: the endpoint's filters as they are now, over a window. */
+export interface ReplaySelection extends TimeWindow {
+  readonly organizationId: string;
+  /** null: every type. */
+  readonly eventTypes: readonly LifecycleEventType[] | null;
+  /** null: every reference; else events whose tag snapshot holds one of these tags (an empty list matches nothing). */
+  readonly tagIds: readonly string[] | null;
+}
+
+/** A place in the log's (occurred_at, id) order. */
+export interface LogPosition {
+  readonly occurredAt: Date;
+  readonly id: string;
+}
+
+/** An ordered endpoint's references whose deliveries wait behind an earlier one of theirs. */
+export interface HeldBackSummary {
+  /** References with at least one delivery held back. */
+  readonly references: number;
+  /** Deliveries held back, all references. */
+  readonly deliveries: number;
+  /** The oldest event held back (by the log's order), null when nothing is. */
+  readonly oldest: {
+    readonly deliveryId: string;
+    readonly referenceId: string;
+    readonly eventId: string;
+    readonly eventType: LifecycleEventType;
+    readonly occurredAt: Date;
+  } | null;
+}
+
+export interface WebhookRecoveryRepository {
+  /** Deliveries of the endpoint created in the window whose last attempt failed or that were given up. */
+  countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number>;
+  /**
+   * Makes those deliveries due at `at` with a fresh retry schedule and no order (they go out at once); returns
+   * how many. One statement, so the number is exactly what was scheduled.
+   */
+  recover(endpointId: string, window: TimeWindow, at: Date): Promise<number>;
+  /** Events of the selection, counted by the database. */
+  countReplayable(selection: ReplaySelection): Promise<number>;
+  /** Up to `limit` events of the selection after `after` (exclusive), oldest first. */
+  replayableEvents(selection: ReplaySelection, after: LogPosition | null, limit: number): Promise<LifecycleEvent[]>;
+  /** The endpoint's existing delivery of each of these events (event id -> delivery id). */
+  findDeliveryIdsOfEvents(endpointId: string, eventIds: readonly string[]): Promise<Map<string, string>>;
+  /**
+   * Makes these deliveries due at `at` again with a fresh retry schedule, keeping their id (webhook-id) and
+   * body. With `ordered`, each keeps its reference's order again (its ordering key is its event's reference).
+   */
+  requeueForReplay(deliveryIds: readonly string[], at: Date, ordered: boolean): Promise<void>;
+  /** How many of these deliveries are still pending. */
+  countPending(deliveryIds: readonly string[]): Promise<number>;
+  /** Drops the ordering of the endpoint's pending deliveries (its ordering was turned off). */
+  releaseOrder(endpointId: string): Promise<number>;
+  heldBack(endpointId: string): Promise<HeldBackSummary>;
+}

@@ -1,0 +1,48 @@
+import type { DeliveryStatus, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import { toDate, toNullableDate } from "./rows.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
+
+/** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
+export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
+  "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
+  "ordering_key", "event_occurred_at"`;
+
+/** A delivery as a raw statement gives it (column names; the driver's types, see src/store/rows.ts). */
+export interface DeliveryColumns {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly endpoint_id: string;
+  readonly event_id: string;
+  readonly event_type: string;
+  readonly body: string;
+  readonly status: string;
+  readonly attempt_count: number | bigint;
+  /** Timestamps come back as the driver reads them: ISO text on SQLite, Date on PostgreSQL. */
+  readonly next_attempt_at: unknown;
+  readonly lease_owner: string | null;
+  readonly lease_expires_at: unknown;
+  readonly created_at: unknown;
+  readonly updated_at: unknown;
+  readonly ordering_key: string | null;
+  readonly event_occurred_at: unknown;
+}
+
+export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    endpointId: row.endpoint_id,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    body: row.body,
+    status: row.status as DeliveryStatus,
+    attemptCount: Number(row.attempt_count),
+    nextAttemptAt: toNullableDate(row.next_attempt_at),
+    leaseOwner: row.lease_owner,
+    leaseExpiresAt: toNullableDate(row.lease_expires_at),
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+    orderingKey: row.ordering_key,
+    eventOccurredAt: toNullableDate(row.event_occurred_at),
+  };
+}

@@ -1,0 +1,22 @@
+import { Prisma } from "../__generated__/sqlite/client.ts";
+
+/*
+ * Ordered delivery per reference, decided by the database (docs/decisions.md, "Webhook ordering"). A delivery
+ * with an `ordering_key` may be leased only while no earlier delivery of the same endpoint and key is pending
+ * (waiting for its first attempt or a retry, or in flight): the claim statement carries this predicate, so the
+ * order holds whichever instance claims, across restarts and crashes (a crashed sender's delivery stays pending
+ * until its lease expires and it is sent again, still ahead of the others). "Earlier" is the log's order,
+ * (event_occurred_at, event_id). The partial index "webhook_deliveries_pending_order_idx" (migration 0008) answers
+ * the predicate from the pending ordered rows alone.
+ */
+
+/** True for the row `alias` of "webhook_deliveries" when nothing ahead of it in its reference's order is pending. */
+export function pendingPredecessorIsAbsent(alias: string): Prisma.Sql {
+  const row = Prisma.raw(`"${alias}"`);
+  return Prisma.sql`(${row}."ordering_key" IS NULL OR NOT EXISTS (
+    SELECT 1 FROM "webhook_deliveries" earlier
+    WHERE earlier."endpoint_id" = ${row}."endpoint_id" AND earlier."ordering_key" = ${row}."ordering_key"
+      AND earlier."status" = 'pending'
+      AND (earlier."event_occurred_at" < ${row}."event_occurred_at"
+        OR (earlier."event_occurred_at" = ${row}."event_occurred_at" AND earlier."event_id" < ${row}."event_id"))))`;
+}

@@ -1,0 +1,167 @@
+import type { LifecycleEvent, LifecycleEventType } from "../../domain/lifecycle/lifecycle-event.ts";
+import type {
+  HeldBackSummary,
+  LogPosition,
+  ReplaySelection,
+  TimeWindow,
+  WebhookRecoveryRepository,
+} from "../../domain/webhooks/webhook-recovery-repository.ts";
+import type { DatabaseProvider } from "../database.ts";
+import { findInChunks } from "./in-chunks.ts";
+import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
+import { toDate } from "./rows.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
+
+/*
+ * Recovery, replay and the ordering summary, in raw SQL on the store's executor (in the unit of work's transaction
+ * when there is one). Replay reads the log by the index (organization_id, occurred_at, id) in keyset batches and
+ * filters by the endpoint's types and tags in the statement, so a window is never read whole.
+ */
+
+/** The endpoint's deliveries created in the window whose last attempt failed (and that no one is sending) or that were given up. */
+function recoverable(endpointId: string, window: TimeWindow, now: Date): Prisma.Sql {
+  return Prisma.sql`"endpoint_id" = ${endpointId} AND "created_at" >= ${window.since} AND "created_at" < ${window.until}
+    AND ("status" = 'failed' OR ("status" = 'pending' AND "attempt_count" > 0
+      AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now})))`;
+}
+
+export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
+  constructor(
+    private readonly provider: DatabaseProvider,
+    private readonly sql: SqlExecutor,
+  ) {}
+
+  async countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "n" FROM "webhook_deliveries" WHERE ${recoverable(endpointId, window, now)}`);
+    return Number(row?.n ?? 0);
+  }
+
+  recover(endpointId: string, window: TimeWindow, at: Date): Promise<number> {
+    return this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
+      WHERE ${recoverable(endpointId, window, at)}`);
+  }
+
+  async countReplayable(selection: ReplaySelection): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "n" FROM "lifecycle_events" e WHERE ${this.selected(selection)}`);
+    return Number(row?.n ?? 0);
+  }
+
+  async replayableEvents(
+    selection: ReplaySelection,
+    after: LogPosition | null,
+    limit: number,
+  ): Promise<LifecycleEvent[]> {
+    const keyset = after
+      ? Prisma.sql`AND (e."occurred_at" > ${after.occurredAt} OR (e."occurred_at" = ${after.occurredAt} AND e."id" > ${after.id}))`
+      : Prisma.empty;
+    const rows = await this.sql.all<EventRow>(Prisma.sql`
+      SELECT e."id", e."organization_id", e."reference_id", e."type", e."occurred_at", e."detail", e."reference_tags"
+      FROM "lifecycle_events" e
+      WHERE ${this.selected(selection)} ${keyset}
+      ORDER BY e."occurred_at", e."id"
+      LIMIT ${limit}`);
+    return rows.map(eventFromRow);
+  }
+
+  async findDeliveryIdsOfEvents(endpointId: string, eventIds: readonly string[]): Promise<Map<string, string>> {
+    if (eventIds.length === 0) return new Map();
+    const rows = await findInChunks(eventIds, (chunk) =>
+      this.sql.all<{ id: string; event_id: string }>(Prisma.sql`
+        SELECT "id", "event_id" FROM "webhook_deliveries"
+        WHERE "endpoint_id" = ${endpointId} AND "event_id" IN (${Prisma.join(chunk)})
+        ORDER BY "id"`),
+    );
+    // An event has one delivery per endpoint; should there be more, the first made keeps its webhook-id.
+    const byEvent = new Map<string, string>();
+    for (const row of rows) if (!byEvent.has(row.event_id)) byEvent.set(row.event_id, row.id);
+    return byEvent;
+  }
+
+  async requeueForReplay(deliveryIds: readonly string[], at: Date, ordered: boolean): Promise<void> {
+    if (deliveryIds.length === 0) return;
+    const orderingKey = ordered
+      ? Prisma.sql`(SELECT e."reference_id" FROM "lifecycle_events" e WHERE e."id" = "webhook_deliveries"."event_id")`
+      : Prisma.sql`NULL`;
+    await findInChunks(deliveryIds, async (chunk) => {
+      await this.sql.run(Prisma.sql`
+        UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+          "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = ${orderingKey}
+        WHERE "id" IN (${Prisma.join(chunk)})`);
+      return [];
+    });
+  }
+
+  async countPending(deliveryIds: readonly string[]): Promise<number> {
+    if (deliveryIds.length === 0) return 0;
+    const rows = await findInChunks(deliveryIds, (chunk) =>
+      this.sql.all<{ n: number | bigint }>(Prisma.sql`
+        SELECT COUNT(*) AS "n" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'`),
+    );
+    return rows.reduce((sum, row) => sum + Number(row.n), 0);
+  }
+
+  releaseOrder(endpointId: string): Promise<number> {
+    return this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "ordering_key" = NULL
+      WHERE "endpoint_id" = ${endpointId} AND "status" = 'pending' AND "ordering_key" IS NOT NULL`);
+  }
+
+  async heldBack(endpointId: string): Promise<HeldBackSummary> {
+    const waiting = Prisma.sql`w."endpoint_id" = ${endpointId} AND w."status" = 'pending'
+      AND w."ordering_key" IS NOT NULL AND NOT ${pendingPredecessorIsAbsent("w")}`;
+    const [counts] = await this.sql.all<{ deliveries: number | bigint; refs: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "deliveries", COUNT(DISTINCT w."ordering_key") AS "refs"
+      FROM "webhook_deliveries" w WHERE ${waiting}`);
+    const [oldest] = await this.sql.all<{
+      id: string;
+      ordering_key: string;
+      event_id: string;
+      event_type: string;
+      event_occurred_at: unknown;
+    }>(Prisma.sql`
+      SELECT w."id", w."ordering_key", w."event_id", w."event_type", w."event_occurred_at"
+      FROM "webhook_deliveries" w WHERE ${waiting}
+      ORDER BY w."event_occurred_at", w."event_id" LIMIT 1`);
+    return {
+      references: Number(counts?.refs ?? 0),
+      deliveries: Number(counts?.deliveries ?? 0),
+      oldest: oldest
+        ? {
+            deliveryId: oldest.id,
+            referenceId: oldest.ordering_key,
+            eventId: oldest.event_id,
+            eventType: oldest.event_type as LifecycleEventType,
+            occurredAt: toDate(oldest.event_occurred_at),
+          }
+        : null,
+    };
+  }
+
+  /** The selection's events of `lifecycle_events e`: window, types, and tag snapshot. */
+  private selected(selection: ReplaySelection): Prisma.Sql {
+    const types = selection.eventTypes
+      ? Prisma.sql`AND e."type" IN (${Prisma.join([...selection.eventTypes])})`
+      : Prisma.empty;
+    let tags = Prisma.empty;
+    if (selection.tagIds !== null) {
+      if (selection.tagIds.length === 0) tags = Prisma.sql`AND 1 = 0`;
+      else {
+        const ids = Prisma.join([...selection.tagIds]);
+        tags =
+          this.provider === "postgres"
+            ? Prisma.sql`AND EXISTS (SELECT 1 FROM jsonb_array_elements(e."reference_tags") AS snapshot(tag)
+                WHERE snapshot.tag->>'id' IN (${ids}))`
+            : Prisma.sql`AND EXISTS (SELECT 1 FROM json_each(e."reference_tags") AS snapshot
+                WHERE json_extract(snapshot."value", '$.id') IN (${ids}))`;
+      }
+    }
+    return Prisma.sql`e."organization_id" = ${selection.organizationId}
+      AND e."occurred_at" >= ${selection.since} AND e."occurred_at" < ${selection.until} ${types} ${tags}`;
+  }
+}
