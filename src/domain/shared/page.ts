@@ -21,16 +21,19 @@ export function pageOf<T>(
 ): Page<T> {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
+  const nextCursor = rows.length > limit && last !== undefined ? cursorOf(last) : null;
   let cursors: readonly string[] | undefined;
   return {
     items,
-    // Signed lazily: a REST page needs only `nextCursor`, and signing 50 cursors it never sends (two HMACs each)
-    // cost the event loop more than the page's statement.
+    // Signed lazily: a REST page needs only `nextCursor`, and signing 50 cursors it never sends cost the event
+    // loop more than the page's statement. The last item's cursor is `nextCursor` when there is one: signed once.
     get cursors() {
-      cursors ??= items.map(cursorOf);
+      cursors ??= items.map((item, index) =>
+        nextCursor !== null && index === items.length - 1 ? nextCursor : cursorOf(item),
+      );
       return cursors;
     },
-    nextCursor: rows.length > limit && last !== undefined ? cursorOf(last) : null,
+    nextCursor,
     hasPreviousPage,
   };
 }

@@ -20,6 +20,11 @@ import type { Prisma } from "../__generated__/sqlite/client.ts";
 export interface SqlExecutor {
   /** The rows of a statement (a write with RETURNING included). */
   all<Row>(query: Prisma.Sql): Promise<Row[]>;
+  /**
+   * The rows of a read as arrays of their column values, in the SELECT's order: the drivers build an array far
+   * more cheaply than an object with one property per column (a page of 50 references, 17 columns each).
+   */
+  values(query: Prisma.Sql): Promise<unknown[][]>;
   /** Runs a statement and returns the number of rows it changed. */
   run(query: Prisma.Sql): Promise<number>;
 }

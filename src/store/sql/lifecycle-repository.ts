@@ -34,11 +34,25 @@ export function eventFromRow(row: EventRow): LifecycleEvent {
   } as unknown as LifecycleEvent;
 }
 
+/** The columns an event is read with, in this order (see `eventFromValues`). */
 const EVENT_COLUMNS = Prisma.raw(
   ["id", "organization_id", "reference_id", "type", "occurred_at", "detail", "reference_tags"]
     .map((column) => `e."${column}"`)
     .join(", "),
 );
+
+/** An event read as EVENT_COLUMNS' values (arrays cost the driver less to build than row objects). */
+function eventFromValues(row: unknown[]): LifecycleEvent {
+  return {
+    id: row[0],
+    organizationId: row[1],
+    referenceId: row[2],
+    type: row[3],
+    occurredAt: toDate(row[4]),
+    detail: fromJson(row[5]),
+    referenceTags: fromJson(row[6]) as TagSnapshot[],
+  } as unknown as LifecycleEvent;
+}
 
 export class SqlLifecycleRepository implements LifecycleRepository {
   constructor(
@@ -146,8 +160,8 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   }
 
   async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
-    const rows = await this.sql.all<EventRow>(this.eventPage(query));
-    return rows.map(eventFromRow);
+    const rows = await this.sql.values(this.eventPage(query));
+    return rows.map(eventFromValues);
   }
 
   async listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null> {
@@ -155,13 +169,14 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     // with a NULL event an empty page. The events keep the page's order (the subquery's ORDER BY is repeated
     // outside, where SQL guarantees it).
     const direction = Prisma.raw(query.order === "asc" ? "ASC" : "DESC");
-    const rows = await this.sql.all<Omit<EventRow, "id"> & { id: string | null }>(Prisma.sql`
+    const rows = await this.sql.values(Prisma.sql`
       SELECT page.* FROM "shipping_references" r
       LEFT JOIN (${this.eventPage(query)}) AS page ON page."reference_id" = r."id"
       WHERE r."id" = ${query.referenceId} AND r."organization_id" = ${organizationId}
       ORDER BY page."occurred_at" ${direction}, page."id" ${direction}`);
     if (rows.length === 0) return null;
-    return rows.filter((row): row is EventRow => row.id !== null).map(eventFromRow);
+    // `page.*` is EVENT_COLUMNS, the event's id first.
+    return rows.filter((row) => row[0] !== null).map(eventFromValues);
   }
 
   async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {

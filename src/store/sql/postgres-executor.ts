@@ -36,6 +36,7 @@ async function postgresQuery(
   target: Queryable,
   query: Prisma.Sql | string,
   onStatement: StatementListener | undefined,
+  asArrays = false,
 ): Promise<pg.QueryResult> {
   const text = typeof query === "string" ? query : query.text;
   onStatement?.(text);
@@ -45,6 +46,7 @@ async function postgresQuery(
     values,
     types: POSTGRES_TYPES,
     name: preparedName(text, values.length),
+    ...(asArrays ? { rowMode: "array" } : {}),
   } as pg.QueryConfig);
 }
 
@@ -104,6 +106,10 @@ export class PostgresExecutor implements TransactionalExecutor {
     return (await postgresQuery(this.pool, query, this.onStatement)).rows as Row[];
   }
 
+  async values(query: Prisma.Sql): Promise<unknown[][]> {
+    return (await postgresQuery(this.pool, query, this.onStatement, true)).rows as unknown[][];
+  }
+
   async run(query: Prisma.Sql): Promise<number> {
     return (await postgresQuery(this.pool, query, this.onStatement)).rowCount ?? 0;
   }
@@ -130,18 +136,19 @@ export class PostgresExecutor implements TransactionalExecutor {
       });
       begun.catch(ignore);
       let pipelining = true;
-      const send = async (query: Prisma.Sql): Promise<pg.QueryResult> => {
+      const send = async (query: Prisma.Sql, asArrays = false): Promise<pg.QueryResult> => {
         if (pipelining && isPlainRead(query.text)) {
-          const [, result] = await Promise.all([begun, postgresQuery(connection, query, this.onStatement)]);
+          const [, result] = await Promise.all([begun, postgresQuery(connection, query, this.onStatement, asArrays)]);
           return result;
         }
         // In the order asked: once one statement waits for BEGIN, every later one does.
         pipelining = false;
         await begun;
-        return postgresQuery(connection, query, this.onStatement);
+        return postgresQuery(connection, query, this.onStatement, asArrays);
       };
       const unit: SqlExecutor = {
         all: async <Row>(query: Prisma.Sql) => (await send(query)).rows as Row[],
+        values: async (query: Prisma.Sql) => (await send(query, true)).rows as unknown[][],
         run: async (query: Prisma.Sql) => (await send(query)).rowCount ?? 0,
       };
       try {

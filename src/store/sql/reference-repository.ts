@@ -13,72 +13,56 @@ import { Prisma } from "../__generated__/sqlite/client.ts";
  * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
 
-interface ReferenceRow {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly container_id: string | null;
-  readonly bill_of_lading: string | null;
-  readonly booking_number: string | null;
-  readonly carrier_code: string;
-  readonly parent_reference_id: string | null;
-  readonly active: unknown;
-  readonly deactivate_reason: string | null;
-  readonly auto_unsubscribed: unknown;
-  readonly last_update_status: string | null;
-  readonly consecutive_failures: unknown;
-  readonly estimated_departure: unknown;
-  readonly estimated_arrival: unknown;
-  readonly created_at: unknown;
-  readonly updated_at: unknown;
+/**
+ * The columns a reference is read with, in this order: rows come back as arrays of these values (the driver's
+ * types, read by rows.ts), mapped by position in `taggedReferenceFromValues`.
+ */
+const REFERENCE_COLUMN_NAMES = [
+  "id",
+  "organization_id",
+  "container_id",
+  "bill_of_lading",
+  "booking_number",
+  "carrier_code",
+  "parent_reference_id",
+  "active",
+  "deactivate_reason",
+  "auto_unsubscribed",
+  "last_update_status",
+  "consecutive_failures",
+  "estimated_departure",
+  "estimated_arrival",
+  "created_at",
+  "updated_at",
   /** JSON array of the reference's tags, in name order (src/store/sql/tag-lists.ts). */
-  readonly tag_list: unknown;
-}
+  "tag_list",
+] as const;
 
-function taggedReferenceFromRow(row: ReferenceRow): TaggedReference {
+const REFERENCE_COLUMNS = Prisma.raw(REFERENCE_COLUMN_NAMES.map((column) => `r."${column}"`).join(", "));
+
+/** A reference read as REFERENCE_COLUMN_NAMES' values. */
+function taggedReferenceFromValues(row: unknown[]): TaggedReference {
+  const organizationId = row[1] as string;
   return {
-    id: row.id,
-    organizationId: row.organization_id,
-    containerId: row.container_id,
-    billOfLading: row.bill_of_lading,
-    bookingNumber: row.booking_number,
-    carrierCode: row.carrier_code,
-    parentReferenceId: row.parent_reference_id,
-    active: toBoolean(row.active),
-    deactivateReason: row.deactivate_reason,
-    autoUnsubscribed: toBoolean(row.auto_unsubscribed),
-    lastUpdateStatus: row.last_update_status,
-    consecutiveFailures: Number(row.consecutive_failures),
-    estimatedDeparture: toNullableDate(row.estimated_departure),
-    estimatedArrival: toNullableDate(row.estimated_arrival),
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
-    tags: tagsFromList(row.tag_list, row.organization_id),
+    id: row[0] as string,
+    organizationId,
+    containerId: row[2] as string | null,
+    billOfLading: row[3] as string | null,
+    bookingNumber: row[4] as string | null,
+    carrierCode: row[5] as string,
+    parentReferenceId: row[6] as string | null,
+    active: toBoolean(row[7]),
+    deactivateReason: row[8] as string | null,
+    autoUnsubscribed: toBoolean(row[9]),
+    lastUpdateStatus: row[10] as string | null,
+    consecutiveFailures: Number(row[11]),
+    estimatedDeparture: toNullableDate(row[12]),
+    estimatedArrival: toNullableDate(row[13]),
+    createdAt: toDate(row[14]),
+    updatedAt: toDate(row[15]),
+    tags: tagsFromList(row[16], organizationId),
   };
 }
-
-const REFERENCE_COLUMNS = Prisma.raw(
-  [
-    "id",
-    "organization_id",
-    "container_id",
-    "bill_of_lading",
-    "booking_number",
-    "carrier_code",
-    "parent_reference_id",
-    "active",
-    "deactivate_reason",
-    "auto_unsubscribed",
-    "last_update_status",
-    "consecutive_failures",
-    "estimated_departure",
-    "estimated_arrival",
-    "created_at",
-    "updated_at",
-    "tag_list",
-  ]
-    .map((column) => `r."${column}"`)
-    .join(", "),
-);
 
 export class SqlReferenceRepository implements ReferenceRepository {
   constructor(
@@ -96,8 +80,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
 
   /** Reads references (alias `r`) with their tags; `from` is everything after SELECT's column list. */
   private async selectTaggedReferences(from: Prisma.Sql): Promise<TaggedReference[]> {
-    const rows = await this.sql.all<ReferenceRow>(Prisma.sql`SELECT ${REFERENCE_COLUMNS} ${from}`);
-    return rows.map(taggedReferenceFromRow);
+    const rows = await this.sql.values(Prisma.sql`SELECT ${REFERENCE_COLUMNS} ${from}`);
+    return rows.map(taggedReferenceFromValues);
   }
 
   async insertReference(reference: Reference): Promise<void> {

@@ -48,9 +48,15 @@ export class SqliteExecutor implements TransactionalExecutor {
    * then takes back — and the next event would reuse that position unseen.
    */
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
-    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values) as Row[];
+    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values, false) as Row[];
     if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.all<Row>(query));
     return this.execute(query.sql, query.values, "all") as Row[];
+  }
+
+  async values(query: Prisma.Sql): Promise<unknown[][]> {
+    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values, true) as unknown[][];
+    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.values(query));
+    return this.execute(query.sql, query.values, "values") as unknown[][];
   }
 
   async run(query: Prisma.Sql): Promise<number> {
@@ -65,7 +71,7 @@ export class SqliteExecutor implements TransactionalExecutor {
     this.readerStatements.clear();
   }
 
-  private read(sql: string, values: readonly unknown[]): unknown[] {
+  private read(sql: string, values: readonly unknown[], asArrays: boolean): unknown[] {
     this.onStatement?.(sql);
     if (!this.reader) {
       this.reader = new Sqlite(this.file, { readonly: true, fileMustExist: true });
@@ -77,7 +83,8 @@ export class SqliteExecutor implements TransactionalExecutor {
       statement = this.reader.prepare(sql);
       this.readerStatements.set(sql, statement);
     }
-    return statement.all(...values.map(sqliteValue));
+    // A statement's raw mode (rows as arrays) stays set: every call sets the one it wants.
+    return statement.raw(asArrays).all(...values.map(sqliteValue));
   }
 
   /**
@@ -95,6 +102,7 @@ export class SqliteExecutor implements TransactionalExecutor {
     this.onStatement?.("BEGIN");
     const unit: SqlExecutor = {
       all: async <Row>(query: Prisma.Sql) => this.execute(query.sql, query.values, "all") as Row[],
+      values: async (query: Prisma.Sql) => this.execute(query.sql, query.values, "values") as unknown[][],
       run: async (query: Prisma.Sql) => this.execute(query.sql, query.values, "run") as number,
     };
     try {
@@ -112,13 +120,13 @@ export class SqliteExecutor implements TransactionalExecutor {
     }
   }
 
-  private execute(sql: string, values: readonly unknown[], mode: "all" | "run"): unknown[] | number {
+  private execute(sql: string, values: readonly unknown[], mode: "all" | "values" | "run"): unknown[] | number {
     this.onStatement?.(sql);
     const statement = this.prepared(sql);
     const parameters = values.map(sqliteValue);
-    if (mode === "all" && statement.reader) return statement.all(...parameters);
+    if (mode !== "run" && statement.reader) return statement.raw(mode === "values").all(...parameters);
     const { changes } = statement.run(...parameters);
-    return mode === "all" ? [] : changes;
+    return mode === "run" ? changes : [];
   }
 
   private prepared(sql: string): Sqlite.Statement {
