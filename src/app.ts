@@ -37,7 +37,7 @@ import type { Database } from "./store/database.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
-import { PrismaWebhookRepository } from "./store/prisma-webhook-repository.ts";
+import { SqlWebhookRepository } from "./store/sql/webhook-repository.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -158,11 +158,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new PrismaWebhookRepository(
-    database,
-    database.prisma,
-    secretCipher,
-  ).encryptPlaintextSecrets();
+  const encrypted = await new SqlWebhookRepository(database, database.prisma, secretCipher).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);

@@ -12,7 +12,7 @@ import { SqlReferenceRepository } from "./reference-repository.ts";
 import { SqlTagRepository } from "./tag-repository.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { PrismaWebhookRepository } from "../prisma-webhook-repository.ts";
+import { SqlWebhookRepository } from "./webhook-repository.ts";
 import type { WebhookAttemptLog } from "../../domain/webhooks/webhook-attempt-log.ts";
 import type { WebhookRecoveryRepository } from "../../domain/webhooks/webhook-recovery-repository.ts";
 import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
@@ -70,7 +70,7 @@ export class SqlStore implements Store {
   }
 
   get webhooks(): WebhookRepository {
-    this.webhookStore ??= new PrismaWebhookRepository(this.database, this.database.prisma, this.secretCipher, this.sql);
+    this.webhookStore ??= new SqlWebhookRepository(this.database, this.database.prisma, this.secretCipher, this.sql);
     return this.webhookStore;
   }
 

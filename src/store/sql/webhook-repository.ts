@@ -1,5 +1,5 @@
-import { findInChunks } from "./sql/in-chunks.ts";
-import type { LifecycleEventType } from "../domain/lifecycle/lifecycle-event.ts";
+import { findInChunks } from "./in-chunks.ts";
+import type { LifecycleEventType } from "../../domain/lifecycle/lifecycle-event.ts";
 import type {
   DeliveryStatus,
   EndpointRoute,
@@ -8,24 +8,24 @@ import type {
   WebhookAttempt,
   WebhookDelivery,
   WebhookEndpoint,
-} from "../domain/webhooks/webhook-models.ts";
+} from "../../domain/webhooks/webhook-models.ts";
 import type {
   ClaimRequest,
   DeliveryListQuery,
   FinishedAttempt,
   WebhookRepository,
-} from "../domain/webhooks/webhook-repository.ts";
-import type { Database, PrismaClient, PrismaTransaction } from "./database.ts";
-import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./sql/rows.ts";
-import { isEncrypted, type SecretCipher } from "./secret-cipher.ts";
-import type { SqlExecutor } from "./sql/executor.ts";
-import { Prisma } from "./__generated__/sqlite/client.ts";
-import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./sql/webhook-delivery-rows.ts";
-import { pendingPredecessorIsAbsent } from "./sql/webhook-ordering-queries.ts";
+} from "../../domain/webhooks/webhook-repository.ts";
+import type { Database, PrismaClient, PrismaTransaction } from "../database.ts";
+import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { isEncrypted, type SecretCipher } from "../secret-cipher.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
+import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
+import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 
 /*
  * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
- * (`store.transaction(...)`, whose store hands out a PrismaWebhookRepository on the transaction's executor).
+ * (`store.transaction(...)`, whose store hands out a SqlWebhookRepository on the transaction's executor).
  * Raw statements run on `this.sql` (src/store/sql/executor.ts); the model API calls still here run in the unit
  * of work too (the driver runs them on its connection).
  */
@@ -91,7 +91,7 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
   return { ...row, status: row.status as DeliveryStatus };
 }
 
-export class PrismaWebhookRepository implements WebhookRepository {
+export class SqlWebhookRepository implements WebhookRepository {
   constructor(
     private readonly database: Database,
     private readonly client: Client,
