@@ -158,7 +158,11 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new SqlWebhookRepository(database, database.prisma, secretCipher).encryptPlaintextSecrets();
+  const encrypted = await new SqlWebhookRepository(
+    database.provider,
+    database.sql,
+    secretCipher,
+  ).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);

@@ -70,7 +70,7 @@ export class SqlStore implements Store {
   }
 
   get webhooks(): WebhookRepository {
-    this.webhookStore ??= new SqlWebhookRepository(this.database, this.database.prisma, this.secretCipher, this.sql);
+    this.webhookStore ??= new SqlWebhookRepository(this.database.provider, this.sql, this.secretCipher);
     return this.webhookStore;
   }
 

@@ -1,7 +1,6 @@
 import { findInChunks } from "./in-chunks.ts";
 import type { LifecycleEventType } from "../../domain/lifecycle/lifecycle-event.ts";
 import type {
-  DeliveryStatus,
   EndpointRoute,
   PreviousSecret,
   WebhookOrdering,
@@ -15,29 +14,21 @@ import type {
   FinishedAttempt,
   WebhookRepository,
 } from "../../domain/webhooks/webhook-repository.ts";
-import type { Database, PrismaClient, PrismaTransaction } from "../database.ts";
+import type { DatabaseProvider } from "../database.ts";
 import { chunksOf, fromJson, toBoolean, toDate, toNullableDate } from "./rows.ts";
-import { isEncrypted, type SecretCipher } from "../secret-cipher.ts";
+import { ENCRYPTED_PREFIX, isEncrypted, type SecretCipher } from "../secret-cipher.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { Prisma } from "../__generated__/sqlite/client.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 
 /*
- * The webhook tables. Methods that change several rows expect to run inside the caller's transaction
- * (`store.transaction(...)`, whose store hands out a SqlWebhookRepository on the transaction's executor).
- * Raw statements run on `this.sql` (src/store/sql/executor.ts); the model API calls still here run in the unit
- * of work too (the driver runs them on its connection).
+ * The webhook tables, in raw SQL on the executor this repository is given: the driver, or the transaction of the
+ * unit of work that built it (`store.transaction(...)`), so that methods changing several rows run in the
+ * caller's transaction.
  */
 
-type Client = PrismaClient | PrismaTransaction;
-
-type EndpointRow = Awaited<ReturnType<PrismaClient["webhookEndpoint"]["findUniqueOrThrow"]>> & {
-  readonly tags: readonly { readonly tagId: string }[];
-};
-type DeliveryRow = Awaited<ReturnType<PrismaClient["webhookDelivery"]["findUniqueOrThrow"]>>;
-
-/** An endpoint as a raw statement reads it (column names; the driver's types, see src/store/rows.ts). */
+/** An endpoint as a raw statement reads it (column names; the driver's types, see src/store/sql/rows.ts). */
 interface EndpointColumns {
   readonly id: string;
   readonly organization_id: string;
@@ -56,49 +47,50 @@ interface EndpointColumns {
   readonly updated_at: unknown;
 }
 
-/** The row Prisma would read for these columns, its tags still to be added. */
-function toEndpointRow(row: EndpointColumns): EndpointRow {
-  return {
-    id: row.id,
-    organizationId: row.organization_id,
-    url: row.url,
-    eventTypes: fromJson(row.event_types) as EndpointRow["eventTypes"],
-    description: row.description,
-    enabled: toBoolean(row.enabled),
-    disabledReason: row.disabled_reason,
-    secret: row.secret,
-    previousSecrets: row.previous_secret,
-    previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
-    failingSince: toNullableDate(row.failing_since),
-    tagFiltered: toBoolean(row.tag_filtered),
-    ordering: row.ordering,
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
-    tags: [],
-  };
-}
+/** Every column of an endpoint `e`, as `EndpointColumns` reads them. */
+const ENDPOINT_COLUMNS = Prisma.sql`e."id", e."organization_id", e."url", e."event_types", e."description",
+  e."enabled", e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
+  e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at"`;
 
-/** The stored list of secrets rotated out, as written by `endpointData`. */
+/** The stored list of secrets rotated out, as written by `storedColumns`. */
 interface StoredPreviousSecret {
   readonly secret: string;
   readonly expires_at: string;
 }
 
-/** Every endpoint read brings its tag filter along (one more statement per read, never one per endpoint). */
-const WITH_TAGS = { tags: { select: { tagId: true }, orderBy: { tagId: "asc" } } } as const;
+/** An attempt as a raw statement reads it. */
+interface AttemptColumns {
+  readonly id: string;
+  readonly delivery_id: string;
+  readonly attempted_at: unknown;
+  readonly status_code: number | null;
+  readonly error: string | null;
+  readonly latency_ms: number;
+  readonly response_body: string | null;
+}
 
-function toDelivery(row: DeliveryRow): WebhookDelivery {
-  return { ...row, status: row.status as DeliveryStatus };
+const ATTEMPT_COLUMNS = Prisma.sql`a."id", a."delivery_id", a."attempted_at", a."status_code", a."error",
+  a."latency_ms", a."response_body"`;
+
+function toAttempt(row: AttemptColumns): WebhookAttempt {
+  return {
+    id: row.id,
+    deliveryId: row.delivery_id,
+    attemptedAt: toDate(row.attempted_at),
+    statusCode: row.status_code === null ? null : Number(row.status_code),
+    error: row.error,
+    latencyMs: Number(row.latency_ms),
+    responseBody: row.response_body,
+  };
 }
 
 export class SqlWebhookRepository implements WebhookRepository {
   constructor(
-    private readonly database: Database,
-    private readonly client: Client,
+    private readonly provider: DatabaseProvider,
+    /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
+    private readonly sql: SqlExecutor,
     /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
     private readonly secrets: SecretCipher,
-    /** Runs statements on the driver: in the unit of work's transaction when the store has one. */
-    private readonly sql: SqlExecutor = database.sql,
   ) {}
 
   /**
@@ -107,40 +99,49 @@ export class SqlWebhookRepository implements WebhookRepository {
    * never overwritten. Returns how many endpoints were rewritten.
    */
   async encryptPlaintextSecrets(): Promise<number> {
-    const rows = await this.client.webhookEndpoint.findMany({
-      where: {
-        OR: [
-          { NOT: { secret: { startsWith: "v1:" } } },
-          { AND: [{ previousSecrets: { not: null } }, { NOT: { previousSecrets: { startsWith: "v1:" } } }] },
-        ],
-      },
-      include: WITH_TAGS,
-    });
+    const encrypted = `${ENCRYPTED_PREFIX}%`;
+    const rows = await this.sql.all<EndpointColumns>(Prisma.sql`
+      SELECT ${ENDPOINT_COLUMNS} FROM "webhook_endpoints" e
+      WHERE NOT (e."secret" LIKE ${encrypted})
+        OR (e."previous_secret" IS NOT NULL AND NOT (e."previous_secret" LIKE ${encrypted}))`);
     let rewritten = 0;
     for (const row of rows) {
-      const { secret, previousSecrets } = this.endpointData(this.toEndpoint(row));
-      const { count } = await this.client.webhookEndpoint.updateMany({
-        where: { id: row.id, secret: row.secret, previousSecrets: row.previousSecrets },
-        data: { secret, previousSecrets },
-      });
-      rewritten += count;
+      const { secret, previousSecrets } = this.storedColumns(this.toEndpoint(row, []));
+      const unchanged =
+        row.previous_secret === null
+          ? Prisma.sql`"previous_secret" IS NULL`
+          : Prisma.sql`"previous_secret" = ${row.previous_secret}`;
+      rewritten += await this.sql.run(Prisma.sql`
+        UPDATE "webhook_endpoints" SET "secret" = ${secret}, "previous_secret" = ${previousSecrets}
+        WHERE "id" = ${row.id} AND "secret" = ${row.secret} AND ${unchanged}`);
     }
     return rewritten;
   }
 
   async insertEndpoint(endpoint: WebhookEndpoint): Promise<void> {
-    await this.client.webhookEndpoint.create({ data: this.endpointData(endpoint) });
+    const stored = this.storedColumns(endpoint);
+    await this.sql.run(Prisma.sql`
+      INSERT INTO "webhook_endpoints" ("id", "organization_id", "url", "event_types", "description", "enabled",
+        "disabled_reason", "secret", "previous_secret", "previous_secret_expires_at", "failing_since",
+        "tag_filtered", "ordering", "created_at", "updated_at")
+      VALUES (${endpoint.id}, ${endpoint.organizationId}, ${endpoint.url}, ${stored.eventTypes},
+        ${endpoint.description}, ${endpoint.enabled}, ${endpoint.disabledReason}, ${stored.secret},
+        ${stored.previousSecrets}, ${endpoint.previousSecretExpiresAt}, ${endpoint.failingSince},
+        ${stored.tagFiltered}, ${endpoint.ordering}, ${endpoint.createdAt}, ${endpoint.updatedAt})`);
   }
 
   async findEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
-    const row = await this.client.webhookEndpoint.findFirst({ where: { id, organizationId }, include: WITH_TAGS });
-    return row && this.toEndpoint(row);
+    const [endpoint] = await this.findEndpointsWithTags(
+      Prisma.sql`e."id" = ${id} AND e."organization_id" = ${organizationId}`,
+      Prisma.sql`e."id"`,
+    );
+    return endpoint ?? null;
   }
 
   async lockEndpoint(organizationId: string, id: string): Promise<WebhookEndpoint | null> {
     // SQLite runs one write transaction at a time: nothing to lock. On PostgreSQL, the lock an UPDATE of non-key
     // columns takes, before the read (which also brings the tag filter along).
-    if (this.database.provider === "postgres") {
+    if (this.provider === "postgres") {
       await this.sql.all(Prisma.sql`
         SELECT 1 FROM "webhook_endpoints" WHERE "id" = ${id} AND "organization_id" = ${organizationId}
         FOR NO KEY UPDATE`);
@@ -150,28 +151,33 @@ export class SqlWebhookRepository implements WebhookRepository {
 
   async findEndpointsByIds(ids: readonly string[]): Promise<WebhookEndpoint[]> {
     if (ids.length === 0) return [];
-    // One raw statement (the worker reads its endpoints after every claim): the endpoints with their tag ids,
-    // one row per (endpoint, tag), folded into Prisma's row shape so that one mapping reads both paths.
-    const rows = await findInChunks(ids, (chunk) =>
-      this.sql.all<EndpointColumns & { tag_id: string | null }>(Prisma.sql`
-        SELECT e."id", e."organization_id", e."url", e."event_types", e."description", e."enabled",
-               e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
-               e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", et."tag_id"
-        FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
-        WHERE e."id" IN (${Prisma.join(chunk)})
-        ORDER BY e."id", et."tag_id"`),
+    // The worker reads its endpoints after every claim: one statement per chunk of ids.
+    return findInChunks(ids, (chunk) =>
+      this.findEndpointsWithTags(Prisma.sql`e."id" IN (${Prisma.join(chunk)})`, Prisma.sql`e."id"`),
     );
-    const endpoints = new Map<string, EndpointRow>();
+  }
+
+  /**
+   * The endpoints `where` picks (on `e`), each with its tag filter: one statement, one row per (endpoint, tag),
+   * folded here. `order` orders the endpoints; their tag ids come in ascending order.
+   */
+  private async findEndpointsWithTags(where: Prisma.Sql, order: Prisma.Sql): Promise<WebhookEndpoint[]> {
+    const rows = await this.sql.all<EndpointColumns & { tag_id: string | null }>(Prisma.sql`
+      SELECT ${ENDPOINT_COLUMNS}, et."tag_id"
+      FROM "webhook_endpoints" e LEFT JOIN "webhook_endpoint_tags" et ON et."endpoint_id" = e."id"
+      WHERE ${where}
+      ORDER BY ${order}, et."tag_id"`);
+    const endpoints = new Map<string, { row: EndpointColumns; tagIds: string[] }>();
     for (const row of rows) {
       let endpoint = endpoints.get(row.id);
-      if (!endpoint) endpoints.set(row.id, (endpoint = toEndpointRow(row)));
-      if (row.tag_id !== null) (endpoint.tags as { tagId: string }[]).push({ tagId: row.tag_id });
+      if (!endpoint) endpoints.set(row.id, (endpoint = { row, tagIds: [] }));
+      if (row.tag_id !== null) endpoint.tagIds.push(row.tag_id);
     }
-    return [...endpoints.values()].map((row) => this.toEndpoint(row));
+    return [...endpoints.values()].map(({ row, tagIds }) => this.toEndpoint(row, tagIds));
   }
 
   async replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]> {
-    await this.client.webhookEndpointTag.deleteMany({ where: { endpointId } });
+    await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoint_tags" WHERE "endpoint_id" = ${endpointId}`);
     if (tagIds.length === 0) return [];
     // The organization's tags among the ids, chosen by the database in the insert itself: an id of another
     // organization, unknown, or deleted by a concurrent transaction is simply not written.
@@ -217,34 +223,42 @@ export class SqlWebhookRepository implements WebhookRepository {
     return [...routes.values()];
   }
 
-  countEndpoints(organizationId: string): Promise<number> {
-    return this.client.webhookEndpoint.count({ where: { organizationId } });
+  async countEndpoints(organizationId: string): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "n" FROM "webhook_endpoints" WHERE "organization_id" = ${organizationId}`);
+    return Number(row?.n ?? 0);
   }
 
-  async listEndpoints(organizationId: string, beforeId: string | undefined, limit: number): Promise<WebhookEndpoint[]> {
-    const rows = await this.client.webhookEndpoint.findMany({
-      where: { organizationId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
-      orderBy: { id: "desc" },
-      take: limit,
-      include: WITH_TAGS,
-    });
-    return rows.map((row) => this.toEndpoint(row));
+  listEndpoints(organizationId: string, beforeId: string | undefined, limit: number): Promise<WebhookEndpoint[]> {
+    // The page is chosen by its own keyset statement inside the one that brings the tags along.
+    const before = beforeId ? Prisma.sql`AND "id" < ${beforeId}` : Prisma.empty;
+    return this.findEndpointsWithTags(
+      Prisma.sql`e."id" IN (
+        SELECT "id" FROM "webhook_endpoints" WHERE "organization_id" = ${organizationId} ${before}
+        ORDER BY "id" DESC LIMIT ${limit})`,
+      Prisma.sql`e."id" DESC`,
+    );
   }
 
   async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
-    const { id, organizationId, createdAt, ...changes } = this.endpointData(endpoint);
-    await this.client.webhookEndpoint.updateMany({ where: { id, organizationId }, data: changes });
+    const stored = this.storedColumns(endpoint);
+    await this.sql.run(Prisma.sql`
+      UPDATE "webhook_endpoints" SET "url" = ${endpoint.url}, "event_types" = ${stored.eventTypes},
+        "description" = ${endpoint.description}, "enabled" = ${endpoint.enabled},
+        "disabled_reason" = ${endpoint.disabledReason}, "secret" = ${stored.secret},
+        "previous_secret" = ${stored.previousSecrets}, "previous_secret_expires_at" = ${endpoint.previousSecretExpiresAt},
+        "failing_since" = ${endpoint.failingSince}, "tag_filtered" = ${stored.tagFiltered},
+        "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}
+      WHERE "id" = ${endpoint.id} AND "organization_id" = ${endpoint.organizationId}`);
   }
 
   async deleteEndpoint(organizationId: string, id: string): Promise<boolean> {
-    const endpoint = await this.client.webhookEndpoint.findFirst({
-      where: { id, organizationId },
-      select: { id: true },
-    });
+    const [endpoint] = await this.sql.all<{ id: string }>(Prisma.sql`
+      SELECT "id" FROM "webhook_endpoints" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
     if (!endpoint) return false;
     // Attempts go with their deliveries (ON DELETE CASCADE); deliveries have no foreign key to the endpoint.
-    await this.client.webhookDelivery.deleteMany({ where: { endpointId: id } });
-    await this.client.webhookEndpoint.delete({ where: { id } });
+    await this.sql.run(Prisma.sql`DELETE FROM "webhook_deliveries" WHERE "endpoint_id" = ${id}`);
+    await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoints" WHERE "id" = ${id}`);
     return true;
   }
 
@@ -266,85 +280,81 @@ export class SqlWebhookRepository implements WebhookRepository {
   }
 
   async findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
-    const row = await this.client.webhookDelivery.findFirst({ where: { id, organizationId } });
-    return row && toDelivery(row);
+    const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
+    return row ? toDeliveryFromColumns(row) : null;
   }
 
   async findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]> {
     if (ids.length === 0) return [];
-    const rows = await this.client.webhookDelivery.findMany({ where: { organizationId, id: { in: [...ids] } } });
-    return rows.map(toDelivery);
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<DeliveryColumns>(Prisma.sql`
+        SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
+        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+    );
+    return rows.map(toDeliveryFromColumns);
   }
 
   async findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {
     if (ids.length === 0) return [];
-    return this.client.webhookAttempt.findMany({ where: { id: { in: [...ids] }, delivery: { organizationId } } });
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<AttemptColumns>(Prisma.sql`
+        SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
+        JOIN "webhook_deliveries" d ON d."id" = a."delivery_id"
+        WHERE a."id" IN (${Prisma.join(chunk)}) AND d."organization_id" = ${organizationId}`),
+    );
+    return rows.map(toAttempt);
   }
 
   async listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
-    const rows = await this.client.webhookDelivery.findMany({
-      where: {
-        endpointId: query.endpointId,
-        ...(query.status ? { status: query.status } : {}),
-        ...(query.beforeId ? { id: { lt: query.beforeId } } : {}),
-      },
-      orderBy: { id: "desc" },
-      take: query.limit,
-    });
-    return rows.map(toDelivery);
+    const status = query.status ? Prisma.sql`AND "status" = ${query.status}` : Prisma.empty;
+    const before = query.beforeId ? Prisma.sql`AND "id" < ${query.beforeId}` : Prisma.empty;
+    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
+      WHERE "endpoint_id" = ${query.endpointId} ${status} ${before}
+      ORDER BY "id" DESC LIMIT ${query.limit}`);
+    return rows.map(toDeliveryFromColumns);
   }
 
   async findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
     const byDelivery = new Map<string, WebhookAttempt[]>(deliveryIds.map((id) => [id, []]));
     if (deliveryIds.length === 0) return byDelivery;
     const rows = await findInChunks(deliveryIds, (chunk) =>
-      this.client.webhookAttempt.findMany({
-        where: { deliveryId: { in: chunk } },
-        orderBy: [{ attemptedAt: "asc" }, { id: "asc" }],
-      }),
+      this.sql.all<AttemptColumns>(Prisma.sql`
+        SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
+        WHERE a."delivery_id" IN (${Prisma.join(chunk)})
+        ORDER BY a."attempted_at", a."id"`),
     );
-    for (const row of rows) byDelivery.get(row.deliveryId)?.push(row);
+    for (const row of rows) byDelivery.get(row.delivery_id)?.push(toAttempt(row));
     return byDelivery;
   }
 
   async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
     // The lease is dropped too: a request still in flight then records its attempt without overriding the
-    // re-send, which goes out on its own.
-    const { count } = await this.client.webhookDelivery.updateMany({
-      where: { id },
-      data: {
-        status: "pending",
-        attemptCount: 0,
-        nextAttemptAt: at,
-        leaseOwner: null,
-        leaseExpiresAt: null,
-        updatedAt: at,
-        // A re-send goes out at once, outside its reference's order (and holds nothing back).
-        orderingKey: null,
-      },
-    });
-    if (count === 0) return null;
-    const row = await this.client.webhookDelivery.findUnique({ where: { id } });
-    return row && toDelivery(row);
+    // re-send, which goes out on its own. A re-send goes out at once, outside its reference's order (and holds
+    // nothing back): its ordering key is cleared.
+    const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
+      WHERE "id" = ${id}
+      RETURNING ${DELIVERY_COLUMNS}`);
+    return row ? toDeliveryFromColumns(row) : null;
   }
 
-  async deleteSucceededDeliveriesBefore(cutoff: Date, batchSize: number): Promise<number> {
-    // Ids first, then one delete: a bounded batch on both databases (neither SQLite nor PostgreSQL has
-    // DELETE ... LIMIT by default). Attempts go with their delivery (ON DELETE CASCADE).
-    const batch = await this.client.webhookDelivery.findMany({
-      where: { status: "succeeded", updatedAt: { lt: cutoff } },
-      select: { id: true },
-      take: batchSize,
-    });
-    if (batch.length === 0) return 0;
-    const { count } = await this.client.webhookDelivery.deleteMany({
-      where: { id: { in: batch.map((row) => row.id) }, status: "succeeded" },
-    });
-    return count;
+  deleteSucceededDeliveriesBefore(cutoff: Date, batchSize: number): Promise<number> {
+    // One bounded batch on both databases (neither SQLite nor PostgreSQL has DELETE ... LIMIT by default), found
+    // through the (status, updated_at) index; a delivery re-sent meanwhile is no longer "succeeded" and stays.
+    // Attempts go with their delivery (ON DELETE CASCADE).
+    return this.sql.run(Prisma.sql`
+      DELETE FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "id" IN (
+        SELECT "id" FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "updated_at" < ${cutoff}
+        LIMIT ${batchSize})`);
   }
 
-  countPendingDeliveries(): Promise<number> {
-    return this.client.webhookDelivery.count({ where: { status: "pending" } });
+  async countPendingDeliveries(): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "n" FROM "webhook_deliveries" WHERE "status" = 'pending'`);
+    return Number(row?.n ?? 0);
   }
 
   /**
@@ -373,7 +383,7 @@ export class SqlWebhookRepository implements WebhookRepository {
             " ",
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
-    const lock = this.database.provider === "postgres" ? Prisma.sql`FOR UPDATE OF d SKIP LOCKED` : Prisma.empty;
+    const lock = this.provider === "postgres" ? Prisma.sql`FOR UPDATE OF d SKIP LOCKED` : Prisma.empty;
     const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
       WITH candidates AS (
         SELECT d."id", d."endpoint_id", d."next_attempt_at" FROM "webhook_deliveries" d
@@ -445,35 +455,37 @@ export class SqlWebhookRepository implements WebhookRepository {
 
   /** A date parameter inside an expression whose type PostgreSQL cannot infer from a column (a CASE branch). */
   private timestamp(value: Date | null): Prisma.Sql {
-    if (this.database.provider === "postgres") return Prisma.sql`CAST(${value} AS TIMESTAMP(3))`;
+    if (this.provider === "postgres") return Prisma.sql`CAST(${value} AS TIMESTAMP(3))`;
     return Prisma.sql`${value}`;
   }
 
   async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
-    await this.client.webhookDelivery.updateMany({
-      where: { id, leaseOwner: owner },
-      data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
-    });
+    await this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
+        "lease_expires_at" = NULL, "updated_at" = ${at}
+      WHERE "id" = ${id} AND "lease_owner" = ${owner}`);
   }
 
   async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
     if (ids.length === 0) return 0;
-    const { count } = await this.client.webhookDelivery.updateMany({
-      where: {
-        endpointId: { in: ids },
-        status: "pending",
-        OR: [{ leaseExpiresAt: null }, { leaseExpiresAt: { lt: at } }],
-      },
-      data: { status: "failed", nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, updatedAt: at },
-    });
-    return count;
+    const counts = await findInChunks(ids, async (chunk) => [
+      await this.sql.run(Prisma.sql`
+        UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
+          "lease_expires_at" = NULL, "updated_at" = ${at}
+        WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'
+          AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${at})`),
+    ]);
+    return counts.reduce((sum, count) => sum + count, 0);
   }
 
   async releaseDeliveries(ids: readonly string[], owner: string): Promise<void> {
-    await this.client.webhookDelivery.updateMany({
-      where: { id: { in: [...ids] }, leaseOwner: owner },
-      data: { leaseOwner: null, leaseExpiresAt: null },
+    if (ids.length === 0) return;
+    await findInChunks(ids, async (chunk) => {
+      await this.sql.run(Prisma.sql`
+        UPDATE "webhook_deliveries" SET "lease_owner" = NULL, "lease_expires_at" = NULL
+        WHERE "id" IN (${Prisma.join(chunk)}) AND "lease_owner" = ${owner}`);
+      return [];
     });
   }
 
@@ -510,42 +522,51 @@ export class SqlWebhookRepository implements WebhookRepository {
     return rows.map((row) => row.id);
   }
 
-  private endpointData(endpoint: WebhookEndpoint) {
-    const { tagIds, ...columns } = endpoint;
+  /** The columns that differ from the domain's endpoint: encrypted secrets, the event types as JSON, the filter flag. */
+  private storedColumns(endpoint: WebhookEndpoint) {
     const previous: StoredPreviousSecret[] = endpoint.previousSecrets.map((item) => ({
       secret: item.secret,
       expires_at: item.expiresAt.toISOString(),
     }));
+    const eventTypes = endpoint.eventTypes === null ? null : JSON.stringify(endpoint.eventTypes);
     return {
-      ...columns,
       secret: this.secrets.encrypt(endpoint.secret),
       // One envelope for the whole list: the row stays one row however many rotations happened in 24 hours.
       previousSecrets: previous.length === 0 ? null : this.secrets.encrypt(JSON.stringify(previous)),
-      eventTypes: endpoint.eventTypes === null ? Prisma.DbNull : [...endpoint.eventTypes],
-      tagFiltered: tagIds !== null,
+      // null is SQL NULL (every event type), not the JSON value null.
+      eventTypes: this.provider === "postgres" ? Prisma.sql`CAST(${eventTypes} AS JSONB)` : Prisma.sql`${eventTypes}`,
+      tagFiltered: endpoint.tagIds !== null,
     };
   }
 
-  private toEndpoint(row: EndpointRow): WebhookEndpoint {
-    const { tags, tagFiltered, ...endpoint } = row;
+  private toEndpoint(row: EndpointColumns, tagIds: string[]): WebhookEndpoint {
     return {
-      ...endpoint,
+      id: row.id,
+      organizationId: row.organization_id,
+      url: row.url,
+      eventTypes: (fromJson(row.event_types) as LifecycleEventType[] | null) ?? null,
+      tagIds: toBoolean(row.tag_filtered) ? tagIds : null,
+      description: row.description,
+      enabled: toBoolean(row.enabled),
+      disabledReason: row.disabled_reason,
       secret: this.secrets.decrypt(row.secret),
       previousSecrets: this.readPreviousSecrets(row),
-      eventTypes: (row.eventTypes as LifecycleEventType[] | null) ?? null,
+      previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
+      failingSince: toNullableDate(row.failing_since),
       ordering: row.ordering as WebhookOrdering,
-      tagIds: tagFiltered ? tags.map((tag) => tag.tagId) : null,
+      createdAt: toDate(row.created_at),
+      updatedAt: toDate(row.updated_at),
     };
   }
 
-  private readPreviousSecrets(row: EndpointRow): PreviousSecret[] {
-    if (row.previousSecrets === null) return [];
+  private readPreviousSecrets(row: EndpointColumns): PreviousSecret[] {
+    if (row.previous_secret === null) return [];
     // Before encryption the column held the one previous secret in plain text, valid until the expiry column.
-    if (!isEncrypted(row.previousSecrets)) {
-      const expiresAt = row.previousSecretExpiresAt;
-      return expiresAt ? [{ secret: row.previousSecrets, expiresAt }] : [];
+    if (!isEncrypted(row.previous_secret)) {
+      const expiresAt = toNullableDate(row.previous_secret_expires_at);
+      return expiresAt ? [{ secret: row.previous_secret, expiresAt }] : [];
     }
-    const stored = JSON.parse(this.secrets.decrypt(row.previousSecrets)) as StoredPreviousSecret[];
+    const stored = JSON.parse(this.secrets.decrypt(row.previous_secret)) as StoredPreviousSecret[];
     return stored.map((item) => ({ secret: item.secret, expiresAt: new Date(item.expires_at) }));
   }
 }
