@@ -447,6 +447,8 @@ describe.each(DATABASE_KINDS)("webhook endpoints that are slow or failing on %s"
         WEBHOOK_CONCURRENCY_PER_ENDPOINT: "2",
         // Longer than the slow endpoint is held, however busy the machine: its requests must not time out.
         WEBHOOK_TIMEOUT: "50s",
+        // The lease must outlast the timeout (a lease that expires first would let another claim send it again).
+        WEBHOOK_LEASE: "60s",
       },
     });
   });
