@@ -37,7 +37,7 @@ import type { Database } from "./store/database.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
-import { SqlWebhookRepository } from "./store/sql/webhook-repository.ts";
+import { SqlWebhookEndpointRepository } from "./store/sql/webhook-endpoint-repository.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -158,7 +158,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new SqlWebhookRepository(
+  const encrypted = await new SqlWebhookEndpointRepository(
     database.provider,
     database.sql,
     secretCipher,
