@@ -27,7 +27,6 @@ import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
  *
  * Prisma's model API (`this.client` of a repository) serves only administration that never runs inside a unit
  * of work and is not on a hot path (organizations counted and listed, API keys listed and revoked, tags listed).
- * The webhook repository is the exception still to be converted (src/store/prisma/unit-bridge.ts).
  */
 
 /** One transaction's lifecycle events, handed to the listeners once it has committed. */
