@@ -30,14 +30,14 @@ import { registerRest } from "./rest/rest-api.ts";
 import { REST_ROUTE_GROUPS } from "./rest/routes/route-groups.ts";
 import { ReadCache } from "./read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
-import { openDeliveryChangeSignals } from "./store/delivery-signals.ts";
-import { openCommitSignals } from "./store/event-notifier.ts";
+import { openDeliveryChangeSignals } from "./store/signals/delivery-signals.ts";
+import { openCommitSignals } from "./store/signals/commit-signals.ts";
 import { SqlLiveLogStore } from "./store/sql/live-log-store.ts";
 import type { Database } from "./store/database.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
-import { PrismaWebhookRepository } from "./store/prisma-webhook-repository.ts";
+import { SqlWebhookEndpointRepository } from "./store/sql/webhook-endpoint-repository.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -158,9 +158,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new PrismaWebhookRepository(
-    database,
-    database.prisma,
+  const encrypted = await new SqlWebhookEndpointRepository(
+    database.provider,
+    database.sql,
     secretCipher,
   ).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");

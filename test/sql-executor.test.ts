@@ -1,6 +1,11 @@
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import type { WebhookEndpoint } from "../src/domain/webhooks/webhook-models.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
+import { SecretCipher } from "../src/store/secret-cipher.ts";
+import type { SqlExecutor } from "../src/store/sql/executor.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
+import { SqlWebhookRepository } from "../src/store/sql/webhook-repository.ts";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
 
@@ -8,8 +13,9 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support
  * The executors (src/store/sql/): a unit of work is passed explicitly, and only the statements sent through the
  * unit's executor are part of it. On SQLite the executor shares Prisma's one connection, where a statement sent
  * while a unit is open would join its transaction: a write from outside must wait for the unit and survive its
- * rollback, a read from outside must see only what has committed. Prisma model calls made inside a unit (the
- * webhook repository's, through src/store/prisma/unit-bridge.ts on PostgreSQL) must be part of it.
+ * rollback, a read from outside must see only what has committed. A repository built on a unit's executor (the
+ * webhook repository here) runs every statement in the unit: its reads see the unit's writes, and its writes
+ * commit or roll back with the unit.
  */
 
 describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
@@ -24,6 +30,30 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
     await database?.close();
     await testDatabase?.drop();
   });
+
+  const cipher = new SecretCipher(randomBytes(32));
+  /** The webhook repository on an executor: the driver, or a unit's. */
+  const webhooksOn = (sql: SqlExecutor) => new SqlWebhookRepository(database.provider, sql, cipher);
+  const endpoint = (id: string): WebhookEndpoint => {
+    const at = new Date();
+    return {
+      id,
+      organizationId: "b-organization",
+      url: "http://127.0.0.1:9/hooks",
+      eventTypes: ["reference_created"],
+      tagIds: null,
+      description: null,
+      enabled: true,
+      disabledReason: null,
+      secret: `whsec_${id}`,
+      previousSecrets: [],
+      previousSecretExpiresAt: null,
+      failingSince: null,
+      ordering: "none",
+      createdAt: at,
+      updatedAt: at,
+    };
+  };
 
   const insertOrganization = (id: string) =>
     Prisma.sql`INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${id}, ${id}, ${new Date()})`;
@@ -61,15 +91,34 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
     expect(await organizationIds("d-")).toEqual(["d-inside"]);
   });
 
-  it("rolls back Prisma's own statements issued inside a unit of work with it", async () => {
+  it("runs the webhook repository's statements in the unit of work that built it, and rolls them back with it", async () => {
+    let readInside: WebhookEndpoint | null = null;
+    let readOutside: WebhookEndpoint | null | undefined;
     await expect(
       database.sql.transaction(async (unit) => {
-        await unit.run(insertOrganization("b-driver"));
-        await database.prisma.organization.create({ data: { id: "b-prisma", name: "b", createdAt: new Date() } });
+        await webhooksOn(unit).insertEndpoint(endpoint("b-rolled-back"));
+        readInside = await webhooksOn(unit).lockEndpoint("b-organization", "b-rolled-back");
+        readOutside = await webhooksOn(database.sql).findEndpoint("b-organization", "b-rolled-back");
         throw new Error("rolled back on purpose");
       }),
     ).rejects.toThrow("rolled back on purpose");
-    expect(await organizationIds("b-")).toEqual([]);
+    // The unit's own read saw its insert (same transaction); a read from outside saw nothing uncommitted.
+    expect(readInside).toMatchObject({ id: "b-rolled-back", secret: "whsec_b-rolled-back", tagIds: null });
+    expect(readOutside).toBeNull();
+    expect(await webhooksOn(database.sql).findEndpoint("b-organization", "b-rolled-back")).toBeNull();
+  });
+
+  it("commits the webhook repository's statements with the rest of the unit", async () => {
+    await database.sql.transaction(async (unit) => {
+      await unit.run(insertOrganization("c-driver"));
+      await webhooksOn(unit).insertEndpoint(endpoint("c-committed"));
+      await webhooksOn(unit).updateEndpoint({ ...endpoint("c-committed"), url: "http://127.0.0.1:9/updated" });
+    });
+    expect(await organizationIds("c-")).toEqual(["c-driver"]);
+    expect(await webhooksOn(database.sql).findEndpoint("b-organization", "c-committed")).toMatchObject({
+      url: "http://127.0.0.1:9/updated",
+      eventTypes: ["reference_created"],
+    });
   });
 
   it("never reports a unit as committed when a statement of it failed and the error was caught", async () => {
@@ -87,14 +136,6 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
       await unit;
       expect(await organizationIds("e-")).toEqual(["e-first", "e-second"]);
     }
-  });
-
-  it("commits the statements of both paths together", async () => {
-    await database.sql.transaction(async (unit) => {
-      await unit.run(insertOrganization("c-driver"));
-      await database.prisma.organization.create({ data: { id: "c-prisma", name: "c", createdAt: new Date() } });
-    });
-    expect(await organizationIds("c-")).toEqual(["c-driver", "c-prisma"]);
   });
 });
 

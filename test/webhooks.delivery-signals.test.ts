@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import pg from "pg";
 import type { DeliveryChange, DeliveryChangeSignals } from "../src/domain/webhooks/delivery-activity.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
-import { DELIVERY_CHANNEL, openDeliveryChangeSignals } from "../src/store/delivery-signals.ts";
+import { DELIVERY_CHANNEL, openDeliveryChangeSignals } from "../src/store/signals/delivery-signals.ts";
 import { expectEventually } from "./support/expect-eventually.ts";
 import { createTestDatabase, type TestDatabase } from "./support/test-server.ts";
 

@@ -1,7 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { openPostgresPrisma, openSqlitePrisma, type PrismaClient } from "./prisma/clients.ts";
-import { enterUnitForPrisma } from "./prisma/unit-bridge.ts";
 import type { TransactionalExecutor } from "./sql/executor.ts";
 import { PostgresExecutor } from "./sql/postgres-executor.ts";
 import { SqliteExecutor } from "./sql/sqlite-executor.ts";
@@ -59,7 +58,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
     };
   }
   const { prisma, close: closePrisma } = openPostgresPrisma(url, options.onQuery);
-  const sql = new PostgresExecutor(url, options.onQuery, enterUnitForPrisma);
+  const sql = new PostgresExecutor(url, options.onQuery);
   return {
     provider,
     url,

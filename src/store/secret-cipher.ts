@@ -12,6 +12,8 @@ import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
  */
 
 const ENVELOPE_VERSION = "v1";
+/** How every stored envelope starts; a value without it is plain text from before encryption. */
+export const ENCRYPTED_PREFIX = `${ENVELOPE_VERSION}:`;
 const KEY_BYTES = 32;
 const IV_BYTES = 12;
 
@@ -57,5 +59,5 @@ export class SecretCipher {
 
 /** Whether a stored value is an envelope (as opposed to plain text from before encryption). */
 export function isEncrypted(stored: string): boolean {
-  return stored.startsWith(`${ENVELOPE_VERSION}:`);
+  return stored.startsWith(ENCRYPTED_PREFIX);
 }

@@ -53,7 +53,7 @@ export interface LiveLogStore {
 /** An organization id: "it committed events"; null: "signals may have been missed, read now". */
 export type CommitSignalListener = (organizationId: string | null) => void;
 
-/** Commit signals across the instances that share a database (implemented in src/store/event-notifier.ts). */
+/** Commit signals across the instances that share a database (implemented in src/store/signals/commit-signals.ts). */
 export interface CommitSignals {
   /**
    * Call after the transaction that wrote `events` committed. Never throws; delivery is best effort. (Where the

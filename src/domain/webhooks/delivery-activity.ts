@@ -6,7 +6,7 @@ import type { WebhookService } from "./webhook-service.ts";
  * Live delivery activity (the operator page's `Subscription.webhookDeliveryAttempts`). Glossary:
  * - delivery change: a delivery got an attempt recorded, or was queued by hand (test event, re-send);
  * - change signals: how changes reach every instance (in-process on SQLite, LISTEN/NOTIFY on PostgreSQL;
- *   src/store/delivery-signals.ts). A signal only names the delivery: subscribers read it from the database, so
+ *   src/store/signals/delivery-signals.ts). A signal only names the delivery: subscribers read it from the database, so
  *   what they show is what was committed.
  * Signals are a wake-up, not a log: one lost while an instance reconnects delays nothing but that refresh.
  */

@@ -7,7 +7,7 @@ import type {
 } from "./webhook-models.ts";
 
 /*
- * What webhooks need from persistence, implemented in src/store/prisma-webhook-repository.ts. It is reached as
+ * What webhooks need from persistence, implemented in src/store/sql/webhook-repository.ts (and the three files it names). It is reached as
  * `store.webhooks` of a `Store`, so that inside `store.transaction` it writes in the same transaction (the
  * outbox rows of an event are written with the event).
  */

@@ -1,9 +1,9 @@
 import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
 import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
 import { PrismaClient as SqlitePrismaClient } from "../__generated__/sqlite/client.ts";
 import { PrismaClient as PostgresPrismaClient } from "../__generated__/postgres/client.ts";
 import type { SqliteAdapter } from "../sql/sqlite-executor.ts";
-import { UnitRoutedPool } from "./unit-bridge.ts";
 
 /*
  * The schema-driven clients of record, generated from prisma/sqlite/schema.prisma and its PostgreSQL copy. Prisma serves
@@ -72,14 +72,14 @@ export async function openSqlitePrisma(
 }
 
 /**
- * The PostgreSQL client, on a small pool of its own whose statements join the open unit of work (unit-bridge.ts).
- * `close` disconnects the client and ends the pool (Prisma leaves a pool it was handed open).
+ * The PostgreSQL client, on a small pool of its own (never inside a unit of work: those run on the executor's
+ * connections). `close` disconnects the client and ends the pool (Prisma leaves a pool it was handed open).
  */
 export function openPostgresPrisma(
   url: string,
   onQuery?: (sql: string) => void,
 ): { prisma: PrismaClient; close: () => Promise<void> } {
-  const pool = new UnitRoutedPool({ connectionString: url, max: PRISMA_POOL_SIZE });
+  const pool = new pg.Pool({ connectionString: url, max: PRISMA_POOL_SIZE });
   pool.on("error", () => {});
   pool.on("connect", (connection) => connection.on("error", () => {}));
   const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];

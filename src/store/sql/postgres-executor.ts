@@ -70,26 +70,12 @@ function preparedName(text: string, parameters: number): string | undefined {
   return name;
 }
 
-/** A unit of work's connection, with its BEGIN (sent, maybe not yet answered). */
-export interface OpenUnit {
-  readonly connection: pg.PoolClient;
-  readonly begun: Promise<unknown>;
-}
-
-/** Runs a unit's `work`; see PostgresExecutor's `enterUnit`. */
-export type UnitEntry = <T>(unit: OpenUnit, work: () => Promise<T>) => Promise<T>;
-
 export class PostgresExecutor implements TransactionalExecutor {
   private readonly pool: pg.Pool;
 
   constructor(
     url: string,
     private readonly onStatement?: StatementListener,
-    /**
-     * Wraps every unit's work: the one place where code other than the unit's executor may learn the unit's
-     * connection (src/store/prisma/unit-bridge.ts, for the Prisma model calls the webhook repository still makes).
-     */
-    private readonly enterUnit: UnitEntry = (_unit, work) => work(),
   ) {
     this.pool = new pg.Pool({ connectionString: url, pipeline: true });
     // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
@@ -152,7 +138,7 @@ export class PostgresExecutor implements TransactionalExecutor {
         run: async (query: Prisma.Sql) => (await send(query)).rowCount ?? 0,
       };
       try {
-        const result = await this.enterUnit({ connection, begun }, () => work(unit));
+        const result = await work(unit);
         await begun;
         const commit = await postgresQuery(connection, "COMMIT", this.onStatement);
         // PostgreSQL answers the COMMIT of a transaction that a failed statement aborted with ROLLBACK, not an

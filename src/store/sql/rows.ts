@@ -64,6 +64,11 @@ export function jsonParameter(provider: DatabaseProvider, value: unknown): Prism
   return provider === "postgres" ? Prisma.sql`CAST(${text} AS JSONB)` : Prisma.sql`${text}`;
 }
 
+/** A date parameter inside an expression whose type PostgreSQL cannot infer from a column (a CASE branch). */
+export function timestampParameter(provider: DatabaseProvider, value: Date | null): Prisma.Sql {
+  return provider === "postgres" ? Prisma.sql`CAST(${value} AS TIMESTAMP(3))` : Prisma.sql`${value}`;
+}
+
 /**
  * SQLite's largest number of bound parameters per statement is 32,766 (3.32+); multi-row INSERTs are cut in
  * chunks that stay well under it on both databases (PostgreSQL allows 65,535).

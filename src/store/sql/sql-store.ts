@@ -12,7 +12,7 @@ import { SqlReferenceRepository } from "./reference-repository.ts";
 import { SqlTagRepository } from "./tag-repository.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { PrismaWebhookRepository } from "../prisma-webhook-repository.ts";
+import { SqlWebhookRepository } from "./webhook-repository.ts";
 import type { WebhookAttemptLog } from "../../domain/webhooks/webhook-attempt-log.ts";
 import type { WebhookRecoveryRepository } from "../../domain/webhooks/webhook-recovery-repository.ts";
 import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
@@ -27,7 +27,6 @@ import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
  *
  * Prisma's model API (`this.client` of a repository) serves only administration that never runs inside a unit
  * of work and is not on a hot path (organizations counted and listed, API keys listed and revoked, tags listed).
- * The webhook repository is the exception still to be converted (src/store/prisma/unit-bridge.ts).
  */
 
 /** One transaction's lifecycle events, handed to the listeners once it has committed. */
@@ -70,7 +69,7 @@ export class SqlStore implements Store {
   }
 
   get webhooks(): WebhookRepository {
-    this.webhookStore ??= new PrismaWebhookRepository(this.database, this.database.prisma, this.secretCipher, this.sql);
+    this.webhookStore ??= new SqlWebhookRepository(this.database.provider, this.sql, this.secretCipher);
     return this.webhookStore;
   }
 

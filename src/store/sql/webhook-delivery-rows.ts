@@ -1,4 +1,4 @@
-import type { DeliveryStatus, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type { DeliveryStatus, WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import { Prisma } from "../__generated__/sqlite/client.ts";
 
@@ -7,7 +7,7 @@ export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id
   "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
   "ordering_key", "event_occurred_at"`;
 
-/** A delivery as a raw statement gives it (column names; the driver's types, see src/store/rows.ts). */
+/** A delivery as a raw statement gives it (column names; the driver's types, see src/store/sql/rows.ts). */
 export interface DeliveryColumns {
   readonly id: string;
   readonly organization_id: string;
@@ -44,5 +44,32 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
     updatedAt: toDate(row.updated_at),
     orderingKey: row.ordering_key,
     eventOccurredAt: toNullableDate(row.event_occurred_at),
+  };
+}
+
+/** Every column of the attempt `a`, as `AttemptColumns` reads them. */
+export const ATTEMPT_COLUMNS = Prisma.sql`a."id", a."delivery_id", a."attempted_at", a."status_code", a."error",
+  a."latency_ms", a."response_body"`;
+
+/** An attempt as a raw statement reads it. */
+export interface AttemptColumns {
+  readonly id: string;
+  readonly delivery_id: string;
+  readonly attempted_at: unknown;
+  readonly status_code: number | null;
+  readonly error: string | null;
+  readonly latency_ms: number;
+  readonly response_body: string | null;
+}
+
+export function toAttemptFromColumns(row: AttemptColumns): WebhookAttempt {
+  return {
+    id: row.id,
+    deliveryId: row.delivery_id,
+    attemptedAt: toDate(row.attempted_at),
+    statusCode: row.status_code === null ? null : Number(row.status_code),
+    error: row.error,
+    latencyMs: Number(row.latency_ms),
+    responseBody: row.response_body,
   };
 }

@@ -3,13 +3,13 @@ import type {
   DeliveryChange,
   DeliveryChangeListener,
   DeliveryChangeSignals,
-} from "../domain/webhooks/delivery-activity.ts";
-import type { Database } from "./database.ts";
-import type { NotifierLog } from "./event-notifier.ts";
+} from "../../domain/webhooks/delivery-activity.ts";
+import type { Database } from "../database.ts";
+import type { NotifierLog } from "./commit-signals.ts";
 
 /*
  * Delivery change signals (src/domain/webhooks/delivery-activity.ts) for the operator page's subscription.
- * Kept apart from the lifecycle commit signals (event-notifier.ts) on purpose: a separate channel and connection,
+ * Kept apart from the lifecycle commit signals (commit-signals.ts) on purpose: a separate channel and connection,
  * so that either can change without the other.
  *
  * - SQLite: one process owns the database, so signals stay in the process.

@@ -1,7 +1,7 @@
 import pg from "pg";
-import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
-import type { CommitSignalListener, CommitSignals } from "../domain/live/live-feed.ts";
-import type { Database } from "./database.ts";
+import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
+import type { CommitSignalListener, CommitSignals } from "../../domain/live/live-feed.ts";
+import type { Database } from "../database.ts";
 
 /*
  * Commit signals: "organization X committed events". They only wake readers up early; readers also poll the

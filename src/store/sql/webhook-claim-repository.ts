@@ -1,0 +1,149 @@
+import type { WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type { ClaimRequest, FinishedAttempt } from "../../domain/webhooks/webhook-repository.ts";
+import type { DatabaseProvider } from "../database.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { findInChunks } from "./in-chunks.ts";
+import { timestampParameter } from "./rows.ts";
+import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
+import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
+
+/*
+ * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
+ * attempts, and ending or giving back leases. Part of the webhook repository (src/store/sql/webhook-repository.ts);
+ * every statement runs on the executor it is given.
+ */
+
+export class SqlWebhookClaimRepository {
+  constructor(
+    private readonly provider: DatabaseProvider,
+    /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
+    private readonly sql: SqlExecutor,
+  ) {}
+
+  /**
+   * One statement on both databases: pick the due, unleased deliveries in due order, rank them within their
+   * endpoint, lease those within the endpoint's limit, and return them whole. On PostgreSQL `FOR UPDATE SKIP
+   * LOCKED` makes concurrent instances pass over each other's rows instead of waiting for them or taking them too;
+   * a row leased by another instance that committed first no longer matches (its lease is in the future). SQLite
+   * has one writer at a time, so the statement alone is atomic there. The window looked at is twice the limit, so
+   * that one endpoint's long backlog at the head of the queue cannot fill a claim meant for several endpoints.
+   * An ordered delivery is a candidate only while no earlier delivery of its (endpoint, ordering key) is pending
+   * (`pendingPredecessorIsAbsent`): so one reference's deliveries are leased one at a time, in log order, by
+   * whichever instance claims, and a retry waiting holds back only its own reference.
+   */
+  async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
+    const { owner, now, leaseExpiresAt, limit } = request;
+    const limits = [...request.perEndpointLimit];
+    const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
+    const limited = limits.filter(([, max]) => max > 0);
+    const exclusion =
+      excluded.length > 0 ? Prisma.sql`AND d."endpoint_id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
+    const defaultLimit = Prisma.sql`CAST(${request.defaultPerEndpointLimit} AS INTEGER)`;
+    const perEndpoint =
+      limited.length > 0
+        ? Prisma.sql`CASE ranked."endpoint_id" ${Prisma.join(
+            limited.map(([id, max]) => Prisma.sql`WHEN ${id} THEN CAST(${max} AS INTEGER)`),
+            " ",
+          )} ELSE ${defaultLimit} END`
+        : defaultLimit;
+    const lock = this.provider === "postgres" ? Prisma.sql`FOR UPDATE OF d SKIP LOCKED` : Prisma.empty;
+    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      WITH candidates AS (
+        SELECT d."id", d."endpoint_id", d."next_attempt_at" FROM "webhook_deliveries" d
+        WHERE d."status" = 'pending' AND d."next_attempt_at" <= ${now}
+          AND (d."lease_expires_at" IS NULL OR d."lease_expires_at" < ${now}) ${exclusion}
+          AND ${pendingPredecessorIsAbsent("d")}
+        ORDER BY d."next_attempt_at", d."id"
+        LIMIT ${limit * 2}
+        ${lock}
+      ), ranked AS (
+        SELECT "id", "endpoint_id", "next_attempt_at",
+               ROW_NUMBER() OVER (PARTITION BY "endpoint_id" ORDER BY "next_attempt_at", "id") AS "rank_in_endpoint"
+        FROM candidates
+      )
+      UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
+      WHERE "id" IN (
+        SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint}
+        ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
+      )
+      RETURNING ${DELIVERY_COLUMNS}`);
+    return rows
+      .map(toDeliveryFromColumns)
+      .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
+  }
+
+  async finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
+    if (items.length === 0) return new Set();
+    const ids = items.map((item) => item.attempt.deliveryId);
+    const caseOf = (value: (item: FinishedAttempt) => Prisma.Sql) =>
+      Prisma.sql`CASE "id" ${Prisma.join(
+        items.map((item) => Prisma.sql`WHEN ${item.attempt.deliveryId} THEN ${value(item)}`),
+        " ",
+      )} END`;
+    // One statement for the whole batch: each delivery's new state is picked by its id.
+    const updated = await this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET
+        "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
+        "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "next_attempt_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.nextAttemptAt))},
+        "updated_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.at))},
+        "lease_owner" = NULL, "lease_expires_at" = NULL
+      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`);
+    let existing = new Set(ids);
+    if (updated < items.length) {
+      // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
+      // cannot be stored (its foreign key would fail), the others still are.
+      const rows = await this.sql.all<{ id: string }>(Prisma.sql`
+        SELECT "id" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(ids)})`);
+      existing = new Set(rows.map((row) => row.id));
+    }
+    const kept = items.filter((item) => existing.has(item.attempt.deliveryId)).map((item) => item.attempt);
+    if (kept.length > 0) {
+      await this.sql.run(Prisma.sql`
+        INSERT INTO "webhook_attempts"
+          ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms", "response_body")
+        VALUES ${Prisma.join(
+          kept.map(
+            (attempt) =>
+              Prisma.sql`(${attempt.id}, ${attempt.deliveryId}, ${attempt.attemptedAt}, ${attempt.statusCode},
+                ${attempt.error}, ${attempt.latencyMs}, ${attempt.responseBody})`,
+          ),
+        )}
+        ON CONFLICT ("id") DO UPDATE SET "attempted_at" = excluded."attempted_at",
+          "status_code" = excluded."status_code", "error" = excluded."error", "latency_ms" = excluded."latency_ms",
+          "response_body" = excluded."response_body"`);
+    }
+    return existing;
+  }
+
+  async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
+    await this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
+        "lease_expires_at" = NULL, "updated_at" = ${at}
+      WHERE "id" = ${id} AND "lease_owner" = ${owner}`);
+  }
+
+  async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
+    const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
+    if (ids.length === 0) return 0;
+    const counts = await findInChunks(ids, async (chunk) => [
+      await this.sql.run(Prisma.sql`
+        UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
+          "lease_expires_at" = NULL, "updated_at" = ${at}
+        WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'
+          AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${at})`),
+    ]);
+    return counts.reduce((sum, count) => sum + count, 0);
+  }
+
+  async releaseDeliveries(ids: readonly string[], owner: string): Promise<void> {
+    if (ids.length === 0) return;
+    await findInChunks(ids, async (chunk) => {
+      await this.sql.run(Prisma.sql`
+        UPDATE "webhook_deliveries" SET "lease_owner" = NULL, "lease_expires_at" = NULL
+        WHERE "id" IN (${Prisma.join(chunk)}) AND "lease_owner" = ${owner}`);
+      return [];
+    });
+  }
+}

@@ -1,0 +1,123 @@
+import type { WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type { DeliveryListQuery } from "../../domain/webhooks/webhook-repository.ts";
+import type { SqlExecutor } from "./executor.ts";
+import { findInChunks } from "./in-chunks.ts";
+import { chunksOf } from "./rows.ts";
+import {
+  ATTEMPT_COLUMNS,
+  DELIVERY_COLUMNS,
+  toAttemptFromColumns,
+  toDeliveryFromColumns,
+  type AttemptColumns,
+  type DeliveryColumns,
+} from "./webhook-delivery-rows.ts";
+import { Prisma } from "../__generated__/sqlite/client.ts";
+
+/*
+ * The outbox, "webhook_deliveries", with the attempts of each delivery ("webhook_attempts"), as the API and
+ * retention see it: written with the event, read, listed, re-sent by hand, pruned. The worker's side (claims and
+ * leases) is src/store/sql/webhook-claim-repository.ts. Part of the webhook repository
+ * (src/store/sql/webhook-repository.ts); every statement runs on the executor it is given.
+ */
+
+export class SqlWebhookDeliveryRepository {
+  constructor(
+    /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
+    private readonly sql: SqlExecutor,
+  ) {}
+
+  async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    // One multi-row INSERT per chunk of parameters (one chunk for any realistic number of endpoints).
+    for (const chunk of chunksOf(deliveries, 15)) {
+      await this.sql.run(Prisma.sql`
+        INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
+          "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
+          "ordering_key", "event_occurred_at")
+        VALUES ${Prisma.join(
+          chunk.map(
+            (d) => Prisma.sql`(${d.id}, ${d.organizationId}, ${d.endpointId}, ${d.eventId}, ${d.eventType}, ${d.body},
+              ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt}, ${d.createdAt},
+              ${d.updatedAt}, ${d.orderingKey}, ${d.eventOccurredAt})`,
+          ),
+        )}`);
+    }
+  }
+
+  async findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
+    const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
+    return row ? toDeliveryFromColumns(row) : null;
+  }
+
+  async findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]> {
+    if (ids.length === 0) return [];
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<DeliveryColumns>(Prisma.sql`
+        SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
+        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+    );
+    return rows.map(toDeliveryFromColumns);
+  }
+
+  async listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
+    const status = query.status ? Prisma.sql`AND "status" = ${query.status}` : Prisma.empty;
+    const before = query.beforeId ? Prisma.sql`AND "id" < ${query.beforeId}` : Prisma.empty;
+    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
+      WHERE "endpoint_id" = ${query.endpointId} ${status} ${before}
+      ORDER BY "id" DESC LIMIT ${query.limit}`);
+    return rows.map(toDeliveryFromColumns);
+  }
+
+  async findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {
+    if (ids.length === 0) return [];
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<AttemptColumns>(Prisma.sql`
+        SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
+        JOIN "webhook_deliveries" d ON d."id" = a."delivery_id"
+        WHERE a."id" IN (${Prisma.join(chunk)}) AND d."organization_id" = ${organizationId}`),
+    );
+    return rows.map(toAttemptFromColumns);
+  }
+
+  async findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
+    const byDelivery = new Map<string, WebhookAttempt[]>(deliveryIds.map((id) => [id, []]));
+    if (deliveryIds.length === 0) return byDelivery;
+    const rows = await findInChunks(deliveryIds, (chunk) =>
+      this.sql.all<AttemptColumns>(Prisma.sql`
+        SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
+        WHERE a."delivery_id" IN (${Prisma.join(chunk)})
+        ORDER BY a."attempted_at", a."id"`),
+    );
+    for (const row of rows) byDelivery.get(row.delivery_id)?.push(toAttemptFromColumns(row));
+    return byDelivery;
+  }
+
+  async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
+    // The lease is dropped too: a request still in flight then records its attempt without overriding the
+    // re-send, which goes out on its own. A re-send goes out at once, outside its reference's order (and holds
+    // nothing back): its ordering key is cleared.
+    const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
+      WHERE "id" = ${id}
+      RETURNING ${DELIVERY_COLUMNS}`);
+    return row ? toDeliveryFromColumns(row) : null;
+  }
+
+  deleteSucceededDeliveriesBefore(cutoff: Date, batchSize: number): Promise<number> {
+    // One bounded batch on both databases (neither has DELETE ... LIMIT by default), found through the
+    // (status, updated_at) index; a delivery re-sent meanwhile is no longer "succeeded" and stays. Attempts go
+    // with their delivery (ON DELETE CASCADE).
+    return this.sql.run(Prisma.sql`
+      DELETE FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "id" IN (
+        SELECT "id" FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "updated_at" < ${cutoff}
+        LIMIT ${batchSize})`);
+  }
+
+  async countPendingDeliveries(): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
+      SELECT COUNT(*) AS "n" FROM "webhook_deliveries" WHERE "status" = 'pending'`);
+    return Number(row?.n ?? 0);
+  }
+}
