@@ -14,7 +14,7 @@ import {
 } from "./support/webhooks.ts";
 
 /*
- * SPEC §9 through the REST surface, delivering to a real receiver on loopback that verifies every signature
+ * Webhooks through the REST surface, delivering to a real receiver on loopback that verifies every signature
  * with the independent `standardwebhooks` package. The retry schedule is compressed (0s, 150ms, 300ms), so
  * retries take milliseconds; the clock is the system time plus an offset the rotation test moves by a day.
  * Each test works in its own organization, so that no endpoint sees another test's events.
@@ -123,7 +123,7 @@ describe.each(DATABASE_KINDS)("webhooks over REST on %s", (kind) => {
     expect((await http(caller, "GET", `/v1/webhooks/not-an-id`)).status).toBe(404);
   });
 
-  it("delivers every event type once per matching endpoint, signed, with the body of SPEC §9", async () => {
+  it("delivers every event type once per matching endpoint, signed, with the documented body", async () => {
     const { caller, organizationId, path } = await setUp();
     const all = await createEndpoint(caller, { url: receiver.url(`${path}/all`) });
     const filtered = await createEndpoint(caller, {
@@ -271,6 +271,19 @@ describe.each(DATABASE_KINDS)("webhooks over REST on %s", (kind) => {
     expect(receiver.on(path)).toHaveLength(3);
     // One delivery failing for half a second is not "failing for an hour": the endpoint stays enabled.
     expect((await http(caller, "GET", `/v1/webhooks/${endpoint.id}`)).body).toMatchObject({ enabled: true });
+
+    // A re-send by hand is one more attempt on top of the three: the count goes on and matches the attempts
+    // listed; its schedule had run out, so a failed re-send gives the delivery up again.
+    const resent = await http(caller, "POST", `/v1/webhooks/${endpoint.id}/deliveries/${failed!.id}/resend`);
+    expect(resent.status).toBe(202);
+    expect(resent.body).toMatchObject({ status: "pending", attempt_count: 3 });
+    await receiver.waitForCount(path, 4);
+    const again = await eventually(async () => {
+      const read = await getDelivery(caller, endpoint.id, failed!.id);
+      return read.status === "failed" ? read : null;
+    });
+    expect(again).toMatchObject({ attempt_count: 4, next_attempt_at: null });
+    expect(again.attempts).toHaveLength(4);
   });
 
   it("counts timeouts, connection errors and redirects as failed attempts", async () => {
@@ -400,6 +413,7 @@ describe.each(DATABASE_KINDS)("webhooks over REST on %s", (kind) => {
     await eventually(async () => (await getDelivery(caller, endpoint.id, queued.body.id)).status === "succeeded");
     const resent = await http(caller, "POST", `/v1/webhooks/${endpoint.id}/deliveries/${queued.body.id}/resend`);
     expect(resent.status).toBe(202);
+    expect(resent.body).toMatchObject({ status: "pending", attempt_count: 1 });
     const [, again] = await receiver.waitForCount(path, 2);
     expect(again!.webhookId).toBe(test!.webhookId);
     expect(again!.body).toBe(test!.body);
@@ -409,6 +423,7 @@ describe.each(DATABASE_KINDS)("webhooks over REST on %s", (kind) => {
       return read.attempts.length === 2 && read.status === "succeeded" ? read : null;
     });
     expect(detail.attempts.map((attempt: any) => attempt.status_code)).toEqual([200, 200]);
+    expect(detail.attempt_count).toBe(2);
     expect(
       (await http(caller, "POST", `/v1/webhooks/${endpoint.id}/deliveries/${crypto.randomUUID()}/resend`)).status,
     ).toBe(404);

@@ -314,7 +314,6 @@ export class PrismaWebhookRepository implements WebhookRepository {
       where: { id },
       data: {
         status: "pending",
-        attemptCount: 0,
         nextAttemptAt: at,
         leaseOwner: null,
         leaseExpiresAt: null,
