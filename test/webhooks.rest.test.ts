@@ -462,6 +462,8 @@ describe.each(DATABASE_KINDS)("webhook endpoints that are slow or failing on %s"
         WEBHOOK_CONCURRENCY_PER_ENDPOINT: "2",
         // Longer than the slow endpoint is held, however busy the machine: its requests must not time out.
         WEBHOOK_TIMEOUT: "50s",
+        // A lease must outlast the timeout (with room to record the outcome).
+        WEBHOOK_LEASE: "60s",
       },
     });
   });
