@@ -38,6 +38,7 @@ import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts"
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { PrismaWebhookRepository } from "./store/prisma-webhook-repository.ts";
+import { Prisma } from "./store/__generated__/sqlite/client.ts";
 import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
@@ -158,11 +159,10 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
   });
 
-  const encrypted = await new PrismaWebhookRepository(
-    database,
-    database.prisma,
-    secretCipher,
-  ).encryptPlaintextSecrets();
+  // One cheap statement first: the rewrite goes through Prisma's model API, whose client is made only when used.
+  const encrypted = (await hasPlaintextSecrets(database))
+    ? await new PrismaWebhookRepository(database, database.prisma, secretCipher).encryptPlaintextSecrets()
+    : 0;
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
@@ -258,4 +258,13 @@ function startRetentionJob(
   }, config.retentionPruneIntervalMs);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/** Whether a webhook endpoint stores a secret without the cipher's `v1:` prefix (see src/store/secret-cipher.ts). */
+async function hasPlaintextSecrets(database: Database): Promise<boolean> {
+  const rows = await database.sql.all(Prisma.sql`
+    SELECT 1 FROM "webhook_endpoints"
+    WHERE "secret" NOT LIKE 'v1:%' OR ("previous_secret" IS NOT NULL AND "previous_secret" NOT LIKE 'v1:%')
+    LIMIT 1`);
+  return rows.length > 0;
 }
