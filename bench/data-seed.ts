@@ -15,6 +15,7 @@ import {
   openWriter,
   prng,
   REFERENCE_COLUMNS,
+  tagListBackfill,
   referenceRow,
   type BulkWriter,
   type Kind,
@@ -128,6 +129,8 @@ export async function seedDataPath(options: DataSeedOptions): Promise<SeededData
       if (refRows.length === REFERENCES_PER_BATCH) await flush();
     }
     await flush();
+    // Seeded rows are written past the store: their tag lists are built the way migration 0009 builds them.
+    await writer.exec(tagListBackfill(kind));
     await writer.runDeferredTriggers();
     for (const sql of recreate) await writer.exec(sql);
     await writer.commit();
