@@ -34,8 +34,9 @@ function utcMillis(text: string): number | undefined {
   } else if (length !== 23) return undefined;
   if (text[4] !== "-" || text[7] !== "-" || text[13] !== ":" || text[16] !== ":" || text[19] !== ".") return undefined;
   if (text[10] !== "T" && text[10] !== " ") return undefined;
+  const year = digits2(text, 0) * 100 + digits2(text, 2);
   const millis = Date.UTC(
-    digits2(text, 0) * 100 + digits2(text, 2),
+    year,
     digits2(text, 5) - 1,
     digits2(text, 8),
     digits2(text, 11),
@@ -43,7 +44,9 @@ function utcMillis(text: string): number | undefined {
     digits2(text, 17),
     digit(text, 20) * 100 + digits2(text, 21),
   );
-  return Number.isNaN(millis) ? undefined : millis;
+  if (Number.isNaN(millis)) return undefined;
+  // Date.UTC reads the years 0–99 as 1900–1999; their leap years fall alike, so only the year is set again.
+  return year < 100 ? new Date(millis).setUTCFullYear(year) : millis;
 }
 
 export function toNullableDate(value: unknown): Date | null {
