@@ -4,7 +4,6 @@ import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Database } from "./store/database.ts";
 import { listMigrations } from "./store/prisma/migration-runner.ts";
-import { Prisma } from "./store/__generated__/sqlite/client.ts";
 
 export interface OperationsDependencies {
   readonly database: Database;
@@ -12,7 +11,7 @@ export interface OperationsDependencies {
 }
 
 /**
- * The operations endpoints, without an API key: `/healthz` (the process answers), `/readyz` (the database
+ * SPEC §1 operations endpoints, without an API key: `/healthz` (the process answers), `/readyz` (the database
  * answers and every migration is applied), `/metrics` (Prometheus text). `/metrics` tells request rates, routes
  * and queue depths, so it is guarded on its own terms: `METRICS_TOKEN` (a bearer token) and/or `METRICS_PORT` (a
  * port of its own, which a deployment keeps off the public network); a production server with neither does not
@@ -42,7 +41,7 @@ export async function registerOperations(
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
   app.get("/readyz", { schema: { hide: true } }, async (request, reply) => {
     try {
-      const rows = await database.sql.all<{ name: string }>(Prisma.sql`SELECT "name" FROM "_reftrail_migrations"`);
+      const rows = await database.prisma.$queryRawUnsafe<{ name: string }[]>(`SELECT name FROM "_reftrail_migrations"`);
       const applied = new Set(rows.map((row) => row.name));
       const pending = expected.filter((name) => !applied.has(name));
       if (pending.length > 0) return reply.code(503).send({ status: "migrations_pending", pending });

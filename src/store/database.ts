@@ -13,7 +13,7 @@ export type { PrismaClient, PrismaTransaction } from "./prisma/clients.ts";
 export interface Database {
   readonly provider: DatabaseProvider;
   readonly url: string;
-  /** Prisma's model API, for administration (src/store/prisma/clients.ts); the client is made on first use. */
+  /** Prisma's model API, for administration (src/store/prisma/clients.ts). */
   readonly prisma: PrismaClient;
   /** The store's statements, and its units of work (src/store/sql/executor.ts). */
   readonly sql: TransactionalExecutor;
@@ -42,18 +42,16 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
   if (provider === "sqlite") {
     const file = sqliteFilePath(url);
     mkdirSync(dirname(file), { recursive: true });
-    const { prisma, adapter, close: closePrisma } = await openSqlitePrisma(file, options.onQuery);
+    const { prisma, adapter } = await openSqlitePrisma(file, options.onQuery);
     const checkpointer = startSqliteCheckpointer(file);
     const sql = new SqliteExecutor(adapter, file, options.onQuery);
     return {
       provider,
       url,
-      get prisma() {
-        return prisma();
-      },
+      prisma,
       sql,
       close: async () => {
-        await closePrisma();
+        await prisma.$disconnect();
         await sql.close();
         await checkpointer.stop();
       },
@@ -64,9 +62,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
   return {
     provider,
     url,
-    get prisma() {
-      return prisma();
-    },
+    prisma,
     sql,
     close: async () => {
       await closePrisma();

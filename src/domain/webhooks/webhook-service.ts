@@ -30,7 +30,7 @@ export interface EndpointWithSecret {
   readonly secret: string;
 }
 
-/** A secret rotated out keeps signing beside the new one for this long. */
+/** A secret rotated out keeps signing beside the new one for this long (SPEC §9). */
 export const PREVIOUS_SECRET_VALIDITY_MS = 24 * 60 * 60 * 1000;
 export const MAX_ENDPOINTS_PER_ORGANIZATION = 50;
 
@@ -39,7 +39,7 @@ const isIdPosition = (value: unknown): value is IdPosition =>
   typeof value === "object" && value !== null && isUuid((value as IdPosition).i);
 
 /**
- * Webhook endpoints and their deliveries, as the organization manages and reads them. Sending is
+ * Webhook endpoints and their deliveries, as the organization manages and reads them (SPEC §9). Sending is
  * the worker's (src/webhooks/); this service queues test events and re-sends, and tells the worker through
  * `onQueued`.
  */
@@ -265,9 +265,8 @@ export class WebhookService {
   }
 
   /**
-   * Sends a delivery again, now, with the same webhook-id and body, whatever its status: one more attempt,
-   * counted on top of the earlier ones (which stay in its log), so a failed re-send is retried only while the
-   * retry schedule has attempts left.
+   * Sends a delivery again, now, with the same webhook-id and body, whatever its status; it gets a fresh
+   * retry schedule. Earlier attempts stay in its log.
    * @throws NOT_FOUND, CONFLICT when the endpoint is disabled.
    */
   async resendDelivery(

@@ -446,9 +446,8 @@ export type Mutation = {
    */
   reportChildContainers: ReportChildContainersPayload;
   /**
-   * Sends a delivery again now, with the same `webhook-id` and body: one more attempt, counted in its
-   * `attemptCount`. Should it fail, the delivery is retried only while its retry schedule has attempts left
-   * (otherwise it is `FAILED` again). CONFLICT when its endpoint is disabled.
+   * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule. CONFLICT when
+   * its endpoint is disabled.
    */
   resendWebhookDelivery: ResendWebhookDeliveryPayload;
   /**
@@ -1234,11 +1233,7 @@ export type WebhookAttempt = Node & {
  */
 export type WebhookDelivery = Node & {
   __typename?: 'WebhookDelivery';
-  /**
-   * Attempts made for the delivery whose outcome was recorded, re-sends by hand included: the finished entries of
-   * `attempts`. The retry schedule counts these. Recovery and replay (`recoverWebhookDeliveries`,
-   * `replayWebhookEvents`) give a delivery a fresh schedule and count from 0 again.
-   */
+  /** Attempts since the delivery was queued (or last re-sent by hand); the retry schedule counts these. */
   attemptCount: Scalars['Int']['output'];
   /** Every attempt, oldest first. */
   attempts: Array<WebhookAttempt>;

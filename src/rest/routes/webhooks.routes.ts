@@ -14,7 +14,7 @@ import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 
-/* Webhook endpoints and their deliveries under /v1/webhooks. */
+/* Webhook endpoints and their deliveries under /v1/webhooks (SPEC §9, §14). */
 
 const tags = ["webhooks"];
 const webhookIdParam = uuidParam("webhookId", "Webhook endpoint id");
@@ -337,9 +337,6 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         operationId: "resendWebhookDelivery",
         summary: "Send a delivery again now, with the same webhook-id and body",
-        description:
-          "One more attempt, counted in the delivery's attempt_count. Should it fail, the delivery is retried only " +
-          "while its retry schedule has attempts left (otherwise it is failed again).",
         params: deliveryParams,
         headers: idempotencyKeyHeader,
         response: {

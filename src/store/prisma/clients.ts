@@ -32,66 +32,41 @@ function logQueries(prisma: PrismaClient, onQuery: ((sql: string) => void) | und
   return prisma;
 }
 
-type ConnectedAdapter = Awaited<ReturnType<PrismaBetterSqlite3["connect"]>>;
-
-/**
- * Prisma's better-sqlite3 adapter factory, keeping the adapter (and so the connection) it creates: the store
- * connects it first, and Prisma's client, made only when something uses it, connects to that same adapter.
- */
+/** Prisma's better-sqlite3 adapter factory, keeping the adapter (and so the connection) it creates. */
 class SharedSqliteConnection extends PrismaBetterSqlite3 {
-  private connected: ConnectedAdapter | null = null;
+  adapter: SqliteAdapter | null = null;
 
-  get adapter(): SqliteAdapter | null {
-    return this.connected as unknown as SqliteAdapter | null;
-  }
-
-  override async connect(): Promise<ConnectedAdapter> {
-    if (this.connected) return this.connected;
+  override async connect(): ReturnType<PrismaBetterSqlite3["connect"]> {
     const adapter = await super.connect();
-    const dispose = adapter.dispose.bind(adapter);
-    adapter.dispose = async () => {
-      if (this.connected === adapter) this.connected = null;
-      await dispose();
-    };
-    this.connected = adapter;
+    this.adapter = adapter as unknown as SqliteAdapter;
     return adapter;
   }
 }
 
 /**
- * The SQLite connection, through Prisma's adapter, and Prisma's client on that very connection: the SQLite
- * executor runs on it too (see src/store/sql/sqlite-executor.ts for why). The client is made on first use of
- * `prisma()`: loading Prisma's query compiler (WebAssembly) costs more CPU than the rest of a start, and the
- * store's statements, a command's and a start's included, do not need it. `close` ends whichever is open.
+ * The SQLite client and the adapter it connects through: the SQLite executor runs on that very connection
+ * (see src/store/sql/sqlite-executor.ts for why).
  */
 export async function openSqlitePrisma(
   file: string,
   onQuery?: (sql: string) => void,
-): Promise<{ prisma: () => PrismaClient; adapter: () => SqliteAdapter; close: () => Promise<void> }> {
+): Promise<{ prisma: PrismaClient; adapter: () => SqliteAdapter }> {
   const factory = new SharedSqliteConnection({ url: `file:${file}` });
-  const connection = (await factory.connect()) as unknown as SqliteAdapter;
+  const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];
+  const prisma = logQueries(new SqlitePrismaClient({ adapter: factory, log }), onQuery);
   // WAL lets readers run beside the single writer; busy_timeout makes a second process wait for the write
   // lock instead of failing at once; SQLite enforces foreign keys only when asked, per connection.
-  connection.client.pragma("journal_mode = WAL");
-  connection.client.pragma("busy_timeout = 5000");
-  connection.client.pragma("foreign_keys = ON");
-  connection.client.pragma("synchronous = NORMAL");
+  await prisma.$queryRawUnsafe("PRAGMA journal_mode = WAL");
+  await prisma.$queryRawUnsafe("PRAGMA busy_timeout = 5000");
+  await prisma.$queryRawUnsafe("PRAGMA foreign_keys = ON");
+  await prisma.$queryRawUnsafe("PRAGMA synchronous = NORMAL");
   // Checkpoints (the only fsyncs in WAL mode) run on a thread of their own, not in a request's COMMIT.
-  connection.client.pragma("wal_autocheckpoint = 0");
-  let prisma: PrismaClient | null = null;
+  await prisma.$queryRawUnsafe("PRAGMA wal_autocheckpoint = 0");
   return {
-    prisma: () => {
-      const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];
-      prisma ??= logQueries(new SqlitePrismaClient({ adapter: factory, log }), onQuery);
-      return prisma;
-    },
+    prisma,
     adapter: () => {
       if (!factory.adapter) throw new Error("the SQLite connection is not open");
       return factory.adapter;
-    },
-    close: async () => {
-      if (prisma) await prisma.$disconnect();
-      await (factory.adapter as unknown as ConnectedAdapter | null)?.dispose();
     },
   };
 }
@@ -103,23 +78,17 @@ export async function openSqlitePrisma(
 export function openPostgresPrisma(
   url: string,
   onQuery?: (sql: string) => void,
-): { prisma: () => PrismaClient; close: () => Promise<void> } {
+): { prisma: PrismaClient; close: () => Promise<void> } {
   const pool = new pg.Pool({ connectionString: url, max: PRISMA_POOL_SIZE });
   pool.on("error", () => {});
   pool.on("connect", (connection) => connection.on("error", () => {}));
-  // Made on first use, like the SQLite one (see openSqlitePrisma).
-  let prisma: PrismaClient | null = null;
+  const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];
+  const client = new PostgresPrismaClient({ adapter: new PrismaPg(pool), log });
+  const prisma = logQueries(client as unknown as PrismaClient, onQuery);
   return {
-    prisma: () => {
-      const log: QueryLog = onQuery ? [{ emit: "event", level: "query" }] : [];
-      prisma ??= logQueries(
-        new PostgresPrismaClient({ adapter: new PrismaPg(pool), log }) as unknown as PrismaClient,
-        onQuery,
-      );
-      return prisma;
-    },
+    prisma,
     close: async () => {
-      if (prisma) await prisma.$disconnect();
+      await prisma.$disconnect();
       await pool.end();
     },
   };

@@ -94,12 +94,11 @@ export class SqlWebhookDeliveryRepository {
   }
 
   async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
-    // The attempt count is kept (it counts every attempt, re-sends included). The lease is dropped too: a request
-    // still in flight then records its attempt without overriding the re-send, which goes out on its own. A
-    // re-send goes out at once, outside its reference's order (and holds
+    // The lease is dropped too: a request still in flight then records its attempt without overriding the
+    // re-send, which goes out on its own. A re-send goes out at once, outside its reference's order (and holds
     // nothing back): its ordering key is cleared.
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
-      UPDATE "webhook_deliveries" SET "status" = 'pending', "next_attempt_at" = ${at},
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
         "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);
