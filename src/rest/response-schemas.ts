@@ -1,7 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
-import { DELIVERY_STATUSES, TAG_FILTER_STATES, WEBHOOK_ORDERINGS } from "../domain/webhooks/webhook-models.ts";
+import { dateTime, freeForm, nullableDateTime, nullableUuid, page, record, uuid } from "./response-schema-parts.ts";
 import { deactivateReasonSchema } from "./schemas.ts";
+import { WEBHOOK_RESPONSE_SCHEMAS } from "./webhook-response-schemas.ts";
 
 /*
  * Response bodies of the /v1 routes, as shared JSON Schemas (`app.addSchema`). They do two jobs at once:
@@ -16,103 +17,10 @@ import { deactivateReasonSchema } from "./schemas.ts";
  * Free-form JSON (an event's `detail`, an update document, a webhook body) is `additionalProperties: true`.
  */
 
-const dateTime = { type: "string", format: "date-time", description: "ISO 8601, UTC, milliseconds" } as const;
-const nullableDateTime = {
-  type: ["string", "null"],
-  format: "date-time",
-  description: "ISO 8601, UTC, milliseconds; null when unset",
-} as const;
-const uuid = { type: "string", format: "uuid" } as const;
-const nullableUuid = { type: ["string", "null"], format: "uuid" } as const;
-const freeForm = { type: "object", additionalProperties: true } as const;
-
-/** An object schema whose every property is required and which admits no other property. */
-function record(description: string, properties: Record<string, object>) {
-  return {
-    type: "object",
-    description,
-    properties,
-    required: Object.keys(properties),
-    additionalProperties: false,
-  } as const;
-}
-
-function page(description: string, itemRef: string) {
-  return record(description, {
-    data: { type: "array", items: { $ref: `${itemRef}#` } },
-    next_cursor: {
-      type: ["string", "null"],
-      description: "Pass as `cursor` to read the next page; null on the last page",
-    },
-  });
-}
-
 const tagProperties = {
   id: { ...uuid, description: "Tag id" },
   name: { type: "string", description: "The name as created (unique case-insensitively)" },
 };
-
-const webhookEndpointProperties = {
-  id: { ...uuid, description: "Endpoint id" },
-  url: { type: "string", description: "Where deliveries are POSTed" },
-  event_types: {
-    type: ["array", "null"],
-    items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
-    description: "The event types sent to the endpoint; null: every type",
-  },
-  tag_ids: {
-    type: ["array", "null"],
-    items: uuid,
-    description:
-      "Only events whose reference carried one of these tags when the event was written; null: no tag filter; " +
-      "[]: every tag of the filter was deleted, nothing is sent",
-  },
-  tag_filter_state: {
-    type: "string",
-    enum: [...TAG_FILTER_STATES],
-    description: "none: no tag filter; active: a filter with tags; empty: its tags were all deleted",
-  },
-  description: { type: ["string", "null"] },
-  enabled: { type: "boolean" },
-  ordering: {
-    type: "string",
-    enum: [...WEBHOOK_ORDERINGS],
-    description: "none: sent as soon as due; reference: one reference's deliveries one at a time, in log order",
-  },
-  disabled_reason: {
-    type: ["string", "null"],
-    description: "Why the service disabled the endpoint (410 Gone, failing too long); null otherwise",
-  },
-  failing_since: { ...nullableDateTime, description: "First failed attempt since the last success" },
-  previous_secret_expires_at: {
-    ...nullableDateTime,
-    description: "Until then the secret before the last rotation signs beside the current one",
-  },
-  created_at: dateTime,
-  updated_at: dateTime,
-};
-
-const webhookDeliveryProperties = {
-  id: { ...uuid, description: "Delivery id: the webhook-id header of every attempt" },
-  endpoint_id: { ...uuid, description: "The endpoint it is sent to" },
-  event_id: { ...uuid, description: "The event's id (the body's `id`)" },
-  event_type: { type: "string", description: "A lifecycle event type, or webhook_test" },
-  status: { type: "string", enum: [...DELIVERY_STATUSES] },
-  attempt_count: { type: "integer", description: "Attempts since it was (re)queued" },
-  next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
-  body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
-  created_at: dateTime,
-  updated_at: dateTime,
-};
-
-const webhookAttempt = record("One HTTP request of a delivery", {
-  id: { ...uuid, description: "Attempt id" },
-  attempted_at: dateTime,
-  status_code: { type: ["integer", "null"], description: "The HTTP status received; null when none arrived" },
-  error: { type: ["string", "null"], description: "Why it failed without a status (timeout, refused target…)" },
-  latency_ms: { type: "integer" },
-  response_body: { type: ["string", "null"], description: "The first 2 KB of the response body" },
-});
 
 const problemIssue = record("One problem with one input", {
   pointer: {
@@ -247,55 +155,7 @@ export const RESPONSE_SCHEMAS = [
       items: { type: "array", items: { $ref: "IngestionItemResult#" }, description: "One per item, in order" },
     }),
   },
-  { $id: "WebhookEndpoint", ...record("A webhook endpoint (never its secret)", webhookEndpointProperties) },
-  {
-    $id: "WebhookEndpointWithSecret",
-    ...record("A webhook endpoint with its signing secret, shown this once", {
-      ...webhookEndpointProperties,
-      secret: { type: "string", description: "`whsec_` + base64; store it now, it is never shown again" },
-    }),
-  },
-  { $id: "WebhookEndpointPage", ...page("A page of webhook endpoints, newest first", "WebhookEndpoint") },
-  { $id: "WebhookDelivery", ...record("One event for one endpoint", webhookDeliveryProperties) },
-  { $id: "WebhookDeliveryPage", ...page("A page of deliveries, newest first", "WebhookDelivery") },
-  { $id: "WebhookAttempt", ...webhookAttempt },
-  {
-    $id: "WebhookDeliveryWithAttempts",
-    ...record("A delivery with every attempt, oldest first", {
-      ...webhookDeliveryProperties,
-      attempts: { type: "array", items: { $ref: "WebhookAttempt#" } },
-    }),
-  },
-  {
-    $id: "WebhookRecoveryCount",
-    ...record("How many deliveries a recover or replay sends (or would send, with dry_run)", {
-      count: { type: "integer", minimum: 0 },
-    }),
-  },
-  {
-    $id: "WebhookHeldBack",
-    ...record("What an endpoint with ordering reference holds back", {
-      ordering: { type: "string", enum: [...WEBHOOK_ORDERINGS] },
-      held_back_references: {
-        type: "integer",
-        description: "References whose later deliveries wait behind an earlier one not yet succeeded or given up",
-      },
-      held_back_deliveries: { type: "integer", description: "Deliveries waiting so, all references" },
-      oldest_held_back: {
-        type: ["object", "null"],
-        description: "The oldest event held back (log order); null when nothing is",
-        properties: {
-          delivery_id: uuid,
-          reference_id: uuid,
-          event_id: uuid,
-          event_type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
-          occurred_at: dateTime,
-        },
-        required: ["delivery_id", "reference_id", "event_id", "event_type", "occurred_at"],
-        additionalProperties: false,
-      },
-    }),
-  },
+  ...WEBHOOK_RESPONSE_SCHEMAS,
   { $id: "ProblemIssue", ...problemIssue },
   {
     $id: "Problem",

@@ -1,0 +1,125 @@
+import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
+import { DELIVERY_STATUSES, TAG_FILTER_STATES, WEBHOOK_ORDERINGS } from "../domain/webhooks/webhook-models.ts";
+import { dateTime, freeForm, nullableDateTime, page, record, uuid } from "./response-schema-parts.ts";
+
+/* The webhook components of the /v1 response schemas: endpoints, deliveries, attempts, recovery and ordering. */
+
+const webhookEndpointProperties = {
+  id: { ...uuid, description: "Endpoint id" },
+  url: { type: "string", description: "Where deliveries are POSTed" },
+  event_types: {
+    type: ["array", "null"],
+    items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+    description: "The event types sent to the endpoint; null: every type",
+  },
+  tag_ids: {
+    type: ["array", "null"],
+    items: uuid,
+    description:
+      "Only events whose reference carried one of these tags when the event was written; null: no tag filter; " +
+      "[]: every tag of the filter was deleted, nothing is sent",
+  },
+  tag_filter_state: {
+    type: "string",
+    enum: [...TAG_FILTER_STATES],
+    description: "none: no tag filter; active: a filter with tags; empty: its tags were all deleted",
+  },
+  description: { type: ["string", "null"] },
+  enabled: { type: "boolean" },
+  ordering: {
+    type: "string",
+    enum: [...WEBHOOK_ORDERINGS],
+    description: "none: sent as soon as due; reference: one reference's deliveries one at a time, in log order",
+  },
+  disabled_reason: {
+    type: ["string", "null"],
+    description: "Why the service disabled the endpoint (410 Gone, failing too long); null otherwise",
+  },
+  failing_since: { ...nullableDateTime, description: "First failed attempt since the last success" },
+  previous_secret_expires_at: {
+    ...nullableDateTime,
+    description: "Until then the secret before the last rotation signs beside the current one",
+  },
+  created_at: dateTime,
+  updated_at: dateTime,
+};
+
+const webhookDeliveryProperties = {
+  id: { ...uuid, description: "Delivery id: the webhook-id header of every attempt" },
+  endpoint_id: { ...uuid, description: "The endpoint it is sent to" },
+  event_id: { ...uuid, description: "The event's id (the body's `id`)" },
+  event_type: { type: "string", description: "A lifecycle event type, or webhook_test" },
+  status: { type: "string", enum: [...DELIVERY_STATUSES] },
+  attempt_count: {
+    type: "integer",
+    description:
+      "Attempts whose outcome was recorded, re-sends included (the finished entries of `attempts`); the retry " +
+      "schedule counts these. Recovery and replay start a fresh schedule and count from 0 again",
+  },
+  next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
+  body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
+  created_at: dateTime,
+  updated_at: dateTime,
+};
+
+const webhookAttempt = record("One HTTP request of a delivery", {
+  id: { ...uuid, description: "Attempt id" },
+  attempted_at: dateTime,
+  status_code: { type: ["integer", "null"], description: "The HTTP status received; null when none arrived" },
+  error: { type: ["string", "null"], description: "Why it failed without a status (timeout, refused target…)" },
+  latency_ms: { type: "integer" },
+  response_body: { type: ["string", "null"], description: "The first 2 KB of the response body" },
+});
+
+/** The webhook components, in the order they appear in the document. */
+export const WEBHOOK_RESPONSE_SCHEMAS = [
+  { $id: "WebhookEndpoint", ...record("A webhook endpoint (never its secret)", webhookEndpointProperties) },
+  {
+    $id: "WebhookEndpointWithSecret",
+    ...record("A webhook endpoint with its signing secret, shown this once", {
+      ...webhookEndpointProperties,
+      secret: { type: "string", description: "`whsec_` + base64; store it now, it is never shown again" },
+    }),
+  },
+  { $id: "WebhookEndpointPage", ...page("A page of webhook endpoints, newest first", "WebhookEndpoint") },
+  { $id: "WebhookDelivery", ...record("One event for one endpoint", webhookDeliveryProperties) },
+  { $id: "WebhookDeliveryPage", ...page("A page of deliveries, newest first", "WebhookDelivery") },
+  { $id: "WebhookAttempt", ...webhookAttempt },
+  {
+    $id: "WebhookDeliveryWithAttempts",
+    ...record("A delivery with every attempt, oldest first", {
+      ...webhookDeliveryProperties,
+      attempts: { type: "array", items: { $ref: "WebhookAttempt#" } },
+    }),
+  },
+  {
+    $id: "WebhookRecoveryCount",
+    ...record("How many deliveries a recover or replay sends (or would send, with dry_run)", {
+      count: { type: "integer", minimum: 0 },
+    }),
+  },
+  {
+    $id: "WebhookHeldBack",
+    ...record("What an endpoint with ordering reference holds back", {
+      ordering: { type: "string", enum: [...WEBHOOK_ORDERINGS] },
+      held_back_references: {
+        type: "integer",
+        description: "References whose later deliveries wait behind an earlier one not yet succeeded or given up",
+      },
+      held_back_deliveries: { type: "integer", description: "Deliveries waiting so, all references" },
+      oldest_held_back: {
+        type: ["object", "null"],
+        description: "The oldest event held back (log order); null when nothing is",
+        properties: {
+          delivery_id: uuid,
+          reference_id: uuid,
+          event_id: uuid,
+          event_type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+          occurred_at: dateTime,
+        },
+        required: ["delivery_id", "reference_id", "event_id", "event_type", "occurred_at"],
+        additionalProperties: false,
+      },
+    }),
+  },
+] as const;
