@@ -50,12 +50,7 @@ const webhookDeliveryProperties = {
   event_id: { ...uuid, description: "The event's id (the body's `id`)" },
   event_type: { type: "string", description: "A lifecycle event type, or webhook_test" },
   status: { type: "string", enum: [...DELIVERY_STATUSES] },
-  attempt_count: {
-    type: "integer",
-    description:
-      "Attempts whose outcome was recorded, re-sends included (the finished entries of `attempts`); the retry " +
-      "schedule counts these. Recovery and replay start a fresh schedule and count from 0 again",
-  },
+  attempt_count: { type: "integer", description: "Attempts since it was (re)queued" },
   next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
   body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
   created_at: dateTime,
