@@ -9,7 +9,7 @@ declare module "fastify" {
 }
 
 /**
- * SPEC §3: a key comes as `X-API-Key: <key>` or `Authorization: Bearer <key>` (HTTP), or as the same names in
+ * A key comes as `X-API-Key: <key>` or `Authorization: Bearer <key>` (HTTP), or as the same names in
  * graphql-ws `connectionParams`. Shared by REST, GraphQL over HTTP and subscriptions.
  */
 export function presentedApiKey(headers: Record<string, unknown>): string | null {

@@ -11,7 +11,7 @@ export interface OperationsDependencies {
 }
 
 /**
- * SPEC §1 operations endpoints, without an API key: `/healthz` (the process answers), `/readyz` (the database
+ * The operations endpoints, without an API key: `/healthz` (the process answers), `/readyz` (the database
  * answers and every migration is applied), `/metrics` (Prometheus text). `/metrics` tells request rates, routes
  * and queue depths, so it is guarded on its own terms: `METRICS_TOKEN` (a bearer token) and/or `METRICS_PORT` (a
  * port of its own, which a deployment keeps off the public network); a production server with neither does not

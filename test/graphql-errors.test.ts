@@ -4,7 +4,7 @@ import { computeCheckDigit } from "../src/domain/references/container-number.ts"
 import { gql, gqlData } from "./support/graphql-client.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
-/* Errors through GraphQL over HTTP (SPEC §3, §11, §13): codes, fields, statuses, limits and masking. */
+/* Errors through GraphQL over HTTP: codes, fields, statuses, limits and masking. */
 
 function containerNumber(serial: number): string {
   const firstTen = `TGHU${String(serial).padStart(6, "0")}`;

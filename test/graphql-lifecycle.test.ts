@@ -3,7 +3,7 @@ import { gql, gqlData } from "./support/graphql-client.ts";
 import { DATABASE_KINDS, ManualClock, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * The tracking-side mutations and Reference.events as a Relay connection (SPEC §7, §8, §15): forward and
+ * The tracking-side mutations and Reference.events as a Relay connection: forward and
  * backward pages, filters, and what each mutation returns.
  */
 
@@ -236,7 +236,7 @@ describe.each(DATABASE_KINDS)("GraphQL lifecycle on %s", (kind) => {
       { id, tagId: tagA },
     );
     expect(removed.before.children[0].tags.map((tag: { name: string }) => tag.name)).toEqual(["a", "b", "c"]);
-    // Removing the tag from the parent leaves the child's copy alone (SPEC §6).
+    // Removing the tag from the parent leaves the child's copy alone.
     expect(removed.removeTagFromReference.reference.tags.map((tag: { name: string }) => tag.name)).toEqual(["b", "c"]);
     expect(removed.removeTagFromReference.reference.children[0].tags.map((tag: { name: string }) => tag.name)).toEqual([
       "a",

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { DATABASE_KINDS, ManualClock, startTestServer, type TestServer } from "./support/test-server.ts";
 
-/* SPEC §7, §8 through GraphQL: every event type in one log, with tag snapshots (paging: graphql-lifecycle.test.ts). */
+/* The lifecycle log and the tracking side through GraphQL: every event type in one log, with tag snapshots (paging: graphql-lifecycle.test.ts). */
 
 async function gql(server: TestServer, query: string, variables: Record<string, unknown> = {}) {
   const response = await fetch(`${server.url}/graphql`, {

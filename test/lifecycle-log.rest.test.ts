@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, ManualClock, startTestServer, type TestServer } from "./support/test-server.ts";
 
-/* SPEC §7, §8 through the REST shim: every event type, the tracking-side operations, the events query. */
+/* The lifecycle log and the tracking side through the REST shim: every event type, the tracking-side operations, the events query. */
 
 const CONTAINERS = ["CSQU3054383", "MSKU0000080", "MSKU9070323"];
 
@@ -29,7 +29,7 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
     return result.body as { data: any[]; next_cursor: string | null };
   }
 
-  it("writes every event type with the detail of SPEC §7", async () => {
+  it("writes every event type with the detail docs/contract.md lists", async () => {
     const reference = await createReference({
       container_id: CONTAINERS[0],
       carrier_code: "MAEU",

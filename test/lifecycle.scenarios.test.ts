@@ -5,7 +5,7 @@ import { graphqlLifecycleDriver, restLifecycleDriver, type LifecycleDriver } fro
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * The behaviour suite of SPEC §7 and §8 (extraction outcomes, updates, children, deactivation and the events
+ * The behaviour suite of the lifecycle log and the tracking side (extraction outcomes, updates, children, deactivation and the events
  * log): every scenario runs through REST and through GraphQL, on SQLite and on PostgreSQL.
  */
 

@@ -3,7 +3,7 @@ import { gqlData } from "./support/graphql-client.ts";
 import { DATABASE_KINDS, ManualClock, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * Relay connections work both ways (SPEC §7, issue 10): any edge cursor of `Reference.events` works as `after`
+ * Relay connections work both ways: any edge cursor of `Reference.events` works as `after`
  * and as `before` with the same filter, whichever direction the page that produced it was read in.
  */
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
-/* REST-specific contract (SPEC §1, §3, §11, §13, §14): authentication, problem details, limits, idempotency. */
+/* REST-specific contract: authentication, problem details, limits, idempotency. */
 
 describe.each(DATABASE_KINDS)("REST shim on %s", (kind) => {
   let server: TestServer;

@@ -21,7 +21,7 @@ import {
 } from "./support/test-server.ts";
 
 /*
- * Slow consumers are bounded (SPEC §10, §13): a subscription holds at most SUBSCRIPTION_MAX_QUEUED_EVENTS live
+ * Slow consumers are bounded: a subscription holds at most SUBSCRIPTION_MAX_QUEUED_EVENTS live
  * events for its client. Past that it drops them and reads the log again from its position once the client
  * reads on, so memory stays bounded and the client still gets every event, in order, once.
  */

@@ -14,7 +14,7 @@ import {
 import { startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * SPEC §2, §10: subscription clients on any instance see events written through any instance. On PostgreSQL
+ * Subscription clients on any instance see events written through any instance. On PostgreSQL
  * the database itself NOTIFYs every instance when a transaction that wrote events commits, whatever process wrote
  * them (the receiving instances here poll only once an hour, so a delivery within a test's deadline proves the
  * signal works). On SQLite, processes sharing one file rely on the periodic read of the log alone.

@@ -6,7 +6,7 @@ import { subscribe, waitForOpenSubscriptions, type TestSubscription } from "./su
 import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * SPEC §10 with no settle delay (docs/decisions.md, "Subscriptions"): ten writers commit at the same time, and
+ * Subscriptions with no settle delay (docs/decisions.md, "Subscriptions"): ten writers commit at the same time, and
  * every subscriber — on either instance, on PostgreSQL — receives every event exactly once, all in the same
  * order: the log's live order, the order of commits. A subscription resumed from any cursor, even in
  * the middle of the burst, continues with exactly the events that followed it.

@@ -10,7 +10,7 @@ import {
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * Subscription.lifecycleEvents over graphql-ws (SPEC §10, §3), with a real graphql-ws client against a real
+ * Subscription.lifecycleEvents over graphql-ws, with a real graphql-ws client against a real
  * server: filters, organization isolation, authentication and close codes, resume with no gap and no duplicate
  * while writes continue, reconnecting with the last cursor, the same limits and error codes as over HTTP, and
  * shutdown. Short settle delay and poll interval keep it fast; nothing sleeps longer than that.

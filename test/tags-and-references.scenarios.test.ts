@@ -4,7 +4,7 @@ import { restDriver, type Driver, type Outcome } from "./support/drivers.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
- * The behaviour suite of SPEC §5, §6, §12: every scenario runs through REST and through GraphQL, on SQLite
+ * The behaviour suite of tags, references and reference filtering: every scenario runs through REST and through GraphQL, on SQLite
  * and on PostgreSQL.
  */
 

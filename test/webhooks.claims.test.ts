@@ -17,7 +17,7 @@ import { NEVER, WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference } from "./support/webhooks.ts";
 
 /*
- * Batch claims (SPEC §9, docs/decisions.md "Webhooks"): two instances claiming in parallel on one PostgreSQL
+ * Batch claims (docs/decisions.md "Webhooks"): two instances claiming in parallel on one PostgreSQL
  * database never lease the same delivery to both, and a hanging endpoint whose backlog is at the head of the
  * queue does not hold back another endpoint's deliveries.
  */

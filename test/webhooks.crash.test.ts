@@ -14,7 +14,7 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually } from "./support/webhooks.ts";
 
 /*
- * Nothing is lost when the process dies (SPEC §9): while events are being written and delivered, the server
+ * Nothing is lost when the process dies: while events are being written and delivered, the server
  * process is killed with SIGKILL, then started again on the same database. Every event in the database must
  * reach the receiver at least once, and every webhook-id must always carry the same body. The short lease
  * (2 s) lets the restarted process take over the dead one's claims quickly.

@@ -6,7 +6,7 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint } from "./support/webhooks.ts";
 
 /*
- * Several instances on one PostgreSQL database share the delivery work (SPEC §2, §9): 1,000 events written
+ * Several instances on one PostgreSQL database share the delivery work: 1,000 events written
  * through two servers reach one receiver, every one of them, and no webhook-id arrives twice while both
  * instances stay healthy (claims are leased with FOR UPDATE SKIP LOCKED).
  */

@@ -14,7 +14,7 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually } from "./support/webhooks.ts";
 
 /*
- * Ordered delivery survives a killed process (SPEC §9.1): events of a few references are written and delivered to
+ * Ordered delivery survives a killed process: events of a few references are written and delivered to
  * an endpoint with ordering "reference" while the server is killed with SIGKILL between two deliveries of the same
  * references, then started again on the same database. Every event reaches the receiver, and for each reference
  * the receiver sees the log's order (a delivery whose outcome died with the process is sent again before the next

@@ -5,7 +5,7 @@ import { WebhookReceiver, type ReceivedWebhook } from "./support/webhook-receive
 import { createEndpoint, createReference, eventually, type Caller } from "./support/webhooks.ts";
 
 /*
- * Ordered delivery per reference (SPEC §9.1). The receiver records every request it gets, failed ones included, so
+ * Ordered delivery per reference. The receiver records every request it gets, failed ones included, so
  * the tests read the order of attempts as the receiver saw them: for each reference, the log positions of the
  * events it received must never go down (a retry repeats a position, a later event never comes before an earlier
  * one has been answered with success or given up).

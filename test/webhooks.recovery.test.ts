@@ -7,7 +7,7 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
 /*
- * Recovery and replay over a window (SPEC §9.2), on REST and GraphQL: recover re-sends given-up deliveries under
+ * Recovery and replay over a window, on REST and GraphQL: recover re-sends given-up deliveries under
  * their webhook-id and body; replay sends an endpoint made afterwards every event its filters match today, with
  * the tag snapshot of the event's time, in batches (the server's batch is 5 events here, so windows span several);
  * both refuse windows before retention, inverted windows and more than 100,000 matches.

@@ -6,7 +6,7 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createReference, eventually } from "./support/webhooks.ts";
 
 /*
- * The behaviour suite of SPEC §9 (webhook endpoints, secrets, test events, deliveries and re-sends): every
+ * The behaviour suite of webhooks (webhook endpoints, secrets, test events, deliveries and re-sends): every
  * scenario runs through REST and through GraphQL, on SQLite and on PostgreSQL, against a real receiver that
  * verifies each signature.
  */

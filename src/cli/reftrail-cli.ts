@@ -3,7 +3,7 @@ import { Command } from "commander";
 import type { CommandServices } from "./command-services.ts";
 
 /*
- * The `reftrail` administrative command (SPEC §2). Each subcommand reads DATABASE_URL like the server, applies
+ * The `reftrail` administrative command. Each subcommand reads DATABASE_URL like the server, applies
  * pending migrations first (so it works on a fresh database), prints JSON to stdout and exits non-zero on error.
  * The database code loads only when a command needs it, so that `--help` and `--version` answer at once.
  */

@@ -27,7 +27,7 @@ export interface ContextSource {
 }
 
 /**
- * Authenticates the caller (SPEC §3) and builds a fresh context with its own loaders. Every operation, an
+ * Authenticates the caller and builds a fresh context with its own loaders. Every operation, an
  * introspection query included, needs a valid key.
  * @throws a GraphQLError UNAUTHENTICATED (HTTP 401) for a missing, unknown or revoked key.
  */

@@ -7,7 +7,7 @@ import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "
 import { GraphQLError } from "./graphql-js.ts";
 
 /*
- * GraphQL errors (SPEC §11). Glossary:
+ * GraphQL errors. Glossary:
  * - domain path: where a service found a problem, relative to the raw input it was given (`["tags", 2, "name"]`);
  * - field: where that input sits in the operation's arguments, as a dot path (`input.tags.2.name`), given in
  *   `extensions.field`. An `InputLocator` turns the first into the second for one GraphQL field.

@@ -136,7 +136,7 @@ function transportErrorCode(error: FastifyError, status: number): string {
 }
 
 /**
- * GraphQL over HTTP at {@link GRAPHQL_ENDPOINT} (SPEC §1, §15): Apollo Server on this Fastify instance, the
+ * GraphQL over HTTP at {@link GRAPHQL_ENDPOINT}: Apollo Server on this Fastify instance, the
  * schema from schema.graphql, per-request authentication and loaders, depth and cost limits, masked
  * unexpected errors, and the self-hosted explorer. Apollo stops with the Fastify instance.
  */

@@ -25,7 +25,7 @@ import {
 } from "./graphql-js.ts";
 
 /*
- * SPEC §13: limits on the shape of an operation, each with a clear error. Glossary:
+ * Limits on the shape of an operation, each with a clear error. Glossary:
  * - depth: how many fields deep the operation's selections nest (`{ a { b } }` is 2; fragments add nothing).
  *   `__schema` does not count, so that GraphiQL's standard introspection query works; introspection has its own
  *   bound instead: `fields`/`inputFields`/`interfaces`/`possibleTypes` may nest at most twice (the rule

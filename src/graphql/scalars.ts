@@ -12,7 +12,7 @@ function parseInput(value: unknown): Date {
 }
 
 /**
- * SPEC §4 time: output is always UTC with milliseconds; input must carry an offset (the same rule as the
+ * Time: output is always UTC with milliseconds; input must carry an offset (the same rule as the
  * REST API, through the domain's parser).
  */
 export const DateTimeScalar = new GraphQLScalarType<Date, string>({

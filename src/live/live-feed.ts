@@ -2,7 +2,7 @@ import type { CommitSignals, LiveEvent, LiveLogStore, SettledRead } from "../dom
 import { comparePositions, laterOf, LOG_START, type LogPosition } from "../domain/live/log-position.ts";
 
 /*
- * The live side of the lifecycle log (SPEC §10): one feed per process reads the log in live order (see
+ * The live side of the lifecycle log: one feed per process reads the log in live order (see
  * src/domain/live/log-position.ts) from its frontier and hands each event to the live subscriptions (listeners)
  * of its organization. What it reads through and wakes on are ports in src/domain/live/live-feed.ts, implemented
  * by the store. It reads when woken by a commit signal and at least every poll interval as a safety net, so a

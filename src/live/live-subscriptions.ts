@@ -20,7 +20,7 @@ import {
 } from "../domain/live/log-position.ts";
 
 /*
- * Live subscriptions (SPEC §10): each is an async iterator over the organization's lifecycle events that match
+ * Live subscriptions: each is an async iterator over the organization's lifecycle events that match
  * its filters, first replaying the log after a cursor, then continuing live from the feed, in live order (see
  * log-position.ts), with no gap and no duplicate. Glossary (see also live-feed.ts):
  *
@@ -269,7 +269,7 @@ type StreamCursor = EventPosition & { readonly p?: string };
 // Subscription cursors hold a position in the organization's log, valid whatever the subscription's filters.
 const STREAM_CURSOR_SCOPE = { scope: "lifecycle-stream" };
 
-/** Opens live subscriptions to the lifecycle log (SPEC §10). */
+/** Opens live subscriptions to the lifecycle log. */
 export class LiveSubscriptions {
   private readonly streams = new Set<LiveStream>();
   private fellBehind = 0;

@@ -22,11 +22,11 @@ import { registerSubscriptionMetrics } from "./subscription-metrics.ts";
 
 /*
  * GraphQL over WebSocket (graphql-ws, protocol `graphql-transport-ws`) on the GraphQL endpoint's own path and
- * port (SPEC §1, §10). Apollo does not serve these operations, so they go through the same checks by other
+ * port. Apollo does not serve these operations, so they go through the same checks by other
  * means: the executable schema HTTP serves, the same validation rules and limits (operation-preparation.ts), and
  * the same error masking and logging (src/graphql/error-masking.ts).
  *
- * Authentication (SPEC §3). Close codes:
+ * Authentication. Close codes:
  *   4401  no key, an unknown key, or a revoked key (also when revoked while connected; keys are checked again
  *         every SUBSCRIPTION_AUTH_RECHECK_INTERVAL)
  *   4403  an operation presented a key of another organization than the connection's

@@ -30,7 +30,7 @@ function deliveryActivityOf(context: GraphqlContext): DeliveryActivityService {
   return activity;
 }
 
-/** `Subscription.lifecycleEvents` (SPEC §10): one live stream of the caller's organization per operation. */
+/** `Subscription.lifecycleEvents`: one live stream of the caller's organization per operation. */
 export const subscriptionResolvers: Resolvers = {
   Subscription: {
     lifecycleEvents: {

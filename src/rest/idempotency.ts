@@ -5,7 +5,7 @@ import { IDEMPOTENCY_REPLAY_WINDOW_MS, type IdempotencyStore } from "../domain/i
 import { DomainError } from "../domain/shared/errors.ts";
 
 /*
- * `Idempotency-Key` on POST (SPEC §6), following the IETF httpapi draft: the same key with the same body within
+ * `Idempotency-Key` on POST, following the IETF httpapi draft: the same key with the same body within
  * 24 hours replays the first response; the same key with another body is 422; a key whose first request is
  * still running is 409. The key is claimed with an insert before the handler runs, so two concurrent requests
  * cannot both create an object. A 5xx releases the key so that the client can retry. The store keeps responses

@@ -4,7 +4,7 @@ import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "
 import { serializeTag } from "./serializers.ts";
 
 /*
- * RFC 9457 problem details for every REST error (SPEC §11). One exhaustive table maps domain codes to HTTP
+ * RFC 9457 problem details for every REST error. One exhaustive table maps domain codes to HTTP
  * statuses; pointers are JSON pointers into the body (`/tags/2/name`) or the name of the query parameter.
  */
 

@@ -44,14 +44,14 @@ export interface RestDependencies {
   readonly routeGroups: readonly RouteGroup[];
 }
 
-/** Paths that answer without an API key (SPEC §1 operations, the OpenAPI document, the explorer page). */
+/** Paths that answer without an API key (the operations endpoints, the OpenAPI document, the explorer page). */
 function isPublicPath(url: string): boolean {
   const path = url.split("?")[0]!;
   return path === "/healthz" || path === "/readyz" || path === "/metrics" || path === "/v1/openapi.json";
 }
 
 /**
- * The REST compatibility shim under /v1 (SPEC §14): thin routes over the domain services, problem+json
+ * The REST compatibility shim under /v1: thin routes over the domain services, problem+json
  * errors, API-key authentication, rate limiting, Idempotency-Key, and the OpenAPI document.
  */
 export async function registerRest(
@@ -142,7 +142,7 @@ export async function registerRest(
       max: config.rateLimitPerMinute,
       timeWindow: "1 minute",
       allowList: (request) => isPublicPath(request.url),
-      // Per key, as SPEC §13 asks; the key is hashed so that it never sits in memory as given.
+      // Per key (README, "Limits and input errors"); the key is hashed so that it never sits in memory as given.
       keyGenerator: (request) => {
         const key = presentedApiKey(request.headers);
         return key ? createHash("sha256").update(key).digest("hex") : request.ip;

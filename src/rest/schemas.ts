@@ -10,7 +10,7 @@ export const uuidParam = (name: string, description: string) => ({
   required: [name],
 });
 
-/** The request header every POST accepts (SPEC §6); see src/rest/idempotency.ts. */
+/** The request header every POST accepts; see src/rest/idempotency.ts. */
 export const idempotencyKeyHeader = {
   type: "object",
   properties: {

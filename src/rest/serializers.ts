@@ -1,7 +1,7 @@
 import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
 import type { Reference, ReferenceUpdate, Tag } from "../domain/models.ts";
 
-/* Domain records -> the REST shim's snake_case JSON (SPEC §5, §6, §7). */
+/* Domain records -> the REST shim's snake_case JSON. */
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
 

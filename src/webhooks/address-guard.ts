@@ -10,7 +10,7 @@ import ipaddr from "ipaddr.js";
 import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
 
 /*
- * The SSRF guard of webhook requests (SPEC §9): an address that is not public unicast (private, loopback,
+ * The SSRF guard of webhook requests: an address that is not public unicast (private, loopback,
  * link-local, unique-local, CGNAT, multicast, reserved, unspecified, IPv4-mapped private, ...) is refused unless
  * it lies in one of the allowed ranges (WEBHOOK_ALLOWED_CIDRS). It is applied when an endpoint is saved and at
  * every connection, after DNS resolution, so that a name which later resolves to a private address (DNS

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
-/** Prometheus metrics of the delivery worker (SPEC §9 observability), on the server's /metrics registry. */
+/** Prometheus metrics of the delivery worker, on the server's /metrics registry. */
 export class WebhookMetrics {
   /** Deliveries that got a 2xx. */
   readonly sent: Counter<"event_type">;

@@ -5,7 +5,7 @@ import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
 /*
- * One HTTP POST of a webhook (SPEC §9): signed headers, a timeout covering connection, response and body, no
+ * One HTTP POST of a webhook: signed headers, a timeout covering connection, response and body, no
  * redirects followed, and the response read with a cap. Every outcome is returned, never thrown, so that the
  * worker can record it as an attempt.
  *

@@ -61,7 +61,7 @@ interface InFlight {
 }
 
 /**
- * The delivery worker that runs inside each server process (SPEC §9). It claims due deliveries from the outbox
+ * The delivery worker that runs inside each server process. It claims due deliveries from the outbox
  * in batches with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies
  * the retry and disable rules.
  *

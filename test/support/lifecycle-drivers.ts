@@ -3,7 +3,7 @@ import { http } from "./http.ts";
 import type { TestServer } from "./test-server.ts";
 
 /*
- * The lifecycle operations of the scenario suite (SPEC §7, §8) through REST or GraphQL, in one neutral shape:
+ * The lifecycle operations of the scenario suite through REST or GraphQL, in one neutral shape:
  * snake_case values as REST writes them (`deactivate_reason: "data_not_found"`), camelCase field names.
  */
 

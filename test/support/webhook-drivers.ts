@@ -3,7 +3,7 @@ import { http } from "./http.ts";
 import type { TestServer } from "./test-server.ts";
 
 /*
- * The webhook operations of the scenario suite (SPEC §9) through REST or GraphQL, in one neutral shape:
+ * The webhook operations of the scenario suite through REST or GraphQL, in one neutral shape:
  * camelCase fields, event types and statuses in REST's snake_case spelling.
  */
 

@@ -1,5 +1,5 @@
 /*
- * The port behind `Idempotency-Key` (SPEC §6): remembered first responses, keyed by organization and key.
+ * The port behind `Idempotency-Key`: remembered first responses, keyed by organization and key.
  * Implemented in src/store/sql/idempotency-repository.ts; the REST adapter (src/rest/idempotency.ts) decides what a key
  * means for a request.
  */

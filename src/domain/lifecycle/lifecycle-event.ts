@@ -1,5 +1,5 @@
 /**
- * The lifecycle log's vocabulary (SPEC §7). An event is one discriminated union: the type decides the shape of
+ * The lifecycle log's vocabulary. An event is one discriminated union: the type decides the shape of
  * `detail`. Every detail also carries `reference_id` and `organization_id`, so a webhook payload or a log
  * line is self-describing. Detail keys are snake_case on every surface: they are data, not API fields.
  */

@@ -36,7 +36,7 @@ export const isEventPosition = (value: unknown): value is EventPosition =>
   isUuid((value as EventPosition).i);
 
 /**
- * Reads the lifecycle log (SPEC §7) in `(occurred_at, id)` order with keyset cursors, which stay valid while
+ * Reads the lifecycle log in `(occurred_at, id)` order with keyset cursors, which stay valid while
  * new events arrive. Events older than the retention window are never returned, even before the pruning job
  * has deleted them.
  */

@@ -9,7 +9,7 @@ import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "../webhoo
  * Global object identification (the Relay `Node` interface). Glossary:
  * - node: any object a client may fetch again by its id alone, whatever its type.
  *
- * Ids are the same plain UUIDv7 on every surface (SPEC §4), not typed global ids: a UUIDv7 is unique across
+ * Ids are the same plain UUIDv7 on every surface, not typed global ids: a UUIDv7 is unique across
  * every table, so an id names one object, and finding its type is a lookup. Looking up N ids costs one query
  * per kind of node, whatever N is.
  */
@@ -34,7 +34,7 @@ export class NodeService {
 
   /**
    * The caller's objects among `ids`, by (lower-case) id. An id that is malformed, unknown, of another
-   * organization, or of an event past retention is simply absent: indistinguishable from missing (SPEC §3).
+   * organization, or of an event past retention is simply absent: indistinguishable from missing.
    * Costs seven queries (one per kind of node, run together), or none when no id is well-formed.
    */
   async findNodesByIds(organizationId: string, ids: readonly string[]): Promise<Map<string, DomainNode>> {

@@ -47,7 +47,7 @@ function hashKey(key: string): string {
 }
 
 /**
- * Organizations and their API keys (SPEC §3). Keys are 32 random bytes, stored only as a SHA-256 hash (a
+ * Organizations and their API keys. Keys are 32 random bytes, stored only as a SHA-256 hash (a
  * slow password hash buys nothing for 256-bit random secrets and would cost every request).
  */
 export class OrganizationService {

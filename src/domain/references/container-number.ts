@@ -25,7 +25,7 @@ export function computeCheckDigit(firstTen: string): number {
   return (sum % 11) % 10;
 }
 
-/** Upper-cases and strips whitespace, as SPEC §6 asks, before validating. */
+/** Upper-cases and strips whitespace, (`mscu 123 456 5` becomes `MSCU1234565`) before validating. */
 export function normalizeContainerNumber(raw: string): string {
   return raw.replace(/\s+/g, "").toUpperCase();
 }

@@ -6,7 +6,7 @@ export type ExtractionOutcome =
   | { readonly status: "failed"; readonly error: { readonly code: string; readonly message: string } };
 
 /**
- * Validates an extraction outcome from any surface (SPEC §8): `{ status: "succeeded" }` or
+ * Validates an extraction outcome from any surface: `{ status: "succeeded" }` or
  * `{ status: "failed", error: { code, message } }` with non-empty strings. Paths are relative to the
  * outcome: `["status"]`, `["error"]`, `["error", "code"]`.
  * @throws VALIDATION_FAILED listing every problem.

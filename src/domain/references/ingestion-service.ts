@@ -19,7 +19,7 @@ import {
 
 /*
  * Bulk ingestion (issue 8): one request of the tracking side carrying up to MAX_INGESTION_ITEMS reports
- * (SPEC §8) about many references of one organization. Glossary:
+ * about many references of one organization. Glossary:
  * - item: one report, `kind` being `extraction`, `update`, `deactivate` or `reactivate`, about `referenceId`;
  * - mode: `atomic` (the default) judges the request as a whole: one bad item rejects it and nothing is saved;
  *   `per_item` judges each item on its own, saves the good ones and answers a result per item.

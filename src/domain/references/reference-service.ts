@@ -41,7 +41,7 @@ export interface ReferenceLimits {
 }
 
 /**
- * References and everything the tracking side reports about them (SPEC §6, §8). Every change writes its
+ * References and everything the tracking side reports about them. Every change writes its
  * lifecycle event in the same transaction.
  */
 export class ReferenceService {
@@ -108,7 +108,7 @@ export class ReferenceService {
   }
 
   /**
-   * Newest first, filtered (SPEC §12). Unknown tag names or ids to include match nothing; unknown ones to
+   * Newest first, filtered. Unknown tag names or ids to include match nothing; unknown ones to
    * exclude exclude nothing. Exclusions combine with every other filter by AND.
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */

@@ -5,7 +5,7 @@ import { DomainError, validationFailed, type FieldIssue } from "../shared/errors
 import type { ExtractionOutcome } from "./extraction-outcome.ts";
 
 /*
- * What each report of the tracking side (SPEC §8) does to a reference, as pure functions of the reference's
+ * What each report of the tracking side does to a reference, as pure functions of the reference's
  * current state: the single-item operations of ReferenceService and bulk ingestion (IngestionService) apply the
  * same rules, and only differ in how they read and write. Validators take raw input from either surface and
  * throw VALIDATION_FAILED with paths relative to the report (`["reason"]`, `["estimated_arrival"]`).
@@ -25,7 +25,7 @@ export interface EstimateChange {
   readonly value: Date | null;
 }
 
-/** @throws VALIDATION_FAILED (path `reason`) unless `reason` is one of SPEC §6's reasons. */
+/** @throws VALIDATION_FAILED (path `reason`) unless `reason` is one of `DEACTIVATE_REASONS`. */
 export function parseDeactivateReason(reason: unknown): DeactivateReason {
   if (typeof reason !== "string" || !(DEACTIVATE_REASONS as readonly string[]).includes(reason)) {
     throw validationFailed([

@@ -22,7 +22,7 @@ function tooManyTags(field: string, limit: number, message: string): DomainError
 }
 
 /**
- * Validates a `tags` array from any surface (SPEC §5): each entry is exactly `{ id }` or `{ name }`.
+ * Validates a `tags` array from any surface: each entry is exactly `{ id }` or `{ name }`.
  * Returns every problem at once, with paths such as `["tags", 2, "name"]`, so that the caller can reject the
  * whole request before anything is written. Whether an id exists is checked later, against the database.
  * @throws LIMIT_EXCEEDED before any database work when the request holds more than

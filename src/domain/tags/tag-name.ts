@@ -1,5 +1,5 @@
 /**
- * Tag-name rules (SPEC §5): surrounding whitespace trimmed, NFC-normalized, 1–100 Unicode code points, no
+ * Tag-name rules: surrounding whitespace trimmed, NFC-normalized, 1–100 Unicode code points, no
  * control characters. Names are compared case-insensitively through `tagNameKey`.
  */
 export const MAX_TAG_NAME_LENGTH = 100;

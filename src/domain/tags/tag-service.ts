@@ -26,7 +26,7 @@ const isTagPosition = (value: unknown): value is TagPosition =>
   isUuid((value as TagPosition).i);
 
 /**
- * Tags of an organization (SPEC §5). Names are unique case-insensitively; the stored name keeps the spelling
+ * Tags of an organization. Names are unique case-insensitively; the stored name keeps the spelling
  * it was created (or last renamed) with.
  */
 export class TagService {

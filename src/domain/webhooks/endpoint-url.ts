@@ -1,7 +1,7 @@
 import type { FieldIssue } from "../shared/errors.ts";
 
 /*
- * Endpoint URL rules (SPEC §9). The syntax is checked here; whether the target is a private, loopback or
+ * Endpoint URL rules. The syntax is checked here; whether the target is a private, loopback or
  * link-local address (after DNS resolution) is asked of a `WebhookTargetPolicy`, which the worker applies
  * again at every connection (a name may resolve differently later).
  */

@@ -1,5 +1,5 @@
 /*
- * What happens after an attempt (SPEC §9): a 2xx is a success; 410 Gone stops the delivery and disables the
+ * What happens after an attempt: a 2xx is a success; 410 Gone stops the delivery and disables the
  * endpoint; anything else is retried on the schedule until it runs out. Pure functions, so that the schedule,
  * the jitter and Retry-After are tested without a server.
  */

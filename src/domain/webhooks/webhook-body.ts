@@ -2,7 +2,7 @@ import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import { TEST_EVENT_TYPE } from "./webhook-models.ts";
 
 /*
- * The JSON a receiver gets (SPEC §9). It is built once, when the delivery is queued, and stored as text, so
+ * The JSON a receiver gets. It is built once, when the delivery is queued, and stored as text, so
  * that every retry sends the same bytes under the same signature input.
  */
 

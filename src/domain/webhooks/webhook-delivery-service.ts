@@ -7,7 +7,7 @@ import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook
 import type { DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
-  /** Delays of the retry schedule (SPEC §9); its length is the number of attempts. */
+  /** Delays of the retry schedule; its length is the number of attempts. */
   readonly scheduleMs: readonly number[];
   /** An endpoint failing without a success for this long is disabled. */
   readonly disableAfterMs: number;
@@ -47,7 +47,7 @@ export interface AttemptResult {
 }
 
 /**
- * The delivery rules the worker applies (SPEC §9): what to claim, which secrets sign, and what an attempt's
+ * The delivery rules the worker applies: what to claim, which secrets sign, and what an attempt's
  * outcome does to the delivery and its endpoint (retry, give up, disable). The worker only sends HTTP.
  */
 export class WebhookDeliveryService {

@@ -1,7 +1,7 @@
 import type { LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
 
 /*
- * Webhooks (SPEC §9). Glossary:
+ * Webhooks. Glossary:
  * - endpoint: a URL of an organization that receives events, with its signing secret(s) and event-type filter;
  * - delivery: one event for one endpoint (the outbox row). Its id is the `webhook-id` header, stable across
  *   retries, and its `body` is the exact text sent on every attempt;
@@ -16,7 +16,7 @@ export const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 /** pending: waiting for its next attempt (or being sent); succeeded: a 2xx was received; failed: given up. */
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
-/** A signing secret replaced by a rotation: it keeps signing until `expiresAt` (SPEC §9: 24 hours). */
+/** A signing secret replaced by a rotation: it keeps signing until `expiresAt` (24 hours after the rotation). */
 export interface PreviousSecret {
   readonly secret: string;
   readonly expiresAt: Date;

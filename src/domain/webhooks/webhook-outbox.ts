@@ -5,7 +5,7 @@ import { buildEventBody } from "./webhook-body.ts";
 import type { EndpointRoute, WebhookDelivery } from "./webhook-models.ts";
 
 /**
- * The transactional outbox (SPEC §9): called by the LifecycleRecorder inside the transaction that writes an
+ * The transactional outbox: called by the LifecycleRecorder inside the transaction that writes an
  * event, it writes one pending delivery per enabled endpoint of the organization whose filter matches. So an
  * event and its deliveries commit together or not at all, and a process that dies after the commit loses
  * nothing: the worker finds the rows.

@@ -3,7 +3,7 @@ import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { bidirectionalPage, toBackwardConnection, toConnection } from "../pagination.ts";
 
-/** The lifecycle log (SPEC §7) as `Reference.events`, and the event's own relations. */
+/** The lifecycle log as `Reference.events`, and the event's own relations. */
 export const lifecycleResolvers: Resolvers = {
   Reference: {
     // One service call per reference: each reference's log is its own keyset listing. A list of N references

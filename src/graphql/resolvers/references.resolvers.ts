@@ -5,7 +5,7 @@ import { underArgument, type InputLocator } from "../errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
 /**
- * References (SPEC §6, §8, §12): reads, relations (all through the request's loaders), and the mutations of
+ * References: reads, relations (all through the request's loaders), and the mutations of
  * both the API's users and the tracking side. A mutation returns what the service returned; fields of the
  * payload that the service did not return are read afresh.
  */

@@ -3,7 +3,7 @@ import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
-/** Tags (SPEC §5): reads, `Tag.references`, and the tag mutations. */
+/** Tags: reads, `Tag.references`, and the tag mutations. */
 export const tagResolvers: Resolvers = {
   Query: {
     tag: (_, { id }, { caller, services }) => services.tags.getTag(caller.organizationId, id),

@@ -4,7 +4,7 @@ import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
-/** Webhook endpoints and deliveries (SPEC §9): reads, the delivery log, and the endpoint mutations. */
+/** Webhook endpoints and deliveries: reads, the delivery log, and the endpoint mutations. */
 export const webhookResolvers: Resolvers = {
   Query: {
     webhookEndpoints: async (_, args, { caller, services }) =>

@@ -5,7 +5,7 @@ import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, problems, success } from "../response-schemas.ts";
 import { uuidParam } from "../schemas.ts";
 
-/* Recovery, replay and the held-back summary of a webhook endpoint under /v1/webhooks/{webhookId} (SPEC §9.2). */
+/* Recovery, replay and the held-back summary of a webhook endpoint under /v1/webhooks/{webhookId}. */
 
 const tags = ["webhooks"];
 const webhookIdParam = uuidParam("webhookId", "Webhook endpoint id");
