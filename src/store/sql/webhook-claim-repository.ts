@@ -6,7 +6,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their

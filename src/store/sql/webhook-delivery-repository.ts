@@ -11,7 +11,7 @@ import {
   type AttemptColumns,
   type DeliveryColumns,
 } from "./webhook-delivery-rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The outbox, "webhook_deliveries", with the attempts of each delivery ("webhook_attempts"), as the API and

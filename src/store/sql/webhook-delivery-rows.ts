@@ -1,6 +1,6 @@
 import type { DeliveryStatus, WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
 import { toDate, toNullableDate } from "./rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",

@@ -12,7 +12,7 @@ import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * Recovery, replay and the ordering summary, in raw SQL on the store's executor (in the unit of work's transaction
