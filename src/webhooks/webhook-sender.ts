@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { Agent } from "undici";
+import type { Agent } from "undici";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
@@ -76,18 +76,28 @@ function describeError(error: unknown): string {
 }
 
 export class WebhookSender {
-  private readonly agent: Agent;
+  /**
+   * The pool, made by the first request: undici is over a hundred modules, which a start need not load before a
+   * webhook is due.
+   */
+  private agent: Promise<Agent> | null = null;
 
-  constructor(private readonly options: WebhookSenderOptions) {
-    this.agent = new Agent({
-      connections: options.connectionsPerOrigin,
-      keepAliveTimeout: KEEP_ALIVE_MS,
-      keepAliveMaxTimeout: KEEP_ALIVE_MS,
-      // The deadline of the whole request is ours (below); these only must not cut it shorter.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      connect: { lookup: options.guard.lookup, timeout: options.timeoutMs },
-    });
+  constructor(private readonly options: WebhookSenderOptions) {}
+
+  private pool(): Promise<Agent> {
+    this.agent ??= import("undici").then(
+      ({ Agent }) =>
+        new Agent({
+          connections: this.options.connectionsPerOrigin,
+          keepAliveTimeout: KEEP_ALIVE_MS,
+          keepAliveMaxTimeout: KEEP_ALIVE_MS,
+          // The deadline of the whole request is ours (below); these only must not cut it shorter.
+          headersTimeout: 0,
+          bodyTimeout: 0,
+          connect: { lookup: this.options.guard.lookup, timeout: this.options.timeoutMs },
+        }),
+    );
+    return this.agent;
   }
 
   async send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
@@ -133,7 +143,8 @@ export class WebhookSender {
     const kept: Buffer[] = [];
     let keptBytes = 0;
     try {
-      const response = await this.agent.request({
+      const agent = await this.pool();
+      const response = await agent.request({
         origin: url.origin,
         path: `${url.pathname}${url.search}`,
         method: "POST",
@@ -189,6 +200,6 @@ export class WebhookSender {
 
   /** Closes the pooled connections (requests still in flight are aborted by the worker first). */
   async close(): Promise<void> {
-    await this.agent.destroy();
+    if (this.agent) await (await this.agent).destroy();
   }
 }
