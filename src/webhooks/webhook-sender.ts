@@ -101,6 +101,9 @@ export class WebhookSender {
   }
 
   async send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
+    // The pool (and undici with it) is made before the clock starts: loading undici for the first request is not
+    // the receiver's time, neither for the deadline nor for the latency.
+    const agent = await this.pool();
     const started = performance.now();
     const elapsed = () => performance.now() - started;
     const failed = (error: string, aborted = false): SendResult => ({
@@ -143,7 +146,6 @@ export class WebhookSender {
     const kept: Buffer[] = [];
     let keptBytes = 0;
     try {
-      const agent = await this.pool();
       const response = await agent.request({
         origin: url.origin,
         path: `${url.pathname}${url.search}`,
