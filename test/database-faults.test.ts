@@ -31,7 +31,8 @@ const WRITERS = 6;
 const BULK_ITEMS = 10;
 
 const ENV = {
-  // Retries that outlast the 36 s of faults: an attempt whose outcome a killed connection lost counts as one.
+  // Retries that outlast the 36 s of faults, for requests a loaded machine lets time out. The database's faults
+  // burn none of them: a failed claim sends nothing, and an answer whose write failed is not counted.
   WEBHOOK_RETRY_SCHEDULE: ["0s,100ms,200ms,300ms,500ms", ...Array.from({ length: 60 }, () => "1s")].join(","),
   WEBHOOK_TIMEOUT: "1s",
   WEBHOOK_LEASE: "2s",
