@@ -173,6 +173,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     registry: metricsRegistry,
     log: http.log,
     commitSignals,
+    isDatabaseUnavailable: isDatabaseUnavailableError,
   });
 
   return {

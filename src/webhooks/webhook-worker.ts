@@ -20,6 +20,11 @@ export interface WebhookWorkerOptions {
   readonly pollIntervalMs: number;
   /** The sender's timeout: a delivery is only started while its lease outlasts it. */
   readonly timeoutMs: number;
+  /**
+   * Whether an error means the database is away for a moment (a connection killed, a restart): an outcome whose
+   * write failed so is written again while its lease holds, instead of being lost and the request sent again.
+   */
+  readonly isDatabaseUnavailable: (error: unknown) => boolean;
 }
 
 /** Outcomes are recorded in batches of at most this many... */
@@ -48,6 +53,11 @@ const MAX_UNRECORDED_FACTOR = 2;
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
 
+/** An outcome whose write failed because the database was away is written again after this long... */
+const RECORD_RETRY_DELAY_MS = 100;
+/** ...as long as its lease outlasts that by this much (else the delivery may be claimed again meanwhile). */
+const RECORD_RETRY_LEASE_MARGIN_MS = 100;
+
 interface PendingRecord {
   readonly item: AttemptToRecord;
   resolve(result: AttemptResult): void;
@@ -75,7 +85,9 @@ interface InFlight {
  *   dead endpoint holds a bounded number of slots and claims, and the others keep flowing. A delivery whose lease
  *   would no longer cover a whole request (timeout plus a margin) is handed back instead of sent.
  * - Records outcomes in small batches (a few milliseconds' worth): a success costs a share of one
- *   transaction instead of one of its own.
+ *   transaction instead of one of its own. A batch whose write failed because the database was away is written
+ *   again, a moment later, for the outcomes whose leases still hold: an outcome given up is a request sent again
+ *   once its lease expires (a duplicate for the receiver, and an attempt logged with its outcome unknown).
  */
 export class WebhookWorker {
   /** This instance's name in `lease_owner`. */
@@ -97,6 +109,9 @@ export class WebhookWorker {
   private batchesWriting = 0;
   private recordTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
+  /** Outcomes waiting to be written again (see `retryOrReject`). */
+  private readonly toRetry = new Set<PendingRecord>();
+  private retryTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly deliveries: WebhookDeliveryService,
@@ -148,6 +163,7 @@ export class WebhookWorker {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.flushRetries();
     await this.pumping;
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
@@ -306,7 +322,7 @@ export class WebhookWorker {
   private record(item: AttemptToRecord): Promise<AttemptResult> {
     return new Promise<AttemptResult>((resolve, reject) => {
       this.toRecord.push({ item, resolve, reject });
-      const stillSending = this.inFlight.size - this.recording - this.toRecord.length;
+      const stillSending = this.inFlight.size - this.recording - this.toRecord.length - this.toRetry.size;
       if (this.toRecord.length >= RECORD_BATCH_SIZE || stillSending <= 0) this.flushRecords();
       else this.recordTimer ??= setTimeout(() => this.flushRecords(), RECORD_BATCH_DELAY_MS);
     });
@@ -327,7 +343,7 @@ export class WebhookWorker {
       )
       .then(
         (results) => batch.forEach((pending, index) => pending.resolve(results[index]!)),
-        (error: unknown) => batch.forEach((pending) => pending.reject(error)),
+        (error: unknown) => this.retryOrReject(batch, error),
       )
       .finally(() => {
         this.recording -= batch.length;
@@ -335,5 +351,32 @@ export class WebhookWorker {
         // What gathered while the writes were busy goes now.
         if (this.toRecord.length > 0) this.flushRecords();
       });
+  }
+
+  /**
+   * A batch whose write failed: when the database was away, its outcomes whose leases hold long enough are
+   * written again in a moment (gathered with whatever else is waiting then); the others fail, and their
+   * deliveries are sent again once their leases expire. Writing an outcome twice is harmless: a delivery whose
+   * first write did commit no longer carries this instance's lease, and its attempt row is keyed by its id.
+   */
+  private retryOrReject(batch: readonly PendingRecord[], error: unknown): void {
+    const retryable = !this.stopped && this.options.isDatabaseUnavailable(error);
+    const retryBy = this.clock.now().getTime() + RECORD_RETRY_DELAY_MS + RECORD_RETRY_LEASE_MARGIN_MS;
+    for (const pending of batch) {
+      const leaseExpiresAt = pending.item.claimed.delivery.leaseExpiresAt?.getTime() ?? 0;
+      if (retryable && leaseExpiresAt > retryBy) this.toRetry.add(pending);
+      else pending.reject(error);
+    }
+    if (this.toRetry.size > 0) this.retryTimer ??= setTimeout(() => this.flushRetries(), RECORD_RETRY_DELAY_MS);
+  }
+
+  /** Moves the outcomes waiting to be written again into the next batch (at once on stop: no more waiting). */
+  private flushRetries(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    if (this.toRetry.size === 0) return;
+    this.toRecord.push(...this.toRetry);
+    this.toRetry.clear();
+    this.flushRecords();
   }
 }
