@@ -214,7 +214,13 @@ export class WebhookWorker {
       // Every request answered: the endpoints it sent to are no longer known, and may have more.
       if (limits.size === 0) refillDue = true;
       if (!fromOutside && !refillDue && this.drained) return;
-      const claimed = await this.deliveries.claim(this.owner, capacity, limits, perEndpointAhead);
+      // A refill of known endpoints asks for their room only: the claim's candidate window is a multiple of what
+      // it asks for, and a wider one would only read further into the same endpoints' backlogs.
+      let room = 0;
+      for (const left of limits.values()) room += Math.max(0, left);
+      const refillOnly = !fromOutside && this.drained && limits.size > 0;
+      const limit = refillOnly ? Math.min(capacity, room) : capacity;
+      const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead);
       if (claimed.length === 0) this.drained = true;
       for (const delivery of claimed) {
         const queue = this.waiting.get(delivery.delivery.endpointId);
