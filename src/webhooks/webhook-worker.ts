@@ -43,10 +43,10 @@ const CLAIM_BATCH_DELAY_MS = 3;
 const CLAIM_AHEAD_FACTOR = 2;
 
 /**
- * Per endpoint, up to this multiple of its concurrency waits claimed beyond its requests in flight. A refill after answers (not a wake-up from
- * outside) claims only once an endpoint has few rounds of requests waiting: a busy endpoint is then
- * refilled a few rounds at a time instead of one or two deliveries per claim, whose statement cost more than the
- * requests it fed (profiled: most of a delivery's CPU on a single endpoint's backlog).
+ * Per endpoint, up to this multiple of its concurrency waits claimed beyond its requests in flight. A refill after
+ * answers (not a wake-up from outside) claims only once an endpoint has few rounds of requests waiting: a busy
+ * endpoint is then refilled many deliveries at a time instead of one or two per claim. Profiled on one endpoint's
+ * backlog, the claim statement was the largest single share of a delivery's CPU, run about once per delivery.
  */
 const CLAIM_AHEAD_PER_ENDPOINT_FACTOR = 3;
 /** ...refilled once fewer than this many rounds of its requests wait (answers arrive in bursts). */
@@ -75,15 +75,17 @@ interface InFlight {
  * in batches with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies
  * the retry and disable rules.
  *
- * - Woken by `wake()` (after an event commits, after a test or re-send is queued, when a request finishes)
+ * - Woken by `wake()` (after an event commits, after a test or re-send is queued), by answers freeing slots,
  *   and by a poll timer, so a wake-up that is missed (a retry falling due, a dead instance's lease expiring)
  *   costs at most one poll interval.
- * - Claims ahead: up to twice what it may send at once (`concurrency` in all, `concurrencyPerEndpoint` per
- *   endpoint) beyond the requests on the wire, so that requests keep going out while the next claim is on its
- *   way; outcomes waiting to be recorded do not count, unless more than twice `concurrency` of them wait. Claimed deliveries wait in one
- *   queue per endpoint and are started round-robin over the endpoints, each within its endpoint's limit: a slow or
- *   dead endpoint holds a bounded number of slots and claims, and the others keep flowing. A delivery whose lease
- *   would no longer cover a whole request (timeout plus a margin) is handed back instead of sent.
+ * - Claims ahead, beyond the requests on the wire: up to twice `concurrency` in all and three rounds of
+ *   `concurrencyPerEndpoint` per endpoint, so that requests keep going out while the next claim is on its way;
+ *   outcomes waiting to be recorded do not count, unless more than twice `concurrency` of them wait. Answers
+ *   refill an endpoint once fewer than two rounds of it wait (one claim then feeds it for a while); a wake-up from
+ *   outside (a commit, the poll) always claims. Claimed deliveries wait in one queue per endpoint and are
+ *   started round-robin over the endpoints, each within its endpoint's limit: a slow or dead endpoint holds a
+ *   bounded number of slots and claims, and the others keep flowing. A delivery whose lease would no longer cover
+ *   a whole request (timeout plus a margin) is handed back instead of sent.
  * - Records outcomes in small batches (a few milliseconds' worth): a success costs a share of one
  *   transaction instead of one of its own.
  */
