@@ -152,6 +152,11 @@ export class WebhookWorker {
       .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not claim deliveries"))
       .finally(() => {
         this.pumping = null;
+        // A wake-up between the pump's last look and here would be lost: the pump had already decided to stop.
+        if (this.wokenWhilePumping) {
+          this.wokenWhilePumping = false;
+          this.wake();
+        }
       });
   }
 
