@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import { registerReadAdmission } from "./admission/admission-hooks.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
@@ -110,6 +111,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
+  // Before the routes' own hooks: a held read has cost nothing but its parse.
+  registerReadAdmission(http, { readsPerTurn: config.readsPerTurn, maxReadsInFlight: config.maxReadsInFlight });
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
