@@ -200,7 +200,7 @@ export function loadConfig(
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
     readsPerTurn: parseInteger(env, "READS_PER_TURN", 4, 1),
-    maxReadsInFlight: parseInteger(env, "MAX_READS_IN_FLIGHT", 8, 1),
+    maxReadsInFlight: parseInteger(env, "MAX_READS_IN_FLIGHT", 64, 1),
   };
 }
 
