@@ -16,7 +16,7 @@ module.exports = {
       comment: "The domain depends on nothing outside it; the store and adapters depend on the domain.",
       from: { path: "^src/domain/" },
       to: {
-        path: "^src/(store|rest|graphql|read-cache|live|webhooks|operator|cli)/|^src/(app|main|authentication|operations)\\.ts$",
+        path: "^src/(store|rest|graphql|read-cache|admission|live|webhooks|operator|cli)/|^src/(app|main|authentication|operations)\\.ts$",
       },
     },
     {
@@ -35,14 +35,14 @@ module.exports = {
       comment: "The store implements the domain's ports; it sits below every adapter and process.",
       from: { path: "^src/store/" },
       to: {
-        path: "^src/(rest|graphql|read-cache|webhooks|operator|cli)/|^src/(app|main|authentication)\\.ts$",
+        path: "^src/(rest|graphql|read-cache|admission|webhooks|operator|cli)/|^src/(app|main|authentication)\\.ts$",
       },
     },
     {
       name: "adapters-call-services-not-the-store",
       severity: "error",
       comment: "Adapters and processes call domain services; only the composition root (app.ts) wires the store.",
-      from: { path: "^src/(rest|graphql|read-cache|live|webhooks|operator)/" },
+      from: { path: "^src/(rest|graphql|read-cache|admission|live|webhooks|operator)/" },
       to: { path: "^src/store/" },
     },
     {

@@ -59,6 +59,7 @@ export default tseslint.config(
       "src/rest/**/*.ts",
       "src/graphql/**/*.ts",
       "src/read-cache/**/*.ts",
+      "src/admission/**/*.ts",
       "src/live/**/*.ts",
       "src/webhooks/**/*.ts",
     ],

@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import { ReadAdmissionGate } from "./admission/admission-hooks.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
@@ -110,6 +111,12 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
+  // Reads that the read cache cannot answer wait for admission; writes never do (src/admission/).
+  const readAdmission = new ReadAdmissionGate({
+    readsPerTurn: config.readsPerTurn,
+    maxReadsInFlight: config.maxReadsInFlight,
+  });
+  readAdmission.register(http);
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
@@ -130,6 +137,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     config,
     isServiceUnavailable: isDatabaseUnavailableError,
     readCache,
+    readAdmission,
   });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
@@ -173,6 +181,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     registry: metricsRegistry,
     log: http.log,
     commitSignals,
+    isDatabaseUnavailable: isDatabaseUnavailableError,
   });
 
   return {

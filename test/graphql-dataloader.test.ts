@@ -105,7 +105,6 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
     const hundred = await measure<{ references: { edges: { node: ReferenceNode }[] } }>(REFERENCES_WITH_RELATIONS, {
       first: 100,
     });
-    console.info(`[${kind}] SQL statements: first 10 -> ${ten.statements}, first 100 -> ${hundred.statements}`);
 
     expect(ten.data.references.edges).toHaveLength(10);
     expect(hundred.data.references.edges).toHaveLength(100);
@@ -144,9 +143,6 @@ describe.each(DATABASE_KINDS)("GraphQL relations are batched on %s", (kind) => {
     };
     const two = await measure<TagsData>(TAGS_WITH_REFERENCES, { first: 2 });
     const all = await measure<TagsData>(TAGS_WITH_REFERENCES, { first: 14 });
-    console.info(
-      `[${kind}] SQL statements for Tag.references: 2 tags -> ${two.statements}, 14 tags -> ${all.statements}`,
-    );
 
     expect(all.data.tags.edges).toHaveLength(14);
     expect(all.statements).toBe(two.statements);

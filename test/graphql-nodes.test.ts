@@ -124,10 +124,6 @@ describe.each(DATABASE_KINDS)("Relay nodes on %s", (kind) => {
     const baseline = await measure(`{ __typename }`, {});
     const two = await measure(NODES, { ids: many.slice(0, 2) });
     const fifty = await measure(NODES, { ids: many });
-    console.info(
-      `[${kind}] statements: authentication ${baseline.statements}, nodes(2 ids) ${two.statements}, ` +
-        `nodes(50 ids) ${fifty.statements}`,
-    );
     expect(fifty.data.nodes.map((node: { id: string }) => node.id)).toEqual(many);
     expect(fifty.statements).toBe(two.statements);
     // One query per kind of node (tags, references, updates, events, endpoints with their tag filters,

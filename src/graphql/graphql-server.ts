@@ -28,6 +28,7 @@ import { authenticateHeaders } from "../authentication.ts";
 import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
 import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
+import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -40,6 +41,8 @@ export interface GraphqlDependencies {
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE, HTTP 503). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
   readonly readCache: ReadCache;
+  /** Holds a query that the cache could not answer until the read admission lets it run (src/admission/). */
+  readonly readAdmission: Pick<ReadAdmissionGate, "holdGraphqlRead">;
 }
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
@@ -142,7 +145,7 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { schema, services, config, isServiceUnavailable, readCache }: GraphqlDependencies,
+  { schema, services, config, isServiceUnavailable, readCache, readAdmission }: GraphqlDependencies,
 ): Promise<void> {
   const masking = createGraphqlErrorMasking(isServiceUnavailable);
   const apollo = new ApolloServer<GraphqlContext>({
@@ -239,6 +242,7 @@ export async function registerGraphql(
           request.caller = caller;
           if (readCacheHttp.answer(request, reply, caller)) return reply;
         }
+        await readAdmission.holdGraphqlRead(request, reply);
         return executeGraphql.call(this, request, reply);
       },
     });

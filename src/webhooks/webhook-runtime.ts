@@ -23,6 +23,8 @@ export interface WebhookWorkerDependencies {
   readonly log: FastifyBaseLogger;
   /** Commits of every instance (LISTEN/NOTIFY on PostgreSQL), so that events another instance wrote go out at once. */
   readonly commitSignals: CommitSignals;
+  /** Whether an error means the database is away for a moment (outcomes are then written again). */
+  readonly isDatabaseUnavailable: (error: unknown) => boolean;
 }
 
 /**
@@ -36,6 +38,7 @@ export function startWebhookWorker({
   registry,
   log,
   commitSignals,
+  isDatabaseUnavailable,
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
@@ -56,6 +59,7 @@ export function startWebhookWorker({
       concurrencyPerEndpoint: config.webhookConcurrencyPerEndpoint,
       pollIntervalMs: config.webhookPollIntervalMs,
       timeoutMs: config.webhookTimeoutMs,
+      isDatabaseUnavailable,
     },
   );
   // This process's commits wake the worker directly; the commit signals add the other instances' commits, which

@@ -62,6 +62,12 @@ export interface WebhookSenderOptions {
   readonly connectionsPerOrigin: number;
 }
 
+/** What a target URL resolves to before any connection: where to send, or why not. */
+type Target = { readonly origin: string; readonly path: string } | { readonly refused: string };
+
+/** Targets remembered, at most (emptied when full: a refill costs one parse per endpoint). */
+const MAX_TARGETS = 10_000;
+
 /** Why a request failed, from undici's or the socket's error. */
 function describeError(error: unknown): string {
   const cause = error instanceof Error && error.cause instanceof Error ? error.cause : null;
@@ -81,6 +87,12 @@ export class WebhookSender {
    * webhook is due.
    */
   private agent: Promise<Agent> | null = null;
+  /**
+   * Parsed targets by URL: an endpoint's URL rarely changes, and parsing it and checking an address literal again
+   * for every request was repeated work on the worker's busiest path. The check's answer depends only on the URL
+   * and the guard's fixed allow-list, so it may be kept.
+   */
+  private readonly targets = new Map<string, Target>();
 
   constructor(private readonly options: WebhookSenderOptions) {}
 
@@ -115,18 +127,8 @@ export class WebhookSender {
       aborted,
     });
 
-    let url: URL;
-    try {
-      url = new URL(request.url);
-    } catch {
-      return failed("invalid url");
-    }
-    // A name is checked by the guarded lookup of each new connection; an address literal never reaches a lookup.
-    const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
-    if (isIP(literal) !== 0) {
-      const reason = this.options.guard.refusalReason(literal);
-      if (reason) return failed(`target refused: ${reason}`);
-    }
+    const target = this.target(request.url);
+    if ("refused" in target) return failed(target.refused);
     if (signal?.aborted) return failed("aborted: the server is shutting down", true);
 
     // One deadline for everything. When it passes after the status arrived, the status stands (with the body
@@ -147,8 +149,8 @@ export class WebhookSender {
     let keptBytes = 0;
     try {
       const response = await agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
+        origin: target.origin,
+        path: target.path,
         method: "POST",
         headers: {
           "content-type": "application/json",
@@ -198,6 +200,31 @@ export class WebhookSender {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  private target(rawUrl: string): Target {
+    let target = this.targets.get(rawUrl);
+    if (target) return target;
+    target = this.parseTarget(rawUrl);
+    if (this.targets.size >= MAX_TARGETS) this.targets.clear();
+    this.targets.set(rawUrl, target);
+    return target;
+  }
+
+  private parseTarget(rawUrl: string): Target {
+    let url: URL;
+    try {
+      url = new URL(rawUrl);
+    } catch {
+      return { refused: "invalid url" };
+    }
+    // A name is checked by the guarded lookup of each new connection; an address literal never reaches a lookup.
+    const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    if (isIP(literal) !== 0) {
+      const reason = this.options.guard.refusalReason(literal);
+      if (reason) return { refused: `target refused: ${reason}` };
+    }
+    return { origin: url.origin, path: `${url.pathname}${url.search}` };
   }
 
   /** Closes the pooled connections (requests still in flight are aborted by the worker first). */

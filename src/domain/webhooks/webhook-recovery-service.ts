@@ -26,6 +26,9 @@ export interface RecoveryOptions {
 /** The most deliveries one recover or replay call may send (422 beyond, saying how many matched). */
 export const MAX_DELIVERIES_PER_CALL = 100_000;
 
+/** Events a replay schedules per transaction (a batch is written as several). */
+const REPLAY_WRITE_CHUNK = 200;
+
 const DEFAULT_OPTIONS: RecoveryOptions = { replayBatchSize: 1_000, replayPollMs: 20 };
 
 /**
@@ -145,12 +148,26 @@ export class WebhookRecoveryService {
       previous = await this.scheduleReplayBatch(endpoint, events);
       scheduled += events.length;
       after = { occurredAt: last.occurredAt, id: last.id };
-      this.notifyScheduled(endpoint.id);
     }
   }
 
+  /**
+   * Schedules a batch in transactions of at most REPLAY_WRITE_CHUNK events, letting the event loop run between
+   * them: on SQLite a transaction holds the one connection (and its synchronous statements the event loop) until
+   * it commits, so a whole batch at once held live deliveries' claims and outcomes back for its length.
+   */
+  private async scheduleReplayBatch(endpoint: WebhookEndpoint, events: readonly LifecycleEvent[]): Promise<string[]> {
+    const scheduled: string[] = [];
+    for (let start = 0; start < events.length && !this.stopped; start += REPLAY_WRITE_CHUNK) {
+      if (start > 0) await new Promise((resolve) => setImmediate(resolve));
+      scheduled.push(...(await this.scheduleReplayChunk(endpoint, events.slice(start, start + REPLAY_WRITE_CHUNK))));
+      this.notifyScheduled(endpoint.id);
+    }
+    return scheduled;
+  }
+
   /** One transaction: the events' existing deliveries due again, new deliveries for the others. */
-  private scheduleReplayBatch(endpoint: WebhookEndpoint, events: readonly LifecycleEvent[]): Promise<string[]> {
+  private scheduleReplayChunk(endpoint: WebhookEndpoint, events: readonly LifecycleEvent[]): Promise<string[]> {
     const ordered = endpoint.ordering === "reference";
     return this.store.transaction(async (store) => {
       const now = this.clock.now();

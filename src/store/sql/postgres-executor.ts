@@ -4,9 +4,13 @@ import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 
 /*
- * PostgreSQL: the executor's own pool of node-postgres connections. Its connections pipeline (node-postgres sends
- * a statement without waiting for the previous one's answer): only a unit of work ever has several in flight,
- * each still answered, or failed, on its own.
+ * PostgreSQL: the executor's own node-postgres connections, in two pools. Statements sent outside a unit of work
+ * (the reads of the API, nearly all of them) take connections from one; units of work (every write) from the
+ * other. With one pool, a saturating read load kept its queue dozens of statements long and each write's
+ * transaction waited at its end for a connection: hundreds of milliseconds under the bench's reads, most of a
+ * write's time on the server (docs/benchmarks.md). Apart, a write waits only for other writes. Connections
+ * pipeline (node-postgres sends a statement without waiting for the previous one's answer): only a unit of work
+ * ever has several in flight, each still answered, or failed, on its own.
  */
 
 /** `2026-01-02 03:04:05.006`: UTC, no zone, as @prisma/adapter-pg writes `timestamp(3)` values. */
@@ -70,22 +74,34 @@ function preparedName(text: string, parameters: number): string | undefined {
   return name;
 }
 
+/** Connections of each pool, at most (node-postgres's default). */
+const POOL_SIZE = 10;
+
+function openPool(url: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, pipeline: true, max: POOL_SIZE });
+  // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
+  pool.on("error", () => {});
+  // A connection the server ends (failover, pg_terminate_backend, a pooler restart) emits "error", and an
+  // "error" event with no listener ends the process. pg-pool listens only while a connection is idle: between
+  // checkout and the borrower's own listener, and after a once-listener has fired (pool.query), nothing
+  // does. This listener stays for the connection's whole life; the statement in flight still rejects on its
+  // own, and the borrower releases the broken connection.
+  pool.on("connect", (connection) => connection.on("error", () => {}));
+  return pool;
+}
+
 export class PostgresExecutor implements TransactionalExecutor {
+  /** Statements outside units of work. */
   private readonly pool: pg.Pool;
+  /** Units of work only: a write never waits for a connection behind the reads' statements. */
+  private readonly unitPool: pg.Pool;
 
   constructor(
     url: string,
     private readonly onStatement?: StatementListener,
   ) {
-    this.pool = new pg.Pool({ connectionString: url, pipeline: true });
-    // An idle connection that breaks (the server restarts) is dropped by the pool; the next query reconnects.
-    this.pool.on("error", () => {});
-    // A connection the server ends (failover, pg_terminate_backend, a pooler restart) emits "error", and an
-    // "error" event with no listener ends the process. pg-pool listens only while a connection is idle: between
-    // checkout and the borrower's own listener, and after a once-listener has fired (pool.query), nothing
-    // does. This listener stays for the connection's whole life; the statement in flight still rejects on its
-    // own, and the borrower releases the broken connection.
-    this.pool.on("connect", (connection) => connection.on("error", () => {}));
+    this.pool = openPool(url);
+    this.unitPool = openPool(url);
   }
 
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
@@ -100,12 +116,12 @@ export class PostgresExecutor implements TransactionalExecutor {
     return (await postgresQuery(this.pool, query, this.onStatement)).rowCount ?? 0;
   }
 
-  close(): Promise<void> {
-    return this.pool.end();
+  async close(): Promise<void> {
+    await Promise.all([this.pool.end(), this.unitPool.end()]);
   }
 
   async transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T> {
-    const connection = await this.pool.connect();
+    const connection = await this.unitPool.connect();
     // A connection that breaks while checked out emits "error"; unhandled, that would end the process. The
     // statement running then rejects on its own, and the connection goes back to the pool as broken.
     const ignore = () => {};

@@ -1,0 +1,109 @@
+/*
+ * Reads are admitted a few per event-loop turn; writes are never held.
+ *
+ * One Node process serves every connection. Under a saturating read load (50 keep-alive connections, each sending
+ * its next request the moment the last one is answered) a turn of the event loop runs every request that arrived
+ * during the previous one. On SQLite a read runs to its end inside that turn (better-sqlite3 is synchronous), so a
+ * turn is as long as 50 reads, and a write, or a new connection, arriving meanwhile waits for all of them; on
+ * PostgreSQL the reads fill the connection pool and a write's transaction queues behind every statement sent
+ * before it. Both made the write feed's tail seconds long while the reads ran (docs/benchmarks.md).
+ *
+ * So a read asks for admission first. At most `readsPerTurn` are admitted in one turn and at most
+ * `maxReadsInFlight` run at once; the rest wait in arrival order, and each turn's check phase admits the next
+ * few. A turn then holds a handful of reads, and whatever else is ready (writes, new connections, timers,
+ * database answers) runs between those handfuls instead of behind all of them. The same work is done in more,
+ * shorter turns, so read throughput barely moves. Hand-written because the queueing libraries (p-limit, p-queue)
+ * bound concurrency, not work per event-loop turn, which is what a synchronous driver needs bounded.
+ */
+
+export interface ReadAdmissionLimits {
+  /** Reads admitted in one event-loop turn before the rest wait for the next. */
+  readonly readsPerTurn: number;
+  /** Reads admitted and not yet answered, at most. */
+  readonly maxReadsInFlight: number;
+}
+
+/** Called once the read may run; the read calls `done` when it has been answered (or abandoned). */
+export type Admitted = (done: () => void) => void;
+
+export class ReadAdmission {
+  private readonly waiting: Admitted[] = [];
+  private waitingHead = 0;
+  private inFlight = 0;
+  private admittedThisTurn = 0;
+  private turnEndScheduled = false;
+
+  constructor(private readonly limits: ReadAdmissionLimits) {
+    if (!(limits.readsPerTurn >= 1) || !(limits.maxReadsInFlight >= 1)) {
+      throw new RangeError("read admission limits must be at least 1");
+    }
+  }
+
+  /** Reads waiting for admission. */
+  get queued(): number {
+    return this.waiting.length - this.waitingHead;
+  }
+
+  /** Reads admitted and not yet done. */
+  get running(): number {
+    return this.inFlight;
+  }
+
+  /**
+   * Runs `admitted` now when this turn still has room and nothing waits before it, else later, in arrival order.
+   * Every admitted read must call its `done` exactly once (further calls are ignored).
+   */
+  admit(admitted: Admitted): void {
+    if (this.queued === 0 && this.hasRoom()) {
+      this.start(admitted);
+      return;
+    }
+    this.waiting.push(admitted);
+    this.scheduleTurnEnd();
+  }
+
+  private hasRoom(): boolean {
+    return this.admittedThisTurn < this.limits.readsPerTurn && this.inFlight < this.limits.maxReadsInFlight;
+  }
+
+  private start(admitted: Admitted): void {
+    this.inFlight += 1;
+    this.admittedThisTurn += 1;
+    this.scheduleTurnEnd();
+    let finished = false;
+    admitted(() => {
+      if (finished) return;
+      finished = true;
+      this.inFlight -= 1;
+      // A read that ended frees a place: waiting reads take it at the end of this turn, not inside it.
+      if (this.queued > 0) this.scheduleTurnEnd();
+    });
+  }
+
+  /**
+   * setImmediate runs in the check phase, after the turn's I/O: the turn's count starts over there, and the next
+   * waiting reads are admitted for this turn's end. Reads admitted there run in their own callbacks' microtasks,
+   * so one turn never holds more than about twice `readsPerTurn` reads.
+   */
+  private scheduleTurnEnd(): void {
+    if (this.turnEndScheduled) return;
+    this.turnEndScheduled = true;
+    setImmediate(() => this.endTurn());
+  }
+
+  private endTurn(): void {
+    this.turnEndScheduled = false;
+    this.admittedThisTurn = 0;
+    while (this.queued > 0 && this.hasRoom()) {
+      const next = this.waiting[this.waitingHead]!;
+      this.waiting[this.waitingHead++] = undefined as unknown as Admitted;
+      this.start(next);
+    }
+    if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.waitingHead);
+      this.waitingHead = 0;
+    }
+    // start() scheduled the next turn's end when it admitted anything; a queue blocked by reads in flight
+    // waits for one of them to finish (its done() schedules it).
+  }
+}
