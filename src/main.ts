@@ -13,7 +13,8 @@ async function main(): Promise<void> {
   const migrations = await migrateDatabase(config.databaseUrl).catch((error: unknown) => {
     throw explainDatabaseError(error, config.databaseUrl);
   });
-  const database = await openDatabase(config.databaseUrl);
+  // Every statement of the server runs on the executor: Prisma's client is never loaded.
+  const database = await openDatabase(config.databaseUrl, { prismaClient: false });
   const app = await buildApp({ config, database });
   const log = app.http.log;
   log.info({ applied: migrations.applied, provider: database.provider }, "database migrated");
@@ -22,7 +23,7 @@ async function main(): Promise<void> {
     // A production server never creates an organization by itself: say how to create the first one.
     if (!(await app.services.organizations.hasOrganizations())) {
       log.warn(
-        "no organization exists yet, so no API key can authenticate: create one with `npx reftrail org create <name>` (it prints the first API key)",
+        "no organization exists yet, so no API key can authenticate: create one with `node bin/reftrail.mjs org create <name>` (it prints the first API key)",
       );
     }
   } else {

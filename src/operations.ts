@@ -4,6 +4,7 @@ import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Database } from "./store/database.ts";
 import { listMigrations } from "./store/prisma/migration-runner.ts";
+import { Prisma } from "./store/sql/sql-template.ts";
 
 export interface OperationsDependencies {
   readonly database: Database;
@@ -41,7 +42,7 @@ export async function registerOperations(
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
   app.get("/readyz", { schema: { hide: true } }, async (request, reply) => {
     try {
-      const rows = await database.prisma.$queryRawUnsafe<{ name: string }[]>(`SELECT name FROM "_reftrail_migrations"`);
+      const rows = await database.sql.all<{ name: string }>(Prisma.sql`SELECT "name" FROM "_reftrail_migrations"`);
       const applied = new Set(rows.map((row) => row.name));
       const pending = expected.filter((name) => !applied.has(name));
       if (pending.length > 0) return reply.code(503).send({ status: "migrations_pending", pending });

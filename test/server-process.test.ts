@@ -197,7 +197,7 @@ describe("the server process", () => {
       WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
     });
     expect(server.output()).toContain("no organization exists yet");
-    expect(server.output()).toContain("npx reftrail org create <name>");
+    expect(server.output()).toContain("node bin/reftrail.mjs org create <name>");
     expect(server.output()).not.toContain("default organization created");
     server.child.kill("SIGTERM");
     expect(await exitOf(server.child)).toBe(0);

@@ -134,11 +134,25 @@ describe.each(DATABASE_KINDS)("webhooks over GraphQL on %s", (kind) => {
     expect(resent.resendWebhookDelivery.delivery).toMatchObject({
       id: delivery.id,
       status: "PENDING",
-      attemptCount: 0,
+      attemptCount: 1,
     });
     const [, , again] = await receiver.waitForCount(path, 3);
     expect(again!.webhookId).toBe(hook!.webhookId);
     expect(again!.body).toBe(hook!.body);
+    // The re-send's attempt is counted on top of the first one, as the attempts list shows them.
+    const settled = await eventually(async () => {
+      const data = await gqlData(
+        server,
+        `query ($id: ID!) { webhookDelivery(id: $id) { status attemptCount attempts { statusCode } } }`,
+        { id: delivery.id },
+      );
+      return data.webhookDelivery.status === "SUCCEEDED" ? data.webhookDelivery : null;
+    });
+    expect(settled).toEqual({
+      status: "SUCCEEDED",
+      attemptCount: 2,
+      attempts: [{ statusCode: 200 }, { statusCode: 200 }],
+    });
 
     const deleted = await gqlData(
       server,

@@ -85,11 +85,16 @@ describe.each(DATABASE_KINDS)("webhook recovery and replay on %s", (kind) => {
       expect(hook.body).toBe(firstBodies.get(hook.webhookId));
       expect(hook.verifiedBy).toEqual([endpoint.secret]);
     }
-    await eventually(
-      async () => (await listDeliveries(server, endpoint.id, "?status=succeeded")).length === 4,
+    const succeeded = await eventually(
+      async () => {
+        const deliveries = await listDeliveries(server, endpoint.id, "?status=succeeded");
+        return deliveries.length === 4 && deliveries;
+      },
       10_000,
       "the recovered deliveries to succeed",
     );
+    // Recovery gave them a fresh schedule but kept counting: three failed attempts, then the one that succeeded.
+    expect(succeeded.map((delivery: { attempt_count: number }) => delivery.attempt_count)).toEqual([4, 4, 4, 4]);
     // Nothing failed is left in the window.
     const none = await http(server, "POST", `/v1/webhooks/${endpoint.id}/recover`, { body: { since: hourAgo() } });
     expect(none.body).toEqual({ count: 0 });

@@ -273,6 +273,32 @@ describe.each(DATABASE_KINDS)("webhooks over REST on %s", (kind) => {
     expect((await http(caller, "GET", `/v1/webhooks/${endpoint.id}`)).body).toMatchObject({ enabled: true });
   });
 
+  it("counts every attempt across a re-send, which starts the retry schedule again", async () => {
+    const { caller, path } = await setUp();
+    receiver.respond(path, () => ({ status: 500 }));
+    const endpoint = await createEndpoint(caller, { url: receiver.url(path) });
+    await createReference(caller);
+    const [failed] = await eventually(async () => {
+      const rows = await listDeliveries(caller, endpoint.id);
+      return rows[0]?.status === "failed" ? rows : null;
+    });
+    expect(failed).toMatchObject({ attempt_count: 3 });
+    expect((await getDelivery(caller, endpoint.id, failed.id)).attempts).toHaveLength(3);
+
+    const resent = await http(caller, "POST", `/v1/webhooks/${endpoint.id}/deliveries/${failed.id}/resend`);
+    expect(resent.status).toBe(202);
+    // The count is not reset: it is still the three attempts listed.
+    expect(resent.body).toMatchObject({ status: "pending", attempt_count: 3 });
+    // The re-send gets the whole schedule again (three attempts, not one), and each is counted.
+    const settled = await eventually(async () => {
+      const detail = await getDelivery(caller, endpoint.id, failed.id);
+      return detail.status === "failed" ? detail : null;
+    });
+    expect(settled.attempt_count).toBe(6);
+    expect(settled.attempts.map((attempt: any) => attempt.status_code)).toEqual([500, 500, 500, 500, 500, 500]);
+    expect(receiver.on(path)).toHaveLength(6);
+  });
+
   it("counts timeouts, connection errors and redirects as failed attempts", async () => {
     const { caller, path } = await setUp();
     receiver.respond(`${path}/slow`, () => ({ until: NEVER }));

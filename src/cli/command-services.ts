@@ -58,7 +58,8 @@ export async function migrate(config: Config = loadConfig()): Promise<MigrationR
 export async function withServices<T>(work: (services: CommandServices) => Promise<T>): Promise<T> {
   const config = loadConfig();
   await migrate(config);
-  const database = await openDatabase(config.databaseUrl);
+  // Every statement of a command runs on the executor: Prisma's client is never loaded.
+  const database = await openDatabase(config.databaseUrl, { prismaClient: false });
   try {
     return await work(buildCommandServices(config, database));
   } finally {

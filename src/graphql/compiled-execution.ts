@@ -1,6 +1,7 @@
 import type { ApolloServerOptionsWithGateway } from "@apollo/server";
 import type { DocumentNode, ExecutionResult, GraphQLSchema, OperationDefinitionNode } from "graphql";
-import { compileQuery, isCompiledQuery, type CompiledQuery } from "graphql-jit";
+import type * as GraphqlJit from "graphql-jit";
+import type { CompiledQuery } from "graphql-jit";
 import { LRUCache } from "lru-cache";
 import { execute, getVariableValues, GraphQLError } from "./graphql-js.ts";
 
@@ -46,6 +47,10 @@ function asGraphqlJsError(error: GraphQLError): GraphQLError {
   return rebuilt;
 }
 
+/** graphql-jit, loaded by the first query that needs it rather than while the server starts. */
+let graphqlJit: Promise<typeof GraphqlJit> | null = null;
+const loadGraphqlJit = () => (graphqlJit ??= import("graphql-jit"));
+
 export class CompiledExecutor {
   private readonly compilations = new LRUCache<string, { compilation: Compilation }>({ max: MAX_COMPILED_OPERATIONS });
 
@@ -70,7 +75,7 @@ export class CompiledExecutor {
     const variables = request.request.variables ?? {};
     const operationName = request.request.operationName ?? null;
     const compilation =
-      operation?.operation === "query" ? this.compilationOf(queryHash, document, operationName) : null;
+      operation?.operation === "query" ? await this.compilationOf(queryHash, document, operationName) : null;
     if (!operation || !compilation) {
       return execute({
         schema: this.schema,
@@ -89,10 +94,15 @@ export class CompiledExecutor {
   }
 
   /** `queryHash`: Apollo's SHA-256 of the query text, the key of its own document store. */
-  private compilationOf(queryHash: string, document: DocumentNode, operationName: string | null): Compilation {
+  private async compilationOf(
+    queryHash: string,
+    document: DocumentNode,
+    operationName: string | null,
+  ): Promise<Compilation> {
     const key = `${queryHash} ${operationName ?? ""}`;
     const cached = this.compilations.get(key);
     if (cached) return cached.compilation;
+    const { compileQuery, isCompiledQuery } = await loadGraphqlJit();
     const compiled = compileQuery(this.schema, document, operationName ?? undefined, {
       // The errors are rebuilt (asGraphqlJsError), with the stack of what was thrown.
       disablingCapturingStackErrors: true,

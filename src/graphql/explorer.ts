@@ -103,7 +103,7 @@ export function renderExplorerPage(options: ExplorerOptions): string {
       <h1>reftrail GraphQL explorer</h1>
       <p>Every request needs an API key of your organization. Paste it in the <b>API key</b> field above.</p>
       <p>The server printed one when it first started on an empty database (the line <code>API key (shown once,
-        store it now)</code>). You can issue another with <code>npx reftrail key create &lt;organization_id&gt;</code>.</p>
+        store it now)</code>). You can issue another with <code>node bin/reftrail.mjs key create &lt;organization_id&gt;</code>.</p>
       <p>The schema, the documentation and your queries appear as soon as the key is accepted.</p>
     </div>
     <div id="explorer" hidden></div>

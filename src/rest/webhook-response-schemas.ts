@@ -50,7 +50,13 @@ const webhookDeliveryProperties = {
   event_id: { ...uuid, description: "The event's id (the body's `id`)" },
   event_type: { type: "string", description: "A lifecycle event type, or webhook_test" },
   status: { type: "string", enum: [...DELIVERY_STATUSES] },
-  attempt_count: { type: "integer", description: "Attempts since it was (re)queued" },
+  attempt_count: {
+    type: "integer",
+    description:
+      "Attempts made for the delivery whose outcome was recorded, re-sends included: the length of its attempts " +
+      "list once no attempt is in flight. A re-send, a recovery or a replay starts the retry schedule again " +
+      "but does not reset this count",
+  },
   next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
   body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
   created_at: dateTime,

@@ -2,9 +2,6 @@ import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { openPostgresPrisma, openSqlitePrisma, type PrismaClient } from "./prisma/clients.ts";
 import type { TransactionalExecutor } from "./sql/executor.ts";
-import { PostgresExecutor } from "./sql/postgres-executor.ts";
-import { SqliteExecutor } from "./sql/sqlite-executor.ts";
-import { startSqliteCheckpointer } from "./sqlite-checkpointer.ts";
 
 export type DatabaseProvider = "sqlite" | "postgres";
 export type { PrismaClient, PrismaTransaction } from "./prisma/clients.ts";
@@ -13,7 +10,10 @@ export type { PrismaClient, PrismaTransaction } from "./prisma/clients.ts";
 export interface Database {
   readonly provider: DatabaseProvider;
   readonly url: string;
-  /** Prisma's model API, for administration (src/store/prisma/clients.ts). */
+  /**
+   * Prisma's model API, for administration and tests (src/store/prisma/clients.ts): made on first use; throws when
+   * the database was opened with `prismaClient: false`.
+   */
   readonly prisma: PrismaClient;
   /** The store's statements, and its units of work (src/store/sql/executor.ts). */
   readonly sql: TransactionalExecutor;
@@ -23,6 +23,11 @@ export interface Database {
 export interface OpenDatabaseOptions {
   /** Called with every SQL statement sent, by the executor or by Prisma; tests count statements through it. */
   readonly onQuery?: (sql: string) => void;
+  /**
+   * Whether `database.prisma` may be used (default true). The server and the `reftrail` command pass false: they
+   * run every statement on the executor, and so never load Prisma's runtime and query compiler.
+   */
+  readonly prismaClient?: boolean;
 }
 
 export function providerOf(url: string): DatabaseProvider {
@@ -37,32 +42,49 @@ export function sqliteFilePath(url: string): string {
   return resolve(path);
 }
 
+/**
+ * Opens `url`. Each provider's driver loads only when that provider is opened (pg alone costs a command tens of
+ * milliseconds).
+ */
 export async function openDatabase(url: string, options: OpenDatabaseOptions = {}): Promise<Database> {
   const provider = providerOf(url);
   if (provider === "sqlite") {
     const file = sqliteFilePath(url);
     mkdirSync(dirname(file), { recursive: true });
-    const { prisma, adapter } = await openSqlitePrisma(file, options.onQuery);
+    const [{ SqliteExecutor }, { startSqliteCheckpointer }] = await Promise.all([
+      import("./sql/sqlite-executor.ts"),
+      import("./sqlite-checkpointer.ts"),
+    ]);
+    const {
+      prisma,
+      adapter,
+      close: closePrisma,
+    } = await openSqlitePrisma(file, options.onQuery, options.prismaClient ?? true);
     const checkpointer = startSqliteCheckpointer(file);
     const sql = new SqliteExecutor(adapter, file, options.onQuery);
     return {
       provider,
       url,
-      prisma,
+      get prisma() {
+        return prisma();
+      },
       sql,
       close: async () => {
-        await prisma.$disconnect();
+        await closePrisma();
         await sql.close();
         await checkpointer.stop();
       },
     };
   }
-  const { prisma, close: closePrisma } = openPostgresPrisma(url, options.onQuery);
+  const { prisma, close: closePrisma } = await openPostgresPrisma(url, options.onQuery, options.prismaClient ?? true);
+  const { PostgresExecutor } = await import("./sql/postgres-executor.ts");
   const sql = new PostgresExecutor(url, options.onQuery);
   return {
     provider,
     url,
-    prisma,
+    get prisma() {
+      return prisma();
+    },
     sql,
     close: async () => {
       await closePrisma();

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { Agent } from "undici";
+import type { Agent } from "undici";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
@@ -82,7 +82,11 @@ function describeError(error: unknown): string {
 }
 
 export class WebhookSender {
-  private readonly agent: Agent;
+  /**
+   * The pool, made by the first request: undici is over a hundred modules, which a start need not load before a
+   * webhook is due.
+   */
+  private agent: Promise<Agent> | null = null;
   /**
    * Parsed targets by URL: an endpoint's URL rarely changes, and parsing it and checking an address literal again
    * for every request was repeated work on the worker's busiest path. The check's answer depends only on the URL
@@ -90,19 +94,28 @@ export class WebhookSender {
    */
   private readonly targets = new Map<string, Target>();
 
-  constructor(private readonly options: WebhookSenderOptions) {
-    this.agent = new Agent({
-      connections: options.connectionsPerOrigin,
-      keepAliveTimeout: KEEP_ALIVE_MS,
-      keepAliveMaxTimeout: KEEP_ALIVE_MS,
-      // The deadline of the whole request is ours (below); these only must not cut it shorter.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      connect: { lookup: options.guard.lookup, timeout: options.timeoutMs },
-    });
+  constructor(private readonly options: WebhookSenderOptions) {}
+
+  private pool(): Promise<Agent> {
+    this.agent ??= import("undici").then(
+      ({ Agent }) =>
+        new Agent({
+          connections: this.options.connectionsPerOrigin,
+          keepAliveTimeout: KEEP_ALIVE_MS,
+          keepAliveMaxTimeout: KEEP_ALIVE_MS,
+          // The deadline of the whole request is ours (below); these only must not cut it shorter.
+          headersTimeout: 0,
+          bodyTimeout: 0,
+          connect: { lookup: this.options.guard.lookup, timeout: this.options.timeoutMs },
+        }),
+    );
+    return this.agent;
   }
 
   async send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
+    // The pool (and undici with it) is made before the clock starts: loading undici for the first request is not
+    // the receiver's time, neither for the deadline nor for the latency.
+    const agent = await this.pool();
     const started = performance.now();
     const elapsed = () => performance.now() - started;
     const failed = (error: string, aborted = false): SendResult => ({
@@ -135,7 +148,7 @@ export class WebhookSender {
     const kept: Buffer[] = [];
     let keptBytes = 0;
     try {
-      const response = await this.agent.request({
+      const response = await agent.request({
         origin: target.origin,
         path: target.path,
         method: "POST",
@@ -216,6 +229,6 @@ export class WebhookSender {
 
   /** Closes the pooled connections (requests still in flight are aborted by the worker first). */
   async close(): Promise<void> {
-    await this.agent.destroy();
+    if (this.agent) await (await this.agent).destroy();
   }
 }

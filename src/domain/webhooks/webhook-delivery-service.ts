@@ -148,8 +148,11 @@ export class WebhookDeliveryService {
   async recordAttempts(owner: string, items: readonly AttemptToRecord[]): Promise<AttemptResult[]> {
     const now = this.clock.now();
     const judged = items.map(({ claimed, report }) => {
+      // Two counts: every attempt of the delivery (what the API shows), and the attempts since it was last
+      // (re)queued, which say how far along the retry schedule it is (a re-send starts the schedule again).
       const attemptCount = claimed.delivery.attemptCount + 1;
-      const verdict = judgeAttempt(report, attemptCount, this.rules.scheduleMs, now, this.random);
+      const attemptsSinceQueued = claimed.delivery.attemptsSinceQueued + 1;
+      const verdict = judgeAttempt(report, attemptsSinceQueued, this.rules.scheduleMs, now, this.random);
       const attempt: WebhookAttempt = {
         id: claimed.attemptId,
         deliveryId: claimed.delivery.id,
@@ -161,10 +164,10 @@ export class WebhookDeliveryService {
       };
       const transition: DeliveryTransition =
         verdict.kind === "succeeded"
-          ? { at: now, status: "succeeded", attemptCount, nextAttemptAt: null }
+          ? { at: now, status: "succeeded", attemptCount, attemptsSinceQueued, nextAttemptAt: null }
           : verdict.kind === "retry"
-            ? { at: now, status: "pending", attemptCount, nextAttemptAt: verdict.at }
-            : { at: now, status: "failed", attemptCount, nextAttemptAt: null };
+            ? { at: now, status: "pending", attemptCount, attemptsSinceQueued, nextAttemptAt: verdict.at }
+            : { at: now, status: "failed", attemptCount, attemptsSinceQueued, nextAttemptAt: null };
       return { claimed, report, verdict, attempt, transition };
     });
     const goneReason = "The endpoint answered 410 Gone";

@@ -83,8 +83,16 @@ export interface WebhookDelivery {
   readonly eventType: string;
   readonly body: string;
   readonly status: DeliveryStatus;
-  /** Attempts made since the delivery was (re)queued; the retry schedule is indexed by it. */
+  /**
+   * Attempts whose outcome was recorded, over the delivery's whole life: a re-send by hand, a recovery or a
+   * replay does not reset it, so it equals the finished attempts its log lists.
+   */
   readonly attemptCount: number;
+  /**
+   * Attempts since the delivery was last (re)queued (created, re-sent, recovered or replayed): the position in
+   * the retry schedule, which each requeue starts again from its first step.
+   */
+  readonly attemptsSinceQueued: number;
   /** When the next attempt is due; null once the delivery succeeded or failed. */
   readonly nextAttemptAt: Date | null;
   readonly leaseOwner: string | null;

@@ -62,6 +62,7 @@ export class WebhookOutbox {
       body,
       status: "pending",
       attemptCount: 0,
+      attemptsSinceQueued: 0,
       nextAttemptAt: new Date(event.occurredAt.getTime() + this.firstDelayMs),
       leaseOwner: null,
       leaseExpiresAt: null,

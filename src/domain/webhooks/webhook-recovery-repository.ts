@@ -46,7 +46,7 @@ export interface WebhookRecoveryRepository {
   /** Deliveries of the endpoint created in the window whose last attempt failed or that were given up. */
   countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number>;
   /**
-   * Makes those deliveries due at `at` with a fresh retry schedule and no order (they go out at once); returns
+   * Makes those deliveries due at `at` with a fresh retry schedule (their attempt count kept) and no order (they go out at once); returns
    * how many. One statement, so the number is exactly what was scheduled.
    */
   recover(endpointId: string, window: TimeWindow, at: Date): Promise<number>;
@@ -57,8 +57,8 @@ export interface WebhookRecoveryRepository {
   /** The endpoint's existing delivery of each of these events (event id -> delivery id). */
   findDeliveryIdsOfEvents(endpointId: string, eventIds: readonly string[]): Promise<Map<string, string>>;
   /**
-   * Makes these deliveries due at `at` again with a fresh retry schedule, keeping their id (webhook-id) and
-   * body. With `ordered`, each keeps its reference's order again (its ordering key is its event's reference).
+   * Makes these deliveries due at `at` again with a fresh retry schedule, keeping their id (webhook-id), body
+   * and attempt count. With `ordered`, each keeps its reference's order again (its ordering key is its event's reference).
    */
   requeueForReplay(deliveryIds: readonly string[], at: Date, ordered: boolean): Promise<void>;
   /** How many of these deliveries are still pending. */

@@ -188,6 +188,7 @@ export class WebhookRecoveryService {
           body: buildEventBody(event),
           status: "pending",
           attemptCount: 0,
+          attemptsSinceQueued: 0,
           nextAttemptAt: now,
           leaseOwner: null,
           leaseExpiresAt: null,

@@ -38,6 +38,7 @@ export interface DeliveryTransition {
   readonly at: Date;
   readonly status: DeliveryStatus;
   readonly attemptCount: number;
+  readonly attemptsSinceQueued: number;
   readonly nextAttemptAt: Date | null;
 }
 
@@ -83,7 +84,10 @@ export interface WebhookRepository {
   listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
   /** Attempts of each delivery, oldest first; every given id is a key of the result. */
   findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>>;
-  /** Makes a delivery due at `at` again, whatever its status, with a fresh retry schedule. */
+  /**
+   * Makes a delivery due at `at` again, whatever its status, with a fresh retry schedule (`attemptsSinceQueued`
+   * back to 0); its `attemptCount` is kept.
+   */
   requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null>;
   /**
    * Deletes up to `batchSize` deliveries that succeeded before `cutoff` (by their last change), with their

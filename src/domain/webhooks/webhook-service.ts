@@ -206,6 +206,7 @@ export class WebhookService {
       body: buildTestBody(eventId, organizationId, endpoint.id, now),
       status: "pending",
       attemptCount: 0,
+      attemptsSinceQueued: 0,
       nextAttemptAt: now,
       leaseOwner: null,
       leaseExpiresAt: null,

@@ -446,8 +446,8 @@ export type Mutation = {
    */
   reportChildContainers: ReportChildContainersPayload;
   /**
-   * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule. CONFLICT when
-   * its endpoint is disabled.
+   * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule; its
+   * `attemptCount` goes on counting from its earlier attempts. CONFLICT when its endpoint is disabled.
    */
   resendWebhookDelivery: ResendWebhookDeliveryPayload;
   /**
@@ -1233,7 +1233,11 @@ export type WebhookAttempt = Node & {
  */
 export type WebhookDelivery = Node & {
   __typename?: 'WebhookDelivery';
-  /** Attempts since the delivery was queued (or last re-sent by hand); the retry schedule counts these. */
+  /**
+   * Attempts made for the delivery whose outcome was recorded, re-sends included: the length of `attempts` once no
+   * attempt is in flight. A re-send, a recovery or a replay starts the retry schedule again but does not reset this
+   * count.
+   */
   attemptCount: Scalars['Int']['output'];
   /** Every attempt, oldest first. */
   attempts: Array<WebhookAttempt>;

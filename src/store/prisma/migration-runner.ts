@@ -3,7 +3,6 @@ import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Sqlite from "better-sqlite3";
-import pg from "pg";
 import { providerOf, sqliteFilePath, type DatabaseProvider } from "../database.ts";
 
 /*
@@ -11,6 +10,8 @@ import { providerOf, sqliteFilePath, type DatabaseProvider } from "../database.t
  * each in `_reftrail_migrations`. Prisma's own `migrate deploy` cannot run on PostgreSQL with the JavaScript
  * engine (see docs/decisions.md), so this small runner does it for both databases. On PostgreSQL a session
  * advisory lock serializes instances that start together: the second waits, then finds nothing left to do.
+ * Every start and every command runs it, and almost always nothing is pending: so it first reads the ledger in
+ * one plain read, and takes locks and write transactions only when a migration is missing from it.
  */
 
 const MIGRATIONS_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "prisma", "migrations");
@@ -56,6 +57,9 @@ function migrateSqlite(url: string, migrations: Migration[]): MigrationResult {
   mkdirSync(dirname(file), { recursive: true });
   const db = new Sqlite(file, { timeout: 10_000 });
   try {
+    const recorded = recordedSqliteMigrations(db);
+    if (recorded && migrations.every((migration) => recorded.has(migration.name)))
+      return { applied: [], alreadyApplied: migrations.length };
     db.pragma("journal_mode = WAL");
     db.exec(CREATE_LEDGER);
     const applied: string[] = [];
@@ -83,13 +87,32 @@ function migrateSqlite(url: string, migrations: Migration[]): MigrationResult {
   }
 }
 
+/** The names in the ledger, or null when there is no ledger yet (a new database). */
+function recordedSqliteMigrations(db: Sqlite.Database): Set<string> | null {
+  const ledger = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_reftrail_migrations'`);
+  if (!ledger.get()) return null;
+  const rows = db.prepare(`SELECT name FROM "_reftrail_migrations"`).all() as { name: string }[];
+  return new Set(rows.map((row) => row.name));
+}
+
 async function migratePostgres(url: string, migrations: Migration[]): Promise<MigrationResult> {
+  // Loaded here, not at the top: a process on SQLite never needs the PostgreSQL driver.
+  const { default: pg } = await import("pg");
   const client = new pg.Client({ connectionString: url });
   // A connection the server ends emits "error", which with no listener ends the process with a stack trace; the
   // statement in flight rejects on its own, and that rejection is the error the caller reports.
   client.on("error", () => {});
   await client.connect();
   try {
+    const [ledger] = (
+      await client.query<{ present: boolean }>(`SELECT to_regclass('"_reftrail_migrations"') IS NOT NULL AS present`)
+    ).rows;
+    if (ledger?.present) {
+      const { rows } = await client.query<{ name: string }>(`SELECT name FROM "_reftrail_migrations"`);
+      const recorded = new Set(rows.map((row) => row.name));
+      if (migrations.every((migration) => recorded.has(migration.name)))
+        return { applied: [], alreadyApplied: migrations.length };
+    }
     await client.query("SELECT pg_advisory_lock($1)", [ADVISORY_LOCK_KEY]);
     await client.query(CREATE_LEDGER);
     const { rows } = await client.query<{ name: string }>(`SELECT name FROM "_reftrail_migrations"`);

@@ -1,4 +1,4 @@
-import pg from "pg";
+import type pg from "pg";
 import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { CommitSignalListener, CommitSignals } from "../../domain/live/live-feed.ts";
 import type { Database } from "../database.ts";
@@ -105,6 +105,9 @@ class PostgresCommitSignals extends InProcessCommitSignals {
   }
 
   private async connect(): Promise<void> {
+    if (this.closed) return;
+    // Loaded here: a process on SQLite never needs the PostgreSQL driver. Closed meanwhile: nothing to open.
+    const { default: pg } = await import("pg");
     if (this.closed) return;
     const client = new pg.Client({ connectionString: this.url, application_name: "reftrail-lifecycle-signals" });
     this.client = client;

@@ -1,4 +1,4 @@
-import pg from "pg";
+import type pg from "pg";
 import type {
   DeliveryChange,
   DeliveryChangeListener,
@@ -97,6 +97,9 @@ class DeliverySignals implements DeliveryChangeSignals {
 
   async connect(): Promise<void> {
     if (this.url === null || this.closed) return;
+    // Loaded here: a process on SQLite never needs the PostgreSQL driver. Closed meanwhile: nothing to open.
+    const { default: pg } = await import("pg");
+    if (this.closed) return;
     const client = new pg.Client({ connectionString: this.url, application_name: "reftrail-delivery-signals" });
     client.on("notification", (message) => {
       // Our own NOTIFY comes back too; local listeners were told by publish().

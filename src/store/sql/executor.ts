@@ -1,4 +1,4 @@
-import type { Prisma } from "../__generated__/sqlite/client.ts";
+import type { Prisma } from "./sql-template.ts";
 
 /*
  * The store's statements at driver speed: one executor per driver (sqlite-executor.ts, postgres-executor.ts)

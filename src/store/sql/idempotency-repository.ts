@@ -2,7 +2,7 @@ import type { Clock } from "../../domain/shared/clock.ts";
 import type { IdempotencyRecord, IdempotencyStore } from "../../domain/idempotency/idempotency-store.ts";
 import type { Database } from "../database.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 interface IdempotencyRow {
   readonly organization_id: string;

@@ -1,9 +1,10 @@
 import type { LifecycleEvent, TagSnapshot } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { EventListQuery, LifecycleRepository } from "../../domain/lifecycle/lifecycle-repository.ts";
-import type { Database, PrismaClient } from "../database.ts";
+import type { Database } from "../database.ts";
+import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, fromJson, jsonParameter, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The lifecycle_events table. Built by the unit of work (src/store/sql/sql-store.ts) on its executor: inside
@@ -65,17 +66,15 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     private readonly publishCommitted: (events: readonly LifecycleEvent[]) => void,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
-  private get client(): PrismaClient {
-    return this.database.prisma;
-  }
-
   async findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]> {
     if (ids.length === 0) return [];
-    const rows = await this.client.lifecycleEvent.findMany({
-      where: { organizationId, id: { in: [...ids] }, occurredAt: { gte: notBefore } },
-    });
-    return rows.map(lifecycleEventFromRow);
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.values(Prisma.sql`
+        SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e
+        WHERE e."organization_id" = ${organizationId} AND e."id" IN (${Prisma.join(chunk)})
+          AND e."occurred_at" >= ${notBefore}`),
+    );
+    return rows.map(eventFromValues);
   }
 
   async insertEvent(event: LifecycleEvent): Promise<void> {
@@ -179,15 +178,11 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     return rows.filter((row) => row[0] !== null).map(eventFromValues);
   }
 
-  async deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
-    const batch = await this.client.lifecycleEvent.findMany({
-      where: { occurredAt: { lt: cutoff } },
-      select: { id: true },
-      take: batchSize,
-    });
-    if (batch.length === 0) return 0;
-    const { count } = await this.client.lifecycleEvent.deleteMany({ where: { id: { in: batch.map((e) => e.id) } } });
-    return count;
+  deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
+    // One bounded batch on both databases (neither has DELETE ... LIMIT by default).
+    return this.sql.run(Prisma.sql`
+      DELETE FROM "lifecycle_events" WHERE "id" IN (
+        SELECT "id" FROM "lifecycle_events" WHERE "occurred_at" < ${cutoff} LIMIT ${batchSize})`);
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -215,19 +210,4 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     if (this.unit) this.unit.events.push(...events);
     else this.publishCommitted(events);
   }
-}
-
-type LifecycleEventRow = Awaited<ReturnType<PrismaClient["lifecycleEvent"]["findFirstOrThrow"]>>;
-
-/** A lifecycle_events row as the domain's event union (the type column decides the detail's shape). */
-export function lifecycleEventFromRow(row: LifecycleEventRow): LifecycleEvent {
-  return {
-    id: row.id,
-    organizationId: row.organizationId,
-    referenceId: row.referenceId,
-    type: row.type,
-    occurredAt: row.occurredAt,
-    detail: row.detail,
-    referenceTags: row.referenceTags as unknown as TagSnapshot[],
-  } as unknown as LifecycleEvent;
 }

@@ -8,7 +8,7 @@ import type {
 import { laterOf, type LogPosition } from "../../domain/live/log-position.ts";
 import type { Database } from "../database.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * Reads of the lifecycle log in live order (see src/domain/live/log-position.ts), one statement each.

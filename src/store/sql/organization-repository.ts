@@ -4,15 +4,37 @@ import type {
   AuthenticatedApiKey,
   OrganizationRepository,
 } from "../../domain/organizations/organization-repository.ts";
-import type { Database, PrismaClient } from "../database.ts";
+import type { Database } from "../database.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The organizations and api_keys tables. Built by the unit of work (src/store/sql/sql-store.ts) on its executor:
  * inside `store.transaction`, statements run in that transaction.
  */
+
+const API_KEY_COLUMNS = Prisma.raw(`"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at"`);
+
+interface ApiKeyRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly key_hash: string;
+  readonly key_prefix: string;
+  readonly created_at: unknown;
+  readonly revoked_at: unknown;
+}
+
+function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    keyHash: row.key_hash,
+    keyPrefix: row.key_prefix,
+    createdAt: toDate(row.created_at),
+    revokedAt: toNullableDate(row.revoked_at),
+  };
+}
 
 export class SqlOrganizationRepository implements OrganizationRepository {
   constructor(
@@ -23,19 +45,15 @@ export class SqlOrganizationRepository implements OrganizationRepository {
     private readonly inTransaction: boolean,
   ) {}
 
-  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
-  private get client(): PrismaClient {
-    return this.database.prisma;
-  }
-
   async insertOrganization(organization: Organization): Promise<void> {
     const { id, name, createdAt } = organization;
     await this.sql.run(Prisma.sql`
       INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${id}, ${name}, ${createdAt})`);
   }
 
-  countOrganizations(): Promise<number> {
-    return this.client.organization.count();
+  async countOrganizations(): Promise<number> {
+    const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`SELECT COUNT(*) AS "n" FROM "organizations"`);
+    return Number(row?.n ?? 0);
   }
 
   async findOrganization(id: string): Promise<Organization | null> {
@@ -44,12 +62,16 @@ export class SqlOrganizationRepository implements OrganizationRepository {
     return row ? { id: row.id, name: row.name, createdAt: toDate(row.created_at) } : null;
   }
 
-  listOrganizations(): Promise<Organization[]> {
-    return this.client.organization.findMany({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  async listOrganizations(): Promise<Organization[]> {
+    const rows = await this.sql.all<{ id: string; name: string; created_at: unknown }>(Prisma.sql`
+      SELECT "id", "name", "created_at" FROM "organizations" ORDER BY "created_at", "id"`);
+    return rows.map((row) => ({ id: row.id, name: row.name, createdAt: toDate(row.created_at) }));
   }
 
-  listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
-    return this.client.apiKey.findMany({ where: { organizationId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  async listApiKeys(organizationId: string): Promise<ApiKeyRecord[]> {
+    const rows = await this.sql.all<ApiKeyRow>(Prisma.sql`
+      SELECT ${API_KEY_COLUMNS} FROM "api_keys" WHERE "organization_id" = ${organizationId} ORDER BY "created_at", "id"`);
+    return rows.map(apiKeyFromRow);
   }
 
   async lockOrganization(organizationId: string): Promise<void> {
@@ -95,10 +117,13 @@ export class SqlOrganizationRepository implements OrganizationRepository {
   }
 
   async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {
-    const key = await this.client.apiKey.findUnique({ where: { id } });
-    if (!key) return null;
-    if (key.revokedAt) return key;
-    return this.client.apiKey.update({ where: { id }, data: { revokedAt: at } });
+    // Revoked once: a second revocation keeps the first time.
+    await this.sql.run(Prisma.sql`
+      UPDATE "api_keys" SET "revoked_at" = ${at} WHERE "id" = ${id} AND "revoked_at" IS NULL`);
+    const [row] = await this.sql.all<ApiKeyRow>(
+      Prisma.sql`SELECT ${API_KEY_COLUMNS} FROM "api_keys" WHERE "id" = ${id}`,
+    );
+    return row ? apiKeyFromRow(row) : null;
   }
 
   private assertInTransaction(method: string): void {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import type { Prisma } from "../__generated__/sqlite/client.ts";
+import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 
 /*

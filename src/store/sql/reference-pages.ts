@@ -3,7 +3,7 @@ import type {
   ReferenceListQuery,
   ReferenceTagFilter,
 } from "../../domain/references/reference-repository.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The pages of references (ReferenceRepository.listReferences) as one statement each: `referencePage` gives what

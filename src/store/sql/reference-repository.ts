@@ -1,12 +1,12 @@
 import type { Reference, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
 import type { ReferenceListQuery, ReferenceRepository } from "../../domain/references/reference-repository.ts";
-import type { Database, PrismaClient } from "../database.ts";
+import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { referencePage } from "./reference-pages.ts";
-import { chunksOf, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
 import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
@@ -64,6 +64,27 @@ function taggedReferenceFromValues(row: unknown[]): TaggedReference {
   };
 }
 
+const REFERENCE_UPDATE_COLUMNS = Prisma.raw(`"id", "organization_id", "reference_id", "document", "created_at"`);
+
+/** A reference_updates row as a raw statement reads it (the driver's types, see src/store/sql/rows.ts). */
+interface ReferenceUpdateRow {
+  readonly id: string;
+  readonly organization_id: string;
+  readonly reference_id: string;
+  readonly document: unknown;
+  readonly created_at: unknown;
+}
+
+function referenceUpdateFromRow(row: ReferenceUpdateRow): ReferenceUpdate {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    referenceId: row.reference_id,
+    document: fromJson(row.document) as Record<string, unknown>,
+    createdAt: toDate(row.created_at),
+  };
+}
+
 export class SqlReferenceRepository implements ReferenceRepository {
   constructor(
     private readonly database: Database,
@@ -72,11 +93,6 @@ export class SqlReferenceRepository implements ReferenceRepository {
     /** Whether `sql` runs in a transaction: locks are taken only inside one. */
     private readonly inTransaction: boolean,
   ) {}
-
-  /** Prisma's model API, for administration only (see src/store/sql/sql-store.ts). */
-  private get client(): PrismaClient {
-    return this.database.prisma;
-  }
 
   /** Reads references (alias `r`) with their tags; `from` is everything after SELECT's column list. */
   private async selectTaggedReferences(from: Prisma.Sql): Promise<TaggedReference[]> {
@@ -237,18 +253,22 @@ export class SqlReferenceRepository implements ReferenceRepository {
     beforeId: string | undefined,
     limit: number,
   ): Promise<ReferenceUpdate[]> {
-    const rows = await this.client.referenceUpdate.findMany({
-      where: { referenceId, ...(beforeId ? { id: { lt: beforeId } } : {}) },
-      orderBy: { id: "desc" },
-      take: limit,
-    });
-    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+    const before = beforeId ? Prisma.sql`AND "id" < ${beforeId}` : Prisma.empty;
+    const rows = await this.sql.all<ReferenceUpdateRow>(Prisma.sql`
+      SELECT ${REFERENCE_UPDATE_COLUMNS} FROM "reference_updates"
+      WHERE "reference_id" = ${referenceId} ${before}
+      ORDER BY "id" DESC LIMIT ${limit}`);
+    return rows.map(referenceUpdateFromRow);
   }
 
   async findReferenceUpdatesByIds(organizationId: string, ids: readonly string[]): Promise<ReferenceUpdate[]> {
     if (ids.length === 0) return [];
-    const rows = await this.client.referenceUpdate.findMany({ where: { organizationId, id: { in: [...ids] } } });
-    return rows.map((row) => ({ ...row, document: row.document as Record<string, unknown> }));
+    const rows = await findInChunks(ids, (chunk) =>
+      this.sql.all<ReferenceUpdateRow>(Prisma.sql`
+        SELECT ${REFERENCE_UPDATE_COLUMNS} FROM "reference_updates"
+        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+    );
+    return rows.map(referenceUpdateFromRow);
   }
 
   /** A JSON parameter: text on SQLite, jsonb on PostgreSQL. */

@@ -1,5 +1,5 @@
 import type { DatabaseProvider } from "../database.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * Hot paths are one statement each: every statement through Prisma costs far more in the client

@@ -1,5 +1,5 @@
 import Sqlite from "better-sqlite3";
-import type { Prisma } from "../__generated__/sqlite/client.ts";
+import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 
 /*

@@ -1,6 +1,6 @@
 import type { Tag } from "../../domain/models.ts";
 import type { DatabaseProvider } from "../database.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 import { fromJson, toDate } from "./rows.ts";
 
 /*

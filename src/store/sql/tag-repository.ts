@@ -6,7 +6,7 @@ import { chunksOf, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { lockCarriers, rewriteTagListsOfCarriers, tagsFromList } from "./tag-lists.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The tags table (and the reference_tags links as seen from tags). Built by the unit of work

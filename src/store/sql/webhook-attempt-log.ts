@@ -7,7 +7,7 @@ import {
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /* Open attempts (src/domain/webhooks/webhook-attempt-log.ts) in "webhook_attempts", in raw SQL. */
 export class SqlWebhookAttemptLog implements WebhookAttemptLog {

@@ -6,7 +6,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
@@ -86,6 +86,7 @@ export class SqlWebhookClaimRepository {
       UPDATE "webhook_deliveries" SET
         "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
         "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "attempts_since_queued" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptsSinceQueued} AS INTEGER)`)},
         "next_attempt_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.nextAttemptAt))},
         "updated_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.at))},
         "lease_owner" = NULL, "lease_expires_at" = NULL

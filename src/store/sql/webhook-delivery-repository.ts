@@ -11,7 +11,7 @@ import {
   type AttemptColumns,
   type DeliveryColumns,
 } from "./webhook-delivery-rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The outbox, "webhook_deliveries", with the attempts of each delivery ("webhook_attempts"), as the API and
@@ -32,12 +32,12 @@ export class SqlWebhookDeliveryRepository {
       await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_deliveries" ("id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
           "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
-          "ordering_key", "event_occurred_at")
+          "ordering_key", "event_occurred_at", "attempts_since_queued")
         VALUES ${Prisma.join(
           chunk.map(
             (d) => Prisma.sql`(${d.id}, ${d.organizationId}, ${d.endpointId}, ${d.eventId}, ${d.eventType}, ${d.body},
               ${d.status}, ${d.attemptCount}, ${d.nextAttemptAt}, ${d.leaseOwner}, ${d.leaseExpiresAt}, ${d.createdAt},
-              ${d.updatedAt}, ${d.orderingKey}, ${d.eventOccurredAt})`,
+              ${d.updatedAt}, ${d.orderingKey}, ${d.eventOccurredAt}, ${d.attemptsSinceQueued})`,
           ),
         )}`);
     }
@@ -94,11 +94,12 @@ export class SqlWebhookDeliveryRepository {
   }
 
   async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
-    // The lease is dropped too: a request still in flight then records its attempt without overriding the
-    // re-send, which goes out on its own. A re-send goes out at once, outside its reference's order (and holds
-    // nothing back): its ordering key is cleared.
+    // The retry schedule starts again from its first step; attempt_count goes on counting (it is every attempt
+    // of the delivery). The lease is dropped too: a request still in flight then records its attempt without
+    // overriding the re-send, which goes out on its own. A re-send goes out at once, outside its reference's
+    // order (and holds nothing back): its ordering key is cleared.
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
-      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
         "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);

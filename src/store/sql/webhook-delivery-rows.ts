@@ -1,11 +1,11 @@
 import type { DeliveryStatus, WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
 import { toDate, toNullableDate } from "./rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
   "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
-  "ordering_key", "event_occurred_at"`;
+  "ordering_key", "event_occurred_at", "attempts_since_queued"`;
 
 /** A delivery as a raw statement gives it (column names; the driver's types, see src/store/sql/rows.ts). */
 export interface DeliveryColumns {
@@ -25,6 +25,7 @@ export interface DeliveryColumns {
   readonly updated_at: unknown;
   readonly ordering_key: string | null;
   readonly event_occurred_at: unknown;
+  readonly attempts_since_queued: number | bigint;
 }
 
 export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
@@ -37,6 +38,7 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
     body: row.body,
     status: row.status as DeliveryStatus,
     attemptCount: Number(row.attempt_count),
+    attemptsSinceQueued: Number(row.attempts_since_queued),
     nextAttemptAt: toNullableDate(row.next_attempt_at),
     leaseOwner: row.lease_owner,
     leaseExpiresAt: toNullableDate(row.lease_expires_at),

@@ -11,7 +11,7 @@ import {
   toStoredEndpointColumns,
   type EndpointColumns,
 } from "./webhook-endpoint-rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * The "webhook_endpoints" table with its tag filter rows ("webhook_endpoint_tags"): the endpoints an

@@ -3,7 +3,7 @@ import type { PreviousSecret, WebhookEndpoint, WebhookOrdering } from "../../dom
 import type { DatabaseProvider } from "../database.ts";
 import { isEncrypted, type SecretCipher } from "../secret-cipher.ts";
 import { fromJson, toBoolean, toDate, toNullableDate } from "./rows.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * An endpoint row and the domain's endpoint, both ways. The signing secrets are stored encrypted (the domain sees

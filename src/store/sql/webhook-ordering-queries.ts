@@ -1,4 +1,4 @@
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * Ordered delivery per reference, decided by the database (docs/decisions.md, "Webhook ordering"). A delivery

@@ -12,7 +12,7 @@ import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
-import { Prisma } from "../__generated__/sqlite/client.ts";
+import { Prisma } from "./sql-template.ts";
 
 /*
  * Recovery, replay and the ordering summary, in raw SQL on the store's executor (in the unit of work's transaction
@@ -23,7 +23,7 @@ import { Prisma } from "../__generated__/sqlite/client.ts";
 /** The endpoint's deliveries created in the window whose last attempt failed (and that no one is sending) or that were given up. */
 function recoverable(endpointId: string, window: TimeWindow, now: Date): Prisma.Sql {
   return Prisma.sql`"endpoint_id" = ${endpointId} AND "created_at" >= ${window.since} AND "created_at" < ${window.until}
-    AND ("status" = 'failed' OR ("status" = 'pending' AND "attempt_count" > 0
+    AND ("status" = 'failed' OR ("status" = 'pending' AND "attempts_since_queued" > 0
       AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now})))`;
 }
 
@@ -40,8 +40,9 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   }
 
   recover(endpointId: string, window: TimeWindow, at: Date): Promise<number> {
+    // A fresh retry schedule; attempt_count keeps every earlier attempt (as for a re-send by hand).
     return this.sql.run(Prisma.sql`
-      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+      UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
         "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
       WHERE ${recoverable(endpointId, window, at)}`);
   }
@@ -90,7 +91,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
       : Prisma.sql`NULL`;
     await findInChunks(deliveryIds, async (chunk) => {
       await this.sql.run(Prisma.sql`
-        UPDATE "webhook_deliveries" SET "status" = 'pending', "attempt_count" = 0, "next_attempt_at" = ${at},
+        UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
           "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = ${orderingKey}
         WHERE "id" IN (${Prisma.join(chunk)})`);
       return [];
