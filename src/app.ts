@@ -88,6 +88,7 @@ export function buildServices(
     }),
     webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
       replayBatchSize: config.webhookReplayBatchSize,
+      replayLeaseMs: config.webhookLeaseMs,
     }),
   };
 }
@@ -166,6 +167,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
+  // Replays left by a stopped or dead instance are resumed here (or by any other instance).
+  services.webhookRecovery.start();
   const stopWebhookWorker = startWebhookWorker({
     services,
     config,
