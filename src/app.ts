@@ -139,7 +139,10 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliverySignals.publish(changes),
   );
   services.webhookRecovery.onReplayFailed((error, endpointId) =>
-    http.log.error({ err: error, endpointId }, "webhook replay stopped before its last batch"),
+    http.log.error(
+      { err: error, endpointId },
+      endpointId ? "webhook replay stopped before its last batch" : "could not look for webhook replays to resume",
+    ),
   );
   const stopQueuedSignals = services.webhooks.onQueued((delivery) =>
     deliverySignals.publish([

@@ -57,7 +57,9 @@ class ReplayLeaseLost extends Error {}
  *   delivery whose body carries the event's tag snapshot. The count is the database's at the call; then a
  *   background task reads the window by keyset in batches and schedules each batch in its own short transaction
  *   once most of the previous one has gone out, so a large window is never in memory nor in the queue at once,
- *   and the other endpoints' deliveries keep their place in the claims.
+ *   and the other endpoints' deliveries keep their place in the claims. The window left (cursor and count) is a
+ *   row of "webhook_replays", moved in each chunk's transaction and leased by the instance scheduling it, so a
+ *   replay whose instance stops is resumed by any instance (`start`); the row's key allows one per endpoint.
  */
 export class WebhookRecoveryService {
   private readonly scheduledListeners = new Set<(endpointId: string) => void>();
@@ -69,7 +71,7 @@ export class WebhookRecoveryService {
   private resumeTimer: NodeJS.Timeout | null = null;
   private resuming: Promise<void> | null = null;
   private stopped = false;
-  private replayFailed: (error: unknown, endpointId: string) => void = () => undefined;
+  private replayFailed: (error: unknown, endpointId: string | null) => void = () => undefined;
   private readonly options: RecoveryOptions;
 
   constructor(
@@ -102,7 +104,8 @@ export class WebhookRecoveryService {
   /**
    * Sends the endpoint every event of the window its filters match today; returns how many (scheduled in the
    * background, see the class comment).
-   * @throws NOT_FOUND, CONFLICT (endpoint disabled), VALIDATION_FAILED (window), LIMIT_EXCEEDED (> 100,000).
+   * @throws NOT_FOUND, CONFLICT (endpoint disabled, or a replay of it still being scheduled), VALIDATION_FAILED
+   * (window), LIMIT_EXCEEDED (> 100,000).
    */
   async replay(organizationId: string, endpointId: string, input: RecoveryWindowInput): Promise<number> {
     const endpoint = await this.sendableEndpoint(organizationId, endpointId);
@@ -162,10 +165,11 @@ export class WebhookRecoveryService {
   }
 
   /**
-   * Told when a background replay stops on an error (the caller logs it); the batches it scheduled stay
-   * scheduled, and replaying the window again sends the rest (receivers deduplicate by webhook-id).
+   * Told when a background replay stops on an error (the caller logs it), or looking for replays to resume
+   * failed (endpoint null). The replay's row stays leased to this instance until the lease expires; then any
+   * instance resumes it from its last committed chunk.
    */
-  onReplayFailed(listener: (error: unknown, endpointId: string) => void): void {
+  onReplayFailed(listener: (error: unknown, endpointId: string | null) => void): void {
     this.replayFailed = listener;
   }
 
@@ -194,7 +198,7 @@ export class WebhookRecoveryService {
         this.run(job, null);
       }
     } catch (error) {
-      this.replayFailed(error, "");
+      this.replayFailed(error, null);
     }
   }
 
