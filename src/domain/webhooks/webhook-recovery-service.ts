@@ -1,9 +1,9 @@
 import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import type { Clock } from "../shared/clock.ts";
-import { parseDateTime } from "../shared/date-time.ts";
-import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { DomainError, notFound } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
+import { windowOf, type RecoveryWindowInput } from "./recovery-window.ts";
 import { buildEventBody } from "./webhook-body.ts";
 import type { WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
 import type {
@@ -12,16 +12,9 @@ import type {
   ReplayJob,
   ReplayLease,
   ReplaySelection,
-  TimeWindow,
 } from "./webhook-recovery-repository.ts";
 
-/** Raw window input from either surface: `since` required, `until` optional (default: now). */
-export interface RecoveryWindowInput {
-  readonly since?: unknown;
-  readonly until?: unknown;
-  /** Count only: nothing is sent, and the count is returned even above the limit. */
-  readonly dryRun?: boolean;
-}
+export type { RecoveryWindowInput } from "./recovery-window.ts";
 
 export interface RecoveryOptions {
   /** Events read and scheduled per replay batch (one short transaction each). */
@@ -90,7 +83,7 @@ export class WebhookRecoveryService {
    */
   async recover(organizationId: string, endpointId: string, input: RecoveryWindowInput): Promise<number> {
     const endpoint = await this.sendableEndpoint(organizationId, endpointId);
-    const window = this.windowOf(input);
+    const window = windowOf(input, this.clock.now(), this.retentionCutoff());
     const now = this.clock.now();
     if (input.dryRun) return this.store.webhookRecovery.countRecoverable(endpoint.id, window, now);
     const count = await this.store.transaction(async (store) => {
@@ -110,7 +103,7 @@ export class WebhookRecoveryService {
   async replay(organizationId: string, endpointId: string, input: RecoveryWindowInput): Promise<number> {
     const endpoint = await this.sendableEndpoint(organizationId, endpointId);
     const selection: ReplaySelection = {
-      ...this.windowOf(input),
+      ...windowOf(input, this.clock.now(), this.retentionCutoff()),
       organizationId,
       eventTypes: endpoint.eventTypes,
       tagIds: endpoint.tagIds,
@@ -368,37 +361,6 @@ export class WebhookRecoveryService {
       throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
     return endpoint;
   }
-
-  /** `[since, until)`, until defaulting to now. @throws VALIDATION_FAILED */
-  private windowOf(input: RecoveryWindowInput): TimeWindow {
-    const issues: FieldIssue[] = [];
-    const since = dateOf(input.since);
-    if (input.since === undefined || input.since === null)
-      issues.push({ path: ["since"], code: "REQUIRED", message: "{since} is required" });
-    else if (!since)
-      issues.push({ path: ["since"], code: "INVALID_DATE_TIME", message: "{since} must be an ISO 8601 date-time" });
-    const untilGiven = input.until !== undefined && input.until !== null;
-    const until = untilGiven ? dateOf(input.until) : this.clock.now();
-    if (!until)
-      issues.push({ path: ["until"], code: "INVALID_DATE_TIME", message: "{until} must be an ISO 8601 date-time" });
-    if (since && until) {
-      const cutoff = this.retentionCutoff();
-      if (since < cutoff)
-        issues.push({
-          path: ["since"],
-          code: "BEFORE_RETENTION",
-          message: `{since} is older than the log's retention: the oldest allowed is ${cutoff.toISOString()}`,
-        });
-      else if (since > until)
-        issues.push({
-          path: ["since"],
-          code: "AFTER_UNTIL",
-          message: untilGiven ? "{since} must not be after {until}" : "{since} must not be in the future",
-        });
-    }
-    if (issues.length > 0 || !since || !until) throw validationFailed(issues);
-    return { since, until };
-  }
 }
 
 /** Where a running replay stands (mirrors its row once each chunk commits). */
@@ -407,11 +369,6 @@ interface ReplayProgress {
   remaining: number;
   /** When its lease was last renewed (epoch ms). */
   renewedAt: number;
-}
-
-/** A date-time from REST (text) or GraphQL (already a Date); null when malformed. */
-function dateOf(value: unknown): Date | null {
-  return value instanceof Date ? value : parseDateTime(value);
 }
 
 function refuseAboveLimit(matched: number): void {
