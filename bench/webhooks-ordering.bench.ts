@@ -10,7 +10,9 @@
  *                    answer 503 for 5 s: the other 99 references' p99 over the first run's (goal: ≤ 1.2).
  *   replay           BENCH_REPLAY_EVENTS (100,000) events replayed to an endpoint made afterwards, while another
  *                    organization's live events (20/s) go to its own endpoint: replay deliveries/s, live latency p99
- *                    (goal on SQLite: ≥ 2,000/s and p99 ≤ 100 ms).
+ *                    (goal on SQLite: ≥ 2,000/s and p99 ≤ 100 ms); both also logged by tenths of the replay.
+ *                    BENCH_ORDER_ROWS=replay runs this row alone; BENCH_REPLAY_PROFILE=<file> writes a CPU
+ *                    profile of the replay's second half.
  *   single drain     one unordered endpoint drains a backlog of BENCH_SINGLE_BACKLOG (2,000) deliveries: deliveries/s
  *                    and the CPU per delivery
  *                    of this process in all (worker, SQLite or the PostgreSQL client, and the receiver thread).
