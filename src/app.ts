@@ -170,8 +170,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
-  // Replays left by a stopped or dead instance are resumed here (or by any other instance).
-  services.webhookRecovery.start();
+  // Replays left by a stopped or dead instance are resumed by the instances that do webhook work in the background
+  // (an instance with WEBHOOK_WORKER=off still schedules the replays it is asked for).
+  if (config.webhookWorkerEnabled) services.webhookRecovery.start();
   const stopWebhookWorker = startWebhookWorker({
     services,
     config,
