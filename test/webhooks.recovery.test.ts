@@ -210,6 +210,39 @@ describe.each(DATABASE_KINDS)("webhook recovery and replay on %s", (kind) => {
     expect(await listDeliveries(server, endpoint.id, "?limit=100")).toHaveLength(23);
   }, 90_000);
 
+  it("resumes a replay whose instance died once its lease has expired", async () => {
+    const path = `/${kind}/replay-dead-instance`;
+    const endpoint = await createEndpoint(server, { url: receiver.url(path) });
+    const since = new Date(Date.now() - 1_000);
+    const reference = await createReference(server);
+    await writeExtractions(server, reference.id, 7);
+    const events = (await http(server, "GET", `/v1/references/${reference.id}/events?limit=100`)).body.data;
+    expect(events).toHaveLength(8);
+    // What a crash leaves: the replay's row, its first three events scheduled (their deliveries went out with
+    // the endpoint's live traffic), leased by an instance that is gone, the lease run out.
+    const third = events[2];
+    const expired = new Date(Date.now() - 1_000);
+    await server.database.sql.run(Prisma.sql`
+      INSERT INTO "webhook_replays" ("endpoint_id", "organization_id", "since", "until", "remaining",
+        "after_occurred_at", "after_event_id", "lease_owner", "lease_expires_at", "created_at")
+      VALUES (${endpoint.id}, ${server.organizationId}, ${since}, ${new Date()}, 5,
+        ${new Date(third.occurred_at)}, ${third.id}, 'a dead instance', ${expired}, ${expired})`);
+    const live = await receiver.waitForCount(path, 8, 20_000);
+    const resumed = (await receiver.waitForCount(path, 13, 20_000)).slice(live.length);
+    expect(resumed.map((hook) => hook.json.id)).toEqual(events.slice(3).map((event: { id: string }) => event.id));
+    const liveIds = new Map(live.map((hook) => [hook.json.id, hook.webhookId]));
+    for (const hook of resumed) expect(hook.webhookId).toBe(liveIds.get(hook.json.id));
+    await eventually(
+      async () =>
+        (
+          await server.database.sql.all(Prisma.sql`
+            SELECT 1 FROM "webhook_replays" WHERE "endpoint_id" = ${endpoint.id}`)
+        ).length === 0,
+      20_000,
+      "the replay's row to go",
+    );
+  }, 60_000);
+
   it("refuses bad windows with 422 and a pointer, unknown endpoints with 404", async () => {
     const endpoint = await createEndpoint(server, { url: receiver.url(`/${kind}/windows`) });
     for (const action of ["recover", "replay"]) {
