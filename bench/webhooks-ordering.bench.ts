@@ -10,11 +10,15 @@
  *                    answer 503 for 5 s: the other 99 references' p99 over the first run's (goal: ≤ 1.2).
  *   replay           BENCH_REPLAY_EVENTS (100,000) events replayed to an endpoint made afterwards, while another
  *                    organization's live events (20/s) go to its own endpoint: replay deliveries/s, live latency p99
- *                    (goal on SQLite: ≥ 2,000/s and p99 ≤ 100 ms).
+ *                    (goal on SQLite: ≥ 2,000/s and p99 ≤ 100 ms); both also logged by tenths of the replay.
+ *                    BENCH_ORDER_ROWS=replay runs this row alone; BENCH_REPLAY_PROFILE=<file> writes a CPU
+ *                    profile of the replay's second half.
  *   single drain     one unordered endpoint drains a backlog of BENCH_SINGLE_BACKLOG (2,000) deliveries: deliveries/s
  *                    and the CPU per delivery
  *                    of this process in all (worker, SQLite or the PostgreSQL client, and the receiver thread).
  */
+import { writeFile } from "node:fs/promises";
+import { Session } from "node:inspector";
 import type { App } from "../src/app.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
@@ -30,6 +34,7 @@ import {
   sleep,
   startInstance,
   type Kind,
+  type ReceivedRecord,
   type Row,
 } from "./webhooks.bench.ts";
 
@@ -41,6 +46,8 @@ const settings = {
   seconds: intSetting("BENCH_WEBHOOK_SECONDS", 10, 1),
   replayEvents: intSetting("BENCH_REPLAY_EVENTS", 100_000, 100),
   singleBacklog: intSetting("BENCH_SINGLE_BACKLOG", 2_000, 1),
+  /** BENCH_REPLAY_PROFILE: a file to write a CPU profile of the replay's second half to (.cpuprofile). */
+  replayProfile: process.env.BENCH_REPLAY_PROFILE,
   /** BENCH_ORDER_ROWS: which rows run (single, ordered, steady, replay); default all. */
   rows: new Set((process.env.BENCH_ORDER_ROWS ?? "single,ordered,steady,replay").split(",").map((row) => row.trim())),
 };
@@ -207,12 +214,16 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
         await sleep(1_000 / settings.rate);
       }
     })();
-    await receiver.waitForCount([replayPath], count, 900_000);
+    if (settings.replayProfile) {
+      await receiver.waitForCount([replayPath], Math.floor(count / 2), 900_000);
+      await profileUntil(settings.replayProfile, () => receiver.waitForCount([replayPath], count, 900_000));
+    } else await receiver.waitForCount([replayPath], count, 900_000);
     writing = false;
     await liveWriter;
     const replayed = await receiver.records([replayPath]);
     const lastReplayed = Math.max(...replayed.map((record) => record.receivedAt));
     const duringReplay = (await receiver.records([livePath])).filter((record) => record.receivedAt <= lastReplayed);
+    logTenths(kind, replayed, duringReplay);
     return [
       {
         database: kind,
@@ -227,6 +238,43 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
     ];
   } finally {
     await app.close();
+  }
+}
+
+/** Logs the replay's rate and the live deliveries' p99 in each tenth of the replay (by arrival). */
+function logTenths(kind: Kind, replayed: readonly ReceivedRecord[], live: readonly ReceivedRecord[]): void {
+  const times = replayed.map((record) => record.receivedAt).sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let tenth = 0; tenth < 10; tenth++) {
+    const from = times[Math.floor((tenth * times.length) / 10)]!;
+    const to = times[Math.floor(((tenth + 1) * times.length) / 10) - 1]!;
+    const rate = Math.round(times.length / 10 / ((to - from) / 1000));
+    const liveRow = latencyRow(
+      kind,
+      "",
+      live.filter((record) => record.receivedAt >= from && record.receivedAt <= to),
+    );
+    parts.push(`${rate}/s p99 ${liveRow.p99} ms`);
+  }
+  log(`${kind}: replay by tenths (rate, live p99): ${parts.join(" | ")} (load ${fmtLoad()})`);
+}
+
+/** Records a CPU profile of this process (the main thread) while `during` runs. */
+async function profileUntil(file: string, during: () => Promise<void>): Promise<void> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string) =>
+    new Promise<any>((resolve, reject) =>
+      session.post(method, (error, result) => (error ? reject(error) : resolve(result))),
+    );
+  await post("Profiler.enable");
+  await post("Profiler.start");
+  try {
+    await during();
+  } finally {
+    const { profile } = await post("Profiler.stop");
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
   }
 }
 

@@ -89,6 +89,7 @@ export function buildServices(
     }),
     webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
       replayBatchSize: config.webhookReplayBatchSize,
+      replayLeaseMs: config.webhookLeaseMs,
     }),
   };
 }
@@ -146,7 +147,10 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     deliverySignals.publish(changes),
   );
   services.webhookRecovery.onReplayFailed((error, endpointId) =>
-    http.log.error({ err: error, endpointId }, "webhook replay stopped before its last batch"),
+    http.log.error(
+      { err: error, endpointId },
+      endpointId ? "webhook replay stopped before its last batch" : "could not look for webhook replays to resume",
+    ),
   );
   const stopQueuedSignals = services.webhooks.onQueued((delivery) =>
     deliverySignals.publish([
@@ -174,6 +178,9 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
+  // Replays left by a stopped or dead instance are resumed by the instances that do webhook work in the background
+  // (an instance with WEBHOOK_WORKER=off still schedules the replays it is asked for).
+  if (config.webhookWorkerEnabled) services.webhookRecovery.start();
   const stopWebhookWorker = startWebhookWorker({
     services,
     config,

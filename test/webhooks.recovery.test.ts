@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
 import { gql } from "./support/graphql-client.ts";
 import { expectStatus, http } from "./support/http.ts";
-import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
+import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
@@ -10,7 +10,8 @@ import { createEndpoint, createReference, eventually, listDeliveries, type Calle
  * Recovery and replay over a window, on REST and GraphQL: recover re-sends given-up deliveries under
  * their webhook-id and body; replay sends an endpoint made afterwards every event its filters match today, with
  * the tag snapshot of the event's time, in batches (the server's batch is 5 events here, so windows span several);
- * both refuse windows before retention, inverted windows and more than 100,000 matches.
+ * both refuse windows before retention, inverted windows and more than 100,000 matches. A replay outlives the
+ * instance that took it: stopped in the middle, it is resumed where it stopped.
  */
 
 const ENV = {
@@ -154,6 +155,97 @@ describe.each(DATABASE_KINDS)("webhook recovery and replay on %s", (kind) => {
     const idsByEvent = new Map(first.map((hook) => [hook.json.id, hook.webhookId]));
     for (const hook of again) expect(hook.webhookId).toBe(idsByEvent.get(hook.json.id));
     expect(new Set(again.map((hook) => hook.json.id)).size).toBe(7);
+  }, 60_000);
+
+  it("resumes a replay stopped with its instance where it stopped, one replay per endpoint at a time", async () => {
+    const path = `/${kind}/replay-restart`;
+    const endpoint = await createEndpoint(server, { url: receiver.url(path) });
+    const since = new Date().toISOString();
+    const reference = await createReference(server);
+    await writeExtractions(server, reference.id, 22);
+    const events = (await http(server, "GET", `/v1/references/${reference.id}/events?limit=100`)).body.data;
+    expect(events).toHaveLength(23);
+    // From the fourth request on, the receiver holds its answers until the test lets go: the replay (batches of 5,
+    // the next once at most half the previous one is pending) stops after its second batch, mid-window.
+    let letGo: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    receiver.respond(path, ({ count }) => (count > 3 ? { until: gate } : {}));
+    const replayRow = async () =>
+      (
+        await server.database.sql.all<{ remaining: number | bigint }>(Prisma.sql`
+          SELECT "remaining" FROM "webhook_replays" WHERE "endpoint_id" = ${endpoint.id}`)
+      )[0];
+
+    const first = await startInstanceOn(server, { env: ENV });
+    try {
+      const replayed = await http(first, "POST", `/v1/webhooks/${endpoint.id}/replay`, { body: { since } });
+      expect(replayed.body).toEqual({ count: 23 });
+      await receiver.waitForCount(path, 4, 20_000);
+      await eventually(async () => Number((await replayRow())?.remaining ?? 23) < 23, 20_000, "a batch scheduled");
+      // The database holds one replay per endpoint, whichever instance is asked.
+      const again = await http(server, "POST", `/v1/webhooks/${endpoint.id}/replay`, { body: { since } });
+      expect(again.status).toBe(409);
+      expect(again.body.code).toBe("CONFLICT");
+    } finally {
+      await first.close();
+    }
+    const left = Number((await replayRow())?.remaining);
+    expect(left).toBeGreaterThan(0);
+    letGo();
+    const restarted = await startInstanceOn(server, { env: ENV });
+    try {
+      await receiver.waitFor(
+        () => new Set(receiver.on(path).map((hook) => hook.json.id)).size === 23,
+        30_000,
+        "every event of the window",
+      );
+      await eventually(async () => (await replayRow()) === undefined, 20_000, "the replay's row to go");
+    } finally {
+      await restarted.close();
+    }
+    // Every event once, under one webhook-id each (a request cut by the stop may come again under the same one).
+    const hooks = receiver.on(path);
+    expect(new Set(hooks.map((hook) => hook.json.id))).toEqual(
+      new Set(events.map((event: { id: string }) => event.id)),
+    );
+    const idsByEvent = new Map<string, Set<string>>();
+    for (const hook of hooks)
+      idsByEvent.set(hook.json.id, (idsByEvent.get(hook.json.id) ?? new Set()).add(hook.webhookId));
+    expect([...idsByEvent.values()].every((ids) => ids.size === 1)).toBe(true);
+    expect(await listDeliveries(server, endpoint.id, "?limit=100")).toHaveLength(23);
+  }, 90_000);
+
+  it("resumes a replay whose instance died once its lease has expired", async () => {
+    const path = `/${kind}/replay-dead-instance`;
+    const endpoint = await createEndpoint(server, { url: receiver.url(path) });
+    const since = new Date(Date.now() - 1_000);
+    const reference = await createReference(server);
+    await writeExtractions(server, reference.id, 7);
+    const events = (await http(server, "GET", `/v1/references/${reference.id}/events?limit=100`)).body.data;
+    expect(events).toHaveLength(8);
+    // What a crash leaves: the replay's row, its first three events scheduled (their deliveries went out with
+    // the endpoint's live traffic), leased by an instance that is gone, the lease run out.
+    const third = events[2];
+    const expired = new Date(Date.now() - 1_000);
+    await server.database.sql.run(Prisma.sql`
+      INSERT INTO "webhook_replays" ("endpoint_id", "organization_id", "since", "until", "remaining",
+        "after_occurred_at", "after_event_id", "lease_owner", "lease_expires_at", "created_at")
+      VALUES (${endpoint.id}, ${server.organizationId}, ${since}, ${new Date()}, 5,
+        ${new Date(third.occurred_at)}, ${third.id}, 'a dead instance', ${expired}, ${expired})`);
+    const live = await receiver.waitForCount(path, 8, 20_000);
+    const resumed = (await receiver.waitForCount(path, 13, 20_000)).slice(live.length);
+    expect(resumed.map((hook) => hook.json.id)).toEqual(events.slice(3).map((event: { id: string }) => event.id));
+    const liveIds = new Map(live.map((hook) => [hook.json.id, hook.webhookId]));
+    for (const hook of resumed) expect(hook.webhookId).toBe(liveIds.get(hook.json.id));
+    await eventually(
+      async () =>
+        (
+          await server.database.sql.all(Prisma.sql`
+            SELECT 1 FROM "webhook_replays" WHERE "endpoint_id" = ${endpoint.id}`)
+        ).length === 0,
+      20_000,
+      "the replay's row to go",
+    );
   }, 60_000);
 
   it("refuses bad windows with 422 and a pointer, unknown endpoints with 404", async () => {

@@ -42,7 +42,39 @@ export interface HeldBackSummary {
   } | null;
 }
 
+/** A replay's remaining window (the row that lets any instance resume it). */
+export interface ReplayJob {
+  readonly endpointId: string;
+  readonly organizationId: string;
+  readonly since: Date;
+  readonly until: Date;
+  /** Events still to schedule (the count at the call, less those scheduled). */
+  readonly remaining: number;
+  /** The last event scheduled; null before the first batch. */
+  readonly after: LogPosition | null;
+}
+
+/** Who schedules a replay now, and until when. */
+export interface ReplayLease {
+  readonly owner: string;
+  readonly expiresAt: Date;
+}
+
 export interface WebhookRecoveryRepository {
+  /** Stores a new replay leased to `lease.owner`; false when the endpoint has a replay already (one at a time). */
+  startReplay(job: ReplayJob, lease: ReplayLease, at: Date): Promise<boolean>;
+  /** Leases one replay whose lease is free or expired at `now` (another instance's, stopped or dead), if any. */
+  claimReplay(lease: ReplayLease, now: Date): Promise<ReplayJob | null>;
+  /**
+   * Moves the replay's cursor and renews its lease, or ends it (deletes the row) when nothing remains; false
+   * when `lease.owner` no longer holds it (then the caller's transaction must not commit).
+   */
+  advanceReplay(endpointId: string, after: LogPosition | null, remaining: number, lease: ReplayLease): Promise<boolean>;
+  /** Ends the replay held by `owner` (its window ran out early, or its endpoint can no longer be sent to). */
+  endReplay(endpointId: string, owner: string): Promise<void>;
+  /** Hands the replay's lease back (a stopping instance), so that the next instance to look resumes it at once. */
+  releaseReplay(endpointId: string, owner: string): Promise<void>;
+
   /** Deliveries of the endpoint created in the window whose last attempt failed or that were given up. */
   countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number>;
   /**

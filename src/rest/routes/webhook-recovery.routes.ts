@@ -91,7 +91,9 @@ export function registerWebhookRecoveryRoutes(app: FastifyInstance, services: Se
           "webhook-id; otherwise a new delivery is made. Bodies are those of live deliveries (the tag snapshot of " +
           "the event's time). The count is taken when the call is made; the deliveries are then scheduled in " +
           "batches as the earlier ones go out, so a large window does not crowd out other endpoints. On an " +
-          "endpoint with ordering reference, replayed deliveries keep their reference's order. " +
+          "endpoint with ordering reference, replayed deliveries keep their reference's order. The replay outlives " +
+          "the instance that took the call: if it stops, another instance (or the same one restarted) goes on where " +
+          "it stopped. One replay at a time per endpoint: 409 while an earlier one is still being scheduled. " +
           limitNote,
         params: webhookIdParam,
         body: windowBody,

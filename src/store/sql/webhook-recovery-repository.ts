@@ -2,6 +2,8 @@ import type { LifecycleEvent, LifecycleEventType } from "../../domain/lifecycle/
 import type {
   HeldBackSummary,
   LogPosition,
+  ReplayJob,
+  ReplayLease,
   ReplaySelection,
   TimeWindow,
   WebhookRecoveryRepository,
@@ -9,7 +11,7 @@ import type {
 import type { DatabaseProvider } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
-import { toDate } from "./rows.ts";
+import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
@@ -27,11 +29,84 @@ function recoverable(endpointId: string, window: TimeWindow, now: Date): Prisma.
       AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${now})))`;
 }
 
+interface ReplayRow {
+  endpoint_id: string;
+  organization_id: string;
+  since: unknown;
+  until: unknown;
+  remaining: number | bigint;
+  after_occurred_at: unknown;
+  after_event_id: string | null;
+}
+
+function toReplayJob(row: ReplayRow): ReplayJob {
+  const afterOccurredAt = toNullableDate(row.after_occurred_at);
+  return {
+    endpointId: row.endpoint_id,
+    organizationId: row.organization_id,
+    since: toDate(row.since),
+    until: toDate(row.until),
+    remaining: Number(row.remaining),
+    after: afterOccurredAt && row.after_event_id ? { occurredAt: afterOccurredAt, id: row.after_event_id } : null,
+  };
+}
+
 export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   constructor(
     private readonly provider: DatabaseProvider,
     private readonly sql: SqlExecutor,
   ) {}
+
+  async startReplay(job: ReplayJob, lease: ReplayLease, at: Date): Promise<boolean> {
+    // The endpoint is the key: a second replay of it finds the row and inserts nothing, whichever instance asks.
+    const inserted = await this.sql.run(Prisma.sql`
+      INSERT INTO "webhook_replays" ("endpoint_id", "organization_id", "since", "until", "remaining",
+        "after_occurred_at", "after_event_id", "lease_owner", "lease_expires_at", "created_at")
+      VALUES (${job.endpointId}, ${job.organizationId}, ${job.since}, ${job.until}, ${job.remaining},
+        ${job.after?.occurredAt ?? null}, ${job.after?.id ?? null}, ${lease.owner}, ${lease.expiresAt}, ${at})
+      ON CONFLICT ("endpoint_id") DO NOTHING`);
+    return inserted === 1;
+  }
+
+  async claimReplay(lease: ReplayLease, now: Date): Promise<ReplayJob | null> {
+    const free = Prisma.sql`("lease_expires_at" IS NULL OR "lease_expires_at" < ${now})`;
+    // The condition is checked again by the UPDATE itself: on PostgreSQL, an instance that claimed the same row
+    // first and committed makes it fail here (its lease is in the future), so one instance resumes a replay.
+    const lock = this.provider === "postgres" ? Prisma.sql`FOR UPDATE SKIP LOCKED` : Prisma.empty;
+    const [row] = await this.sql.all<ReplayRow>(Prisma.sql`
+      UPDATE "webhook_replays" SET "lease_owner" = ${lease.owner}, "lease_expires_at" = ${lease.expiresAt}
+      WHERE "endpoint_id" = (SELECT "endpoint_id" FROM "webhook_replays" WHERE ${free}
+        ORDER BY "created_at" LIMIT 1 ${lock}) AND ${free}
+      RETURNING "endpoint_id", "organization_id", "since", "until", "remaining", "after_occurred_at",
+        "after_event_id"`);
+    return row ? toReplayJob(row) : null;
+  }
+
+  async advanceReplay(
+    endpointId: string,
+    after: LogPosition | null,
+    remaining: number,
+    lease: ReplayLease,
+  ): Promise<boolean> {
+    const held = Prisma.sql`"endpoint_id" = ${endpointId} AND "lease_owner" = ${lease.owner}`;
+    if (remaining <= 0) return (await this.sql.run(Prisma.sql`DELETE FROM "webhook_replays" WHERE ${held}`)) === 1;
+    const changed = await this.sql.run(Prisma.sql`
+      UPDATE "webhook_replays" SET "remaining" = ${remaining}, "after_occurred_at" = ${after?.occurredAt ?? null},
+        "after_event_id" = ${after?.id ?? null}, "lease_expires_at" = ${lease.expiresAt}
+      WHERE ${held}`);
+    return changed === 1;
+  }
+
+  async endReplay(endpointId: string, owner: string): Promise<void> {
+    await this.sql.run(Prisma.sql`
+      DELETE FROM "webhook_replays" WHERE "endpoint_id" = ${endpointId} AND "lease_owner" = ${owner}`);
+  }
+
+  async releaseReplay(endpointId: string, owner: string): Promise<void> {
+    await this.sql.run(Prisma.sql`
+      UPDATE "webhook_replays" SET "lease_owner" = NULL, "lease_expires_at" = NULL
+      WHERE "endpoint_id" = ${endpointId} AND "lease_owner" = ${owner}`);
+  }
 
   async countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number> {
     const [row] = await this.sql.all<{ n: number | bigint }>(Prisma.sql`
@@ -72,15 +147,21 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
 
   async findDeliveryIdsOfEvents(endpointId: string, eventIds: readonly string[]): Promise<Map<string, string>> {
     if (eventIds.length === 0) return new Map();
+    // No ORDER BY: with one, SQLite walked the index (endpoint_id, id) to skip the sort, reading every delivery
+    // the endpoint ever had for each chunk (a replay's chunks got slower as its own deliveries piled up). Without
+    // it, the index (endpoint_id, event_id) answers each event by a lookup.
     const rows = await findInChunks(eventIds, (chunk) =>
       this.sql.all<{ id: string; event_id: string }>(Prisma.sql`
         SELECT "id", "event_id" FROM "webhook_deliveries"
-        WHERE "endpoint_id" = ${endpointId} AND "event_id" IN (${Prisma.join(chunk)})
-        ORDER BY "id"`),
+        WHERE "endpoint_id" = ${endpointId} AND "event_id" IN (${Prisma.join(chunk)})`),
     );
-    // An event has one delivery per endpoint; should there be more, the first made keeps its webhook-id.
+    // An event has one delivery per endpoint; should there be more, the first made (the smallest UUIDv7) keeps
+    // its webhook-id.
     const byEvent = new Map<string, string>();
-    for (const row of rows) if (!byEvent.has(row.event_id)) byEvent.set(row.event_id, row.id);
+    for (const row of rows) {
+      const kept = byEvent.get(row.event_id);
+      if (kept === undefined || row.id < kept) byEvent.set(row.event_id, row.id);
+    }
     return byEvent;
   }
 
@@ -101,8 +182,11 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   async countPending(deliveryIds: readonly string[]): Promise<number> {
     if (deliveryIds.length === 0) return 0;
     const rows = await findInChunks(deliveryIds, (chunk) =>
-      this.sql.all<{ n: number | bigint }>(Prisma.sql`
-        SELECT COUNT(*) AS "n" FROM "webhook_deliveries" WHERE "id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'`),
+      // The status is counted, not filtered on: with "status" = 'pending' in the WHERE, SQLite read the due index's
+      // whole pending part (every endpoint's backlog) instead of looking the ids up, on every poll of a replay.
+      this.sql.all<{ n: number | bigint | null }>(Prisma.sql`
+        SELECT SUM(CASE WHEN "status" = 'pending' THEN 1 ELSE 0 END) AS "n" FROM "webhook_deliveries"
+        WHERE "id" IN (${Prisma.join(chunk)})`),
     );
     return rows.reduce((sum, row) => sum + Number(row.n), 0);
   }
