@@ -189,6 +189,16 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   }
 
   async findReferenceWithEvents(organizationId: string, query: EventListQuery): Promise<ReferenceWithEvents | null> {
+    if (this.database.provider !== "postgres") {
+      // SQLite has no round trip to save, and the one statement below cost it twice the two (0.14 against 0.07 ms
+      // in the bench's database time): the reference, then its page, as Query.reference and Reference.events
+      // read them apart.
+      const [row] = await this.sql.values(Prisma.sql`
+        SELECT ${REFERENCE_COLUMNS} FROM "shipping_references" r
+        WHERE r."id" = ${query.referenceId} AND r."organization_id" = ${organizationId}`);
+      if (row === undefined) return null;
+      return { reference: taggedReferenceFromValues(row), events: await this.listEvents(query) };
+    }
     // One statement, so one round trip on PostgreSQL: the reference's row (REFERENCE_COLUMNS, then NULLs where
     // events have values), then its page of events (NULLs, then EVENT_COLUMNS), each row ending with its part
     // (0, 1) to keep them apart and in order. A LEFT JOIN would repeat the reference's 17 values on every
