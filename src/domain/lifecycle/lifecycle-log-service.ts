@@ -3,7 +3,9 @@ import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
+import type { TaggedReference } from "../models.ts";
 import type { Store } from "../store.ts";
+import type { EventListQuery } from "./lifecycle-repository.ts";
 import {
   isLifecycleEventType,
   LIFECYCLE_EVENT_TYPES,
@@ -25,6 +27,9 @@ export interface ListEventsInput {
   readonly limit: number;
   readonly cursor?: string;
 }
+
+/** A first page of a reference's whole log: what `getReferenceWithFirstEvents` takes of ListEventsInput. */
+export type FirstEventsInput = Pick<ListEventsInput, "order" | "backward" | "limit">;
 
 /** The keyset position inside an event cursor: `occurred_at` (ISO) and id. Also read by live subscriptions. */
 export type EventPosition = { readonly t: string; readonly i: string };
@@ -87,6 +92,41 @@ export class LifecycleLogService {
       ]);
     }
     if (!isUuid(referenceId)) throw notFound("reference");
+    const { query, filters, after } = this.eventQuery(referenceId, types as LifecycleEventType[], input);
+    // The reference's existence and its page of events, in one statement.
+    const rows = await this.store.lifecycle.listEventsOfReference(organizationId, query);
+    if (rows === null) throw notFound("reference");
+    return pageOf(rows, input.limit, (event) => this.cursorFor(event, filters), after !== undefined);
+  }
+
+  /**
+   * A reference with its tags and the first page of its whole log (no filter, no cursor), in one statement: on
+   * PostgreSQL, one round trip where reading the reference and then its events takes two. The page is the one
+   * `listEvents` gives for the same input, cursors included. Only input that `listEvents` cannot refuse is
+   * taken, so every error here is the reference's own.
+   * @throws NOT_FOUND
+   */
+  async getReferenceWithFirstEvents(
+    organizationId: string,
+    referenceId: string,
+    input: FirstEventsInput,
+  ): Promise<{ reference: TaggedReference; events: Page<LifecycleEvent> }> {
+    if (!isUuid(referenceId)) throw notFound("reference");
+    const { query, filters } = this.eventQuery(referenceId, [], input);
+    const found = await this.store.lifecycle.findReferenceWithEvents(organizationId, query);
+    if (found === null) throw notFound("reference");
+    return {
+      reference: found.reference,
+      events: pageOf(found.events, input.limit, (event) => this.cursorFor(event, filters), false),
+    };
+  }
+
+  /** The repository's query for a page of a reference's log, and what its cursors are issued for. */
+  private eventQuery(
+    referenceId: string,
+    types: LifecycleEventType[],
+    input: ListEventsInput,
+  ): { query: EventListQuery; filters: object; after: EventPosition | undefined } {
     const id = referenceId.toLowerCase();
     const order = input.order ?? "asc";
     const filters = {
@@ -98,19 +138,17 @@ export class LifecycleLogService {
       order,
     };
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isEventPosition) : undefined;
-    // The reference's existence and its page of events, in one statement.
-    const rows = await this.store.lifecycle.listEventsOfReference(organizationId, {
+    const query: EventListQuery = {
       referenceId: id,
-      types: types as LifecycleEventType[],
+      types,
       from: input.from,
       to: input.to,
       notBefore: this.retentionCutoff(),
       order: input.backward ? (order === "asc" ? "desc" : "asc") : order,
       after: after && { occurredAt: new Date(after.t), id: after.i },
       limit: input.limit + 1,
-    });
-    if (rows === null) throw notFound("reference");
-    return pageOf(rows, input.limit, (event) => this.cursorFor(event, filters), after !== undefined);
+    };
+    return { query, filters, after };
   }
 
   /** Deletes events past retention in batches; returns how many were deleted. */

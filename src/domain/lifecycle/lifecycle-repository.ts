@@ -1,3 +1,4 @@
+import type { TaggedReference } from "../models.ts";
 import type { LifecycleEvent, LifecycleEventType } from "./lifecycle-event.ts";
 
 /*
@@ -18,6 +19,12 @@ export interface EventListQuery {
   readonly limit: number;
 }
 
+/** A reference and one page of its lifecycle log, read together. */
+export interface ReferenceWithEvents {
+  readonly reference: TaggedReference;
+  readonly events: readonly LifecycleEvent[];
+}
+
 export interface LifecycleRepository {
   insertEvent(event: LifecycleEvent): Promise<void>;
   /** The organization's events among `ids` that occurred at or after `notBefore` (retention). */
@@ -28,6 +35,11 @@ export interface LifecycleRepository {
    * organization has no such reference.
    */
   listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null>;
+  /**
+   * A reference of the organization with its tags and a page of its events (`query`), in one statement: null
+   * when the organization has no such reference.
+   */
+  findReferenceWithEvents(organizationId: string, query: EventListQuery): Promise<ReferenceWithEvents | null>;
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
 
   // ---------------------------------------------------------------------------------------------------------

@@ -2,14 +2,20 @@ import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { bidirectionalPage, toBackwardConnection, toConnection } from "../pagination.ts";
+import { takeFirstEvents } from "./prefetched-events.ts";
 
 /** The lifecycle log as `Reference.events`, and the event's own relations. */
 export const lifecycleResolvers: Resolvers = {
   Reference: {
     // One service call per reference: each reference's log is its own keyset listing. A list of N references
     // asking for events costs N small indexed queries; the cost limit bounds N times the page size.
+    // Unless Query.reference read the page with the reference (prefetched-events.ts).
     events: async (reference, args, { caller, services }) => {
       const page = bidirectionalPage(args);
+      const prefetched = takeFirstEvents(reference, args);
+      if (prefetched !== undefined) {
+        return page.direction === "forward" ? toConnection(prefetched) : toBackwardConnection(prefetched);
+      }
       const events = await services.lifecycleLog.listEvents(caller.organizationId, reference.id, {
         ...withoutNulls(args.filter),
         // The connection is the log in ascending order; `last`/`before` reads it backward from `before` (newest

@@ -3,6 +3,7 @@ import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
+import { leaveFirstEvents, selectedFirstEvents } from "./prefetched-events.ts";
 
 /**
  * References: reads, relations (all through the request's loaders), and the mutations of
@@ -11,7 +12,17 @@ import { forwardPage, toConnection } from "../pagination.ts";
  */
 export const referenceResolvers: Resolvers = {
   Query: {
-    reference: (_, { id }, { caller, services }) => services.references.getReference(caller.organizationId, id),
+    reference: async (_, { id }, { caller, services }, info) => {
+      const firstEvents = selectedFirstEvents(info);
+      if (firstEvents === undefined) return services.references.getReference(caller.organizationId, id);
+      const { reference, events } = await services.lifecycleLog.getReferenceWithFirstEvents(
+        caller.organizationId,
+        id,
+        firstEvents,
+      );
+      leaveFirstEvents(reference, firstEvents, events);
+      return reference;
+    },
     references: async (_, { first, after, filter }, { caller, services }) =>
       toConnection(
         await services.references.listReferences(caller.organizationId, {

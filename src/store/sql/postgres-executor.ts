@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
+import { storedDate } from "./stored-dates.ts";
 
 /*
  * PostgreSQL: the executor's own node-postgres connections, in two pools. Statements sent outside a unit of work
@@ -28,11 +29,16 @@ function postgresValue(value: unknown): unknown {
  */
 const POSTGRES_TYPES = {
   getTypeParser(oid: number, format?: string): (text: string) => unknown {
-    if (oid === pg.types.builtins.TIMESTAMP) return (text) => new Date(`${text.replace(" ", "T")}Z`);
+    if (oid === pg.types.builtins.TIMESTAMP) return readTimestamp;
     if (oid === pg.types.builtins.INT8) return Number;
     return pg.types.getTypeParser(oid, format as "text");
   },
 };
+
+/** A `timestamp` column's text: by hand in its usual form (see storedDate), else by Date's parser. */
+function readTimestamp(text: string): Date {
+  return storedDate(text) ?? new Date(`${text.replace(" ", "T")}Z`);
+}
 
 type Queryable = Pick<pg.PoolClient, "query">;
 

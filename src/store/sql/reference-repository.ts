@@ -38,10 +38,13 @@ const REFERENCE_COLUMN_NAMES = [
   "tag_list",
 ] as const;
 
-const REFERENCE_COLUMNS = Prisma.raw(REFERENCE_COLUMN_NAMES.map((column) => `r."${column}"`).join(", "));
+export const REFERENCE_COLUMNS = Prisma.raw(REFERENCE_COLUMN_NAMES.map((column) => `r."${column}"`).join(", "));
+
+/** How many values a reference is read with (REFERENCE_COLUMN_NAMES). */
+export const REFERENCE_COLUMN_COUNT = REFERENCE_COLUMN_NAMES.length;
 
 /** A reference read as REFERENCE_COLUMN_NAMES' values. */
-function taggedReferenceFromValues(row: unknown[]): TaggedReference {
+export function taggedReferenceFromValues(row: unknown[]): TaggedReference {
   const organizationId = row[1] as string;
   return {
     id: row[0] as string,

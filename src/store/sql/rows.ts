@@ -1,5 +1,6 @@
 import type { DatabaseProvider } from "../database.ts";
 import { Prisma } from "./sql-template.ts";
+import { storedDate } from "./stored-dates.ts";
 
 /*
  * Hot paths are one statement each: every statement through Prisma costs far more in the client
@@ -12,41 +13,9 @@ import { Prisma } from "./sql-template.ts";
 export function toDate(value: unknown): Date {
   if (value instanceof Date) return value;
   const text = String(value);
-  const millis = utcMillis(text);
-  if (millis !== undefined) return new Date(millis);
+  const stored = storedDate(text);
+  if (stored !== undefined) return stored;
   return new Date(/(Z|[+-]\d\d:?\d\d)$/.test(text) ? text : `${text}Z`);
-}
-
-const digit = (text: string, index: number) => text.charCodeAt(index) - 48;
-const digits2 = (text: string, index: number) => digit(text, index) * 10 + digit(text, index + 1);
-
-/**
- * The instant of the forms the store writes and reads most (a page reads hundreds): `YYYY-MM-DDTHH:MM:SS.mmm`
- * followed by `Z` or `+00:00` (SQLite's columns and JSON) or by nothing (PostgreSQL's JSON, UTC), read by hand:
- * `Date`'s own parser costs several times as much. Anything else is left to it (undefined).
- */
-function utcMillis(text: string): number | undefined {
-  const length = text.length;
-  if (length === 29) {
-    if (!text.endsWith("+00:00")) return undefined;
-  } else if (length === 24) {
-    if (text.charCodeAt(23) !== 90 /* Z */) return undefined;
-  } else if (length !== 23) return undefined;
-  if (text[4] !== "-" || text[7] !== "-" || text[13] !== ":" || text[16] !== ":" || text[19] !== ".") return undefined;
-  if (text[10] !== "T" && text[10] !== " ") return undefined;
-  const year = digits2(text, 0) * 100 + digits2(text, 2);
-  const millis = Date.UTC(
-    year,
-    digits2(text, 5) - 1,
-    digits2(text, 8),
-    digits2(text, 11),
-    digits2(text, 14),
-    digits2(text, 17),
-    digit(text, 20) * 100 + digits2(text, 21),
-  );
-  if (Number.isNaN(millis)) return undefined;
-  // Date.UTC reads the years 0–99 as 1900–1999; their leap years fall alike, so only the year is set again.
-  return year < 100 ? new Date(millis).setUTCFullYear(year) : millis;
 }
 
 export function toNullableDate(value: unknown): Date | null {
