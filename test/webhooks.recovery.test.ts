@@ -215,6 +215,42 @@ describe.each(DATABASE_KINDS)("webhook recovery and replay on %s", (kind) => {
     expect(await listDeliveries(server, endpoint.id, "?limit=100")).toHaveLength(23);
   }, 90_000);
 
+  it("takes one of many replay requests racing on two instances and refuses the others with 409", async () => {
+    const path = `/${kind}/replay-race`;
+    const endpoint = await createEndpoint(server, { url: receiver.url(path) });
+    const since = new Date().toISOString();
+    const reference = await createReference(server);
+    await writeExtractions(server, reference.id, 22);
+    // The receiver holds every answer until the test lets go, so the replay (23 events, batches of 5) stays
+    // in progress while the requests race: whether one is refused is the replays table's key, not timing.
+    let letGo: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    receiver.respond(path, () => ({ until: gate }));
+    const second = await startInstanceOn(server, { env: ENV });
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, index) =>
+          http(index % 2 === 0 ? server : second, "POST", `/v1/webhooks/${endpoint.id}/replay`, { body: { since } }),
+        ),
+      );
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([202, 409, 409, 409, 409, 409, 409, 409]);
+      expect(answers.find((answer) => answer.status === 202)?.body).toEqual({ count: 23 });
+      for (const refused of answers.filter((answer) => answer.status === 409))
+        expect(refused.body.code).toBe("CONFLICT");
+      letGo();
+      await receiver.waitFor(
+        () => new Set(receiver.on(path).map((hook) => hook.json.id)).size === 23,
+        30_000,
+        "every event of the window",
+      );
+    } finally {
+      letGo();
+      await second.close();
+    }
+    expect(await listDeliveries(server, endpoint.id, "?limit=100")).toHaveLength(23);
+  }, 60_000);
+
   it("resumes a replay whose instance died once its lease has expired", async () => {
     const path = `/${kind}/replay-dead-instance`;
     const endpoint = await createEndpoint(server, { url: receiver.url(path) });
