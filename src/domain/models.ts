@@ -33,6 +33,15 @@ export interface Reference {
   readonly updatedAt: Date;
 }
 
+/**
+ * A reference as the REST representation its row keeps (JSON text, written by the database with the row:
+ * migration 0013), with its id for the page's cursor. Listings send the texts as they are.
+ */
+export interface ReferenceJson {
+  readonly id: string;
+  readonly json: string;
+}
+
 /** A reference with its tags (name order), read together in one statement. */
 export interface TaggedReference extends Reference {
   readonly tags: readonly Tag[];

@@ -74,9 +74,9 @@ export class ReadCache {
    * Keeps a response as its bytes: a hit goes to the socket as it is, not re-encoded from a string every time.
    * One larger than the whole cache would be refused by lru-cache with a warning: it is skipped quietly.
    */
-  keep(key: string, payload: string, contentType: string): void {
+  keep(key: string, payload: string | Buffer, contentType: string): void {
     if (!this.entries) return;
-    const body = Buffer.from(payload);
+    const body = typeof payload === "string" ? Buffer.from(payload) : payload;
     if (body.length + Buffer.byteLength(key) > this.entries.maxSize) return;
     this.entries.set(key, { body, contentType });
   }

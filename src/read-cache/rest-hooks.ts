@@ -36,7 +36,7 @@ export function registerReadCache(app: FastifyInstance, cache: ReadCache): void 
     if (
       request.readCacheKey !== undefined &&
       reply.statusCode === 200 &&
-      typeof payload === "string" &&
+      (typeof payload === "string" || Buffer.isBuffer(payload)) &&
       typeof contentType === "string"
     ) {
       cache.keep(request.readCacheKey, payload, contentType);

@@ -6,7 +6,7 @@ import { idempotencyKeyHeader, tagsArraySchema, uuidParam } from "../schemas.ts"
 import { serializeTagRef } from "../serializers.ts";
 import {
   listReferencesQuerySchema,
-  referencePage,
+  sendReferencePage,
   serializeOneReference,
   toListReferencesInput,
   type ListReferencesQuery,
@@ -82,7 +82,8 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         response: { 200: success("A page of references", "ReferencePage"), ...problems(400) },
       },
     },
-    async (request) => referencePage(services, callerOf(request).organizationId, toListReferencesInput(request.query)),
+    async (request, reply) =>
+      sendReferencePage(reply, services, callerOf(request).organizationId, toListReferencesInput(request.query)),
   );
 
   app.get<{ Params: { referenceId: string } }>(

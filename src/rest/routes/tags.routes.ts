@@ -6,7 +6,7 @@ import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 import { serializeTag } from "../serializers.ts";
 import {
   listReferencesQuerySchema,
-  referencePage,
+  sendReferencePage,
   toListReferencesInput,
   type ListReferencesQuery,
 } from "./reference-listing.ts";
@@ -141,11 +141,14 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
         response: { 200: success("A page of references", "ReferencePage"), ...problems(400, 404) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { organizationId } = callerOf(request);
       const tag = await services.tags.getTag(organizationId, request.params.tagId);
       const input = toListReferencesInput(request.query);
-      return referencePage(services, organizationId, { ...input, tagIds: [...(input.tagIds ?? []), tag.id] });
+      return sendReferencePage(reply, services, organizationId, {
+        ...input,
+        tagIds: [...(input.tagIds ?? []), tag.id],
+      });
     },
   );
 }

@@ -1,4 +1,4 @@
-import type { Reference, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
+import type { Reference, ReferenceJson, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
 import type { ReferenceListQuery, ReferenceRepository } from "../../domain/references/reference-repository.ts";
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
@@ -181,6 +181,14 @@ export class SqlReferenceRepository implements ReferenceRepository {
 
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
     return this.selectTaggedReferences(referencePage(organizationId, query));
+  }
+
+  async listReferenceJson(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJson[]> {
+    // Two text values per row: what the page costs beyond finding its rows is copying their texts.
+    const rows = await this.sql.values(
+      Prisma.sql`SELECT r."id", r."rest_json" ${referencePage(organizationId, query)}`,
+    );
+    return rows.map((row) => ({ id: row[0] as string, json: row[1] as string }));
   }
 
   async listReferenceIdsByTagIds(

@@ -47,21 +47,25 @@ export class SqliteExecutor implements TransactionalExecutor {
    * unit spans awaits), so a live subscription could send an event, or take a log position, that a rollback
    * then takes back — and the next event would reuse that position unseen.
    */
+  // `query.sql` is a getter that joins the statement's text anew on every call: each method reads it once.
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
-    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values, false) as Row[];
-    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.all<Row>(query));
-    return this.execute(query.sql, query.values, "all") as Row[];
+    const sql = query.sql;
+    if (this.prepared(sql).readonly) return this.read(sql, query.values, false) as Row[];
+    if (this.mustWaitForTransaction(sql)) return this.transaction((unit) => unit.all<Row>(query));
+    return this.execute(sql, query.values, "all") as Row[];
   }
 
   async values(query: Prisma.Sql): Promise<unknown[][]> {
-    if (this.prepared(query.sql).readonly) return this.read(query.sql, query.values, true) as unknown[][];
-    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.values(query));
-    return this.execute(query.sql, query.values, "values") as unknown[][];
+    const sql = query.sql;
+    if (this.prepared(sql).readonly) return this.read(sql, query.values, true) as unknown[][];
+    if (this.mustWaitForTransaction(sql)) return this.transaction((unit) => unit.values(query));
+    return this.execute(sql, query.values, "values") as unknown[][];
   }
 
   async run(query: Prisma.Sql): Promise<number> {
-    if (this.mustWaitForTransaction(query.sql)) return this.transaction((unit) => unit.run(query));
-    return this.execute(query.sql, query.values, "run") as number;
+    const sql = query.sql;
+    if (this.mustWaitForTransaction(sql)) return this.transaction((unit) => unit.run(query));
+    return this.execute(sql, query.values, "run") as number;
   }
 
   /** Closes the read connection (the shared one is Prisma's). */
