@@ -5,7 +5,7 @@ import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 /**
  * The server under test, in the bench's own process, set up as in production (NODE_ENV=production, a throwaway
- * key for signing secrets at rest, no request logs, no rate limit) on the database at `url`; `env` adds or
+ * key for signing secrets at rest, no request logs, no rate limit; SQLITE_READ_THREAD passed through) on the database at `url`; `env` adds or
  * overrides settings. Not listening yet: each part chooses how.
  */
 export async function startBenchApp(url: string, env: Readonly<Record<string, string>> = {}): Promise<App> {
@@ -15,7 +15,8 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
     LOG_LEVEL: "silent",
     RATE_LIMIT_PER_MINUTE: "off",
     DATABASE_URL: url,
+    ...(process.env.SQLITE_READ_THREAD && { SQLITE_READ_THREAD: process.env.SQLITE_READ_THREAD }),
     ...env,
   });
-  return buildApp({ config, database: await openDatabase(url) });
+  return buildApp({ config, database: await openDatabase(url, { sqliteReadThread: config.sqliteReadThread }) });
 }

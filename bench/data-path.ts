@@ -5,7 +5,8 @@
  * GraphQL reference, the REST two-tag page; each row's ratio is to its anchor of the same run.
  *
  * Settings: DATA_PATH_KIND sqlite|postgres, DATA_PATH_REFERENCES 2000, DATA_PATH_SECONDS 8,
- * DATA_PATH_CONNECTIONS 50, DATA_PATH_ROUNDS 1 (rounds alternate anchor and row).
+ * DATA_PATH_CONNECTIONS 50, DATA_PATH_ROUNDS 1 (rounds alternate anchor and row), DATA_PATH_ROWS (some of
+ * fhello,ahello,reference,page; all by default).
  *
  * DATA_PATH_MODE=inject measures this process's CPU time per request instead: each request injected into the
  * server in-process (Fastify's `inject`, no sockets), one at a time, anchors and rows interleaved,
@@ -37,6 +38,7 @@ const referenceCount = Number(process.env.DATA_PATH_REFERENCES ?? 2000);
 const seconds = Number(process.env.DATA_PATH_SECONDS ?? 8);
 const connections = Number(process.env.DATA_PATH_CONNECTIONS ?? 50);
 const rounds = Number(process.env.DATA_PATH_ROUNDS ?? 1);
+const rowsWanted = process.env.DATA_PATH_ROWS ? new Set(process.env.DATA_PATH_ROWS.split(",")) : null;
 const TAGS = 50;
 const EVENTS_PER_REFERENCE = 20;
 
@@ -288,6 +290,7 @@ async function main() {
   for (let round = 1; round <= rounds; round++) {
     const rps: Record<string, number> = {};
     for (const [name, spec] of Object.entries(rows)) {
+      if (rowsWanted && !rowsWanted.has(name)) continue;
       const profiling = process.env.DATA_PATH_PROFILE && !name.endsWith("hello");
       const session = profiling ? new (await import("node:inspector/promises")).Session() : null;
       if (session) {

@@ -75,6 +75,8 @@ export interface Config {
   readonly subscriptionMaxOperationsPerConnection: number;
   /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
+  /** SQLite: whether API reads run on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
+  readonly sqliteReadThread: boolean;
   /**
    * Reads admitted per event-loop turn and at once (src/admission/): the rest wait, so that writes and new
    * connections are served between a few reads rather than behind all of them.
@@ -199,6 +201,7 @@ export function loadConfig(
     ),
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
+    sqliteReadThread: parseSwitch(env, "SQLITE_READ_THREAD", true),
     readsPerTurn: parseInteger(env, "READS_PER_TURN", 4, 1),
     maxReadsInFlight: parseInteger(env, "MAX_READS_IN_FLIGHT", 64, 1),
   };

@@ -14,7 +14,10 @@ async function main(): Promise<void> {
     throw explainDatabaseError(error, config.databaseUrl);
   });
   // Every statement of the server runs on the executor: Prisma's client is never loaded.
-  const database = await openDatabase(config.databaseUrl, { prismaClient: false });
+  const database = await openDatabase(config.databaseUrl, {
+    prismaClient: false,
+    sqliteReadThread: config.sqliteReadThread,
+  });
   const app = await buildApp({ config, database });
   const log = app.http.log;
   log.info({ applied: migrations.applied, provider: database.provider }, "database migrated");

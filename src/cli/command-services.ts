@@ -59,7 +59,7 @@ export async function withServices<T>(work: (services: CommandServices) => Promi
   const config = loadConfig();
   await migrate(config);
   // Every statement of a command runs on the executor: Prisma's client is never loaded.
-  const database = await openDatabase(config.databaseUrl, { prismaClient: false });
+  const database = await openDatabase(config.databaseUrl, { prismaClient: false, sqliteReadThread: false });
   try {
     return await work(buildCommandServices(config, database));
   } finally {

@@ -28,6 +28,11 @@ export interface OpenDatabaseOptions {
    * run every statement on the executor, and so never load Prisma's runtime and query compiler.
    */
   readonly prismaClient?: boolean;
+  /**
+   * SQLite: whether reads outside units of work run on a thread of their own (default true; see
+   * src/store/sql/sqlite-read-thread.ts). The `reftrail` command passes false: its few reads are not worth a thread.
+   */
+  readonly sqliteReadThread?: boolean;
 }
 
 export function providerOf(url: string): DatabaseProvider {
@@ -61,7 +66,7 @@ export async function openDatabase(url: string, options: OpenDatabaseOptions = {
       close: closePrisma,
     } = await openSqlitePrisma(file, options.onQuery, options.prismaClient ?? true);
     const checkpointer = startSqliteCheckpointer(file);
-    const sql = new SqliteExecutor(adapter, file, options.onQuery);
+    const sql = new SqliteExecutor(adapter, file, options.onQuery, options.sqliteReadThread ?? true);
     return {
       provider,
       url,

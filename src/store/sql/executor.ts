@@ -24,7 +24,7 @@ export interface SqlExecutor {
    * The rows of a read as arrays of their column values, in the SELECT's order: the drivers build an array far
    * more cheaply than an object with one property per column (a page of 50 references, 17 columns each).
    */
-  values(query: Prisma.Sql): Promise<unknown[][]>;
+  values(query: Prisma.Sql, options?: ReadOptions): Promise<unknown[][]>;
   /** Runs a statement and returns the number of rows it changed. */
   run(query: Prisma.Sql): Promise<number>;
 }
@@ -38,6 +38,15 @@ export interface TransactionalExecutor extends SqlExecutor {
   transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T>;
   /** Closes the connections the executor opened itself. */
   close(): Promise<void>;
+}
+
+export interface ReadOptions {
+  /**
+   * A page: a read whose cost grows with the rows it returns. On SQLite, outside a unit of work, it runs on the
+   * read thread (src/store/sql/sqlite-read-thread.ts); a short read stays on the event loop's thread, where it
+   * costs less than handing it over and back.
+   */
+  readonly page?: boolean;
 }
 
 /** Told the text of every statement an executor sends (transaction control included); tests count them. */

@@ -5,7 +5,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { referencePage } from "./reference-pages.ts";
 import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
 import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
-import type { SqlExecutor } from "./executor.ts";
+import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
 
 /*
@@ -98,8 +98,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
   ) {}
 
   /** Reads references (alias `r`) with their tags; `from` is everything after SELECT's column list. */
-  private async selectTaggedReferences(from: Prisma.Sql): Promise<TaggedReference[]> {
-    const rows = await this.sql.values(Prisma.sql`SELECT ${REFERENCE_COLUMNS} ${from}`);
+  private async selectTaggedReferences(from: Prisma.Sql, options?: ReadOptions): Promise<TaggedReference[]> {
+    const rows = await this.sql.values(Prisma.sql`SELECT ${REFERENCE_COLUMNS} ${from}`, options);
     return rows.map(taggedReferenceFromValues);
   }
 
@@ -180,13 +180,14 @@ export class SqlReferenceRepository implements ReferenceRepository {
   }
 
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
-    return this.selectTaggedReferences(referencePage(organizationId, query));
+    return this.selectTaggedReferences(referencePage(organizationId, query), { page: true });
   }
 
   async listReferenceJson(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJson[]> {
     // Two text values per row: what the page costs beyond finding its rows is copying their texts.
     const rows = await this.sql.values(
       Prisma.sql`SELECT r."id", r."rest_json" ${referencePage(organizationId, query)}`,
+      { page: true },
     );
     return rows.map((row) => ({ id: row[0] as string, json: row[1] as string }));
   }

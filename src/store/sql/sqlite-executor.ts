@@ -1,6 +1,7 @@
 import Sqlite from "better-sqlite3";
 import type { Prisma } from "./sql-template.ts";
-import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
+import type { ReadOptions, SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
+import { SqliteReadThread } from "./sqlite-read-thread.ts";
 
 /*
  * SQLite: the executor runs on the connection Prisma's better-sqlite3 adapter opened (src/store/prisma/), not on
@@ -32,6 +33,8 @@ export class SqliteExecutor implements TransactionalExecutor {
   /** Reads outside units of work, on a connection of their own: see `all`. Opened on first use. */
   private reader: Sqlite.Database | null = null;
   private readonly readerStatements = new Map<string, Sqlite.Statement>();
+  /** With `readThread`, pages are read on a connection of a thread of their own (sqlite-read-thread.ts). */
+  private readonly readThread: SqliteReadThread | null;
 
   constructor(
     /** The adapter Prisma connected last (it reconnects after `$disconnect`). */
@@ -39,7 +42,11 @@ export class SqliteExecutor implements TransactionalExecutor {
     /** The database file, for the read connection. */
     private readonly file: string,
     private readonly onStatement?: StatementListener,
-  ) {}
+    /** Whether pages read outside units of work run on a thread of their own (the server) or on this one. */
+    readThread = false,
+  ) {
+    this.readThread = readThread ? new SqliteReadThread(file) : null;
+  }
 
   /**
    * A read outside a unit of work runs on a read-only connection of its own. In WAL mode it sees only what has
@@ -50,14 +57,16 @@ export class SqliteExecutor implements TransactionalExecutor {
   // `query.sql` is a getter that joins the statement's text anew on every call: each method reads it once.
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
     const sql = query.sql;
-    if (this.prepared(sql).readonly) return this.read(sql, query.values, false) as Row[];
+    if (this.prepared(sql).readonly) return (await this.read(sql, query.values, false, false)) as Row[];
     if (this.mustWaitForTransaction(sql)) return this.transaction((unit) => unit.all<Row>(query));
     return this.execute(sql, query.values, "all") as Row[];
   }
 
-  async values(query: Prisma.Sql): Promise<unknown[][]> {
+  async values(query: Prisma.Sql, options?: ReadOptions): Promise<unknown[][]> {
     const sql = query.sql;
-    if (this.prepared(sql).readonly) return this.read(sql, query.values, true) as unknown[][];
+    if (this.prepared(sql).readonly) {
+      return (await this.read(sql, query.values, true, options?.page === true)) as unknown[][];
+    }
     if (this.mustWaitForTransaction(sql)) return this.transaction((unit) => unit.values(query));
     return this.execute(sql, query.values, "values") as unknown[][];
   }
@@ -70,13 +79,20 @@ export class SqliteExecutor implements TransactionalExecutor {
 
   /** Closes the read connection (the shared one is Prisma's). */
   async close(): Promise<void> {
+    await this.readThread?.close();
     this.reader?.close();
     this.reader = null;
     this.readerStatements.clear();
   }
 
-  private read(sql: string, values: readonly unknown[], asArrays: boolean): unknown[] {
+  private read(
+    sql: string,
+    values: readonly unknown[],
+    asArrays: boolean,
+    page: boolean,
+  ): unknown[] | Promise<unknown[]> {
     this.onStatement?.(sql);
+    if (page && this.readThread) return this.readThread.read(sql, values.map(sqliteValue), asArrays);
     if (!this.reader) {
       this.reader = new Sqlite(this.file, { readonly: true, fileMustExist: true });
       // A reader waits only while SQLite recovers or resets the WAL, never for writers.
