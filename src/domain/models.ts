@@ -34,12 +34,16 @@ export interface Reference {
 }
 
 /**
- * A reference as the REST representation its row keeps (JSON text, written by the database with the row:
- * migration 0013), with its id for the page's cursor. Listings send the texts as they are.
+ * A page of references as the REST representations their rows keep (JSON text, written by the database with
+ * each row: migration 0013), joined with commas in page order: `[` + `json` + `]` is the page's array.
  */
-export interface ReferenceJson {
-  readonly id: string;
-  readonly json: string;
+export interface ReferenceJsonPage {
+  /** The joined texts, as UTF-8. Empty for an empty page. */
+  readonly json: Buffer;
+  /** The id of the page's last reference (the next page's position), or null for an empty page. */
+  readonly lastId: string | null;
+  /** Whether references follow the page. */
+  readonly more: boolean;
 }
 
 /** A reference with its tags (name order), read together in one statement. */

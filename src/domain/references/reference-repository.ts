@@ -1,4 +1,4 @@
-import type { Reference, ReferenceJson, ReferenceUpdate, TaggedReference } from "../models.ts";
+import type { Reference, ReferenceJsonPage, ReferenceUpdate, TaggedReference } from "../models.ts";
 
 /*
  * What references need from persistence (references, their children and tag links, the update documents
@@ -55,8 +55,11 @@ export interface ReferenceRepository {
   insertChildIfAbsent(child: Reference): Promise<{ reference: Reference; created: boolean }>;
   /** Newest first, with their tags, in one statement (tag filter included). */
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]>;
-  /** The same page as `listReferences`, each reference as the JSON text its row keeps. */
-  listReferenceJson(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJson[]>;
+  /**
+   * The same page as `listReferences`, as the JSON texts its rows keep, joined in the database: one value to
+   * read whatever the page's length.
+   */
+  readReferenceJsonPage(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJsonPage>;
   /**
    * For each tag, the ids of the newest `limitPerTag` references carrying it (id descending), in one query
    * whatever the number of tags. Every given tag id is a key of the result.

@@ -1,13 +1,12 @@
 import type { LifecycleRecorder } from "../lifecycle/lifecycle-recorder.ts";
 import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
-import type { Reference, ReferenceJson, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
+import type { Reference, ReferenceUpdate, Tag, TaggedReference } from "../models.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
-import type { ReferenceListQuery } from "./reference-repository.ts";
 import { parseTagEntries } from "../tags/tag-entry.ts";
 import { parseExtractionOutcome } from "./extraction-outcome.ts";
 import { sortTagsByName } from "../tags/tag-name.ts";
@@ -114,35 +113,37 @@ export class ReferenceService {
    * @throws INVALID_QUERY_PARAMETER for a malformed id, INVALID_CURSOR / CURSOR_FILTER_MISMATCH.
    */
   async listReferences(organizationId: string, input: ListReferencesInput): Promise<Page<TaggedReference>> {
-    return this.pageOfReferences(organizationId, input, (query) =>
-      this.store.references.listReferences(organizationId, query),
-    );
-  }
-
-  /**
-   * The page `listReferences` gives, each reference as the JSON text of its REST representation that its row
-   * keeps: a listing sends the texts without reading them.
-   */
-  async listReferenceJson(organizationId: string, input: ListReferencesInput): Promise<Page<ReferenceJson>> {
-    return this.pageOfReferences(organizationId, input, (query) =>
-      this.store.references.listReferenceJson(organizationId, query),
-    );
-  }
-
-  private async pageOfReferences<T extends { readonly id: string }>(
-    organizationId: string,
-    input: ListReferencesInput,
-    read: (query: ReferenceListQuery) => Promise<T[]>,
-  ): Promise<Page<T>> {
     const filters = parseReferenceListing(input);
     const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
-    const rows = await read(referenceListQuery(filters, after?.i, input.limit + 1));
+    const rows = await this.store.references.listReferences(
+      organizationId,
+      referenceListQuery(filters, after?.i, input.limit + 1),
+    );
     return pageOf(
       rows,
       input.limit,
       (reference) => this.cursors.encode<ReferencePosition>({ i: reference.id }, filters),
       after !== undefined,
     );
+  }
+
+  /**
+   * The page `listReferences` gives, as the JSON texts of the references' REST representations that their rows
+   * keep, joined (`[` + `json` + `]` is the page's array): a listing sends them without reading them.
+   */
+  async listReferenceJson(
+    organizationId: string,
+    input: ListReferencesInput,
+  ): Promise<{ readonly json: Buffer; readonly nextCursor: string | null }> {
+    const filters = parseReferenceListing(input);
+    const after = input.cursor ? this.cursors.decode(input.cursor, filters, isReferencePosition) : undefined;
+    const page = await this.store.references.readReferenceJsonPage(
+      organizationId,
+      referenceListQuery(filters, after?.i, input.limit),
+    );
+    const nextCursor =
+      page.more && page.lastId !== null ? this.cursors.encode<ReferencePosition>({ i: page.lastId }, filters) : null;
+    return { json: page.json, nextCursor };
   }
 
   /**

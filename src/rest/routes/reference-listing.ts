@@ -108,9 +108,9 @@ export async function serializeOneReference(services: Services, reference: Refer
 
 /**
  * Sends a page of references (the ReferencePage schema) built from the JSON texts their rows keep (migration
- * 0013), joined as they are: no row is parsed, mapped or serialized on the way, which was most of a page's cost
- * (docs/decisions.md, "Listings rendered by the database"). A JSON text sent with a JSON content type skips the
- * route's serializer; the schema still documents the page, and the texts are serializeReference's bytes.
+ * 0013), joined by the database: no row is parsed, mapped or serialized on the way, which was most of a page's
+ * cost (docs/decisions.md, "a page of references is its rows' stored JSON"). Bytes sent with a JSON content
+ * type skip the route's serializer; the schema still documents the page, and the texts are serializeReference's.
  */
 export async function sendReferencePage(
   reply: FastifyReply,
@@ -119,10 +119,11 @@ export async function sendReferencePage(
   input: ListReferencesInput,
 ): Promise<FastifyReply> {
   const page = await services.references.listReferenceJson(organizationId, input);
-  let data = "";
-  for (const item of page.items) data += data === "" ? item.json : `,${item.json}`;
-  const nextCursor = page.nextCursor === null ? "null" : `"${page.nextCursor}"`;
-  // As bytes: the text is encoded once here instead of measured for Content-Length and then encoded to be written.
-  const body = Buffer.from(`{"data":[${data}],"next_cursor":${nextCursor}}`);
+  // A cursor is base64url and a dot: nothing in it needs escaping.
+  const end = page.nextCursor === null ? PAGE_END_WITHOUT_CURSOR : `],"next_cursor":"${page.nextCursor}"}`;
+  const body = Buffer.concat([PAGE_START, page.json, Buffer.from(end)]);
   return reply.type("application/json; charset=utf-8").send(body);
 }
+
+const PAGE_START = Buffer.from(`{"data":[`);
+const PAGE_END_WITHOUT_CURSOR = `],"next_cursor":null}`;

