@@ -76,7 +76,12 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 async function capture(url: string, apiKey: string, requests: readonly TimedRequest[]): Promise<Captured[][]> {
   installCapture();
-  const app = await startBenchApp(url, { WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY, WEBHOOK_WORKER: "off" });
+  // SQLite's pages on the event loop's connection: the capture sees only this thread's statements.
+  const app = await startBenchApp(url, {
+    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
+    WEBHOOK_WORKER: "off",
+    SQLITE_READ_THREAD: "off",
+  });
   try {
     const captured: Captured[][] = [];
     for (const request of requests) {
