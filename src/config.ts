@@ -75,7 +75,7 @@ export interface Config {
   readonly subscriptionMaxOperationsPerConnection: number;
   /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
-  /** SQLite: whether API reads run on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
+  /** SQLite: whether pages of references are read on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
   readonly sqliteReadThread: boolean;
   /**
    * Reads admitted per event-loop turn and at once (src/admission/): the rest wait, so that writes and new

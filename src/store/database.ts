@@ -29,7 +29,7 @@ export interface OpenDatabaseOptions {
    */
   readonly prismaClient?: boolean;
   /**
-   * SQLite: whether reads outside units of work run on a thread of their own (default true; see
+   * SQLite: whether pages read outside units of work run on a thread of their own (default true; see
    * src/store/sql/sqlite-read-thread.ts). The `reftrail` command passes false: its few reads are not worth a thread.
    */
   readonly sqliteReadThread?: boolean;
