@@ -5,7 +5,8 @@ import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 /**
  * The server under test, in the bench's own process, set up as in production (NODE_ENV=production, a throwaway
- * key for signing secrets at rest, no request logs, no rate limit; SQLITE_READ_THREAD passed through) on the database at `url`; `env` adds or
+ * key for signing secrets at rest, no request logs, no rate limit; the settings in PASSED_THROUGH taken from
+ * this process's environment, to compare them) on the database at `url`; `env` adds or
  * overrides settings. Not listening yet: each part chooses how.
  */
 export async function startBenchApp(url: string, env: Readonly<Record<string, string>> = {}): Promise<App> {
@@ -15,8 +16,17 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
     LOG_LEVEL: "silent",
     RATE_LIMIT_PER_MINUTE: "off",
     DATABASE_URL: url,
-    ...(process.env.SQLITE_READ_THREAD && { SQLITE_READ_THREAD: process.env.SQLITE_READ_THREAD }),
+    ...passedThrough(),
     ...env,
   });
   return buildApp({ config, database: await openDatabase(url, { sqliteReadThread: config.sqliteReadThread }) });
+}
+
+/** Settings a bench run may set in its environment to compare values: the rest are the production defaults. */
+const PASSED_THROUGH = ["SQLITE_READ_THREAD", "READS_PER_TURN", "MAX_READS_IN_FLIGHT"] as const;
+
+function passedThrough(): Record<string, string> {
+  return Object.fromEntries(
+    PASSED_THROUGH.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])),
+  );
 }
