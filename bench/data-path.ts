@@ -11,8 +11,15 @@
  * server in-process (Fastify's `inject`, no sockets), one at a time, anchors and rows interleaved,
  * DATA_PATH_REQUESTS 2000 each; on a loaded machine CPU time stays comparable where req/s do not. (PostgreSQL's
  * own work runs in its processes and is not counted.)
+ *
+ * DATA_PATH_PROFILE=<path prefix> writes a CPU profile of each measured reftrail row
+ * (`<prefix>-<database>-<row>.cpuprofile`, for Chrome DevTools): the server runs in this process.
+ *
+ * DATA_PATH_MODE=seed only seeds, keeps the database and prints its URL, the organization, an API key and a
+ * reference id, for measuring one request shape by hand.
  */
 import "./production-env.ts";
+import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import Sqlite from "better-sqlite3";
 import pg from "pg";
@@ -237,6 +244,10 @@ async function main() {
   const started = performance.now();
   const { referenceIds, tagNames } = await seed(database.url, organization.id);
   console.log(`${kind}: seeded ${referenceCount} references in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  if (process.env.DATA_PATH_MODE === "seed") {
+    console.log(`SEEDED ${database.url} ${organization.id} ${apiKey.key} ${referenceIds[5]}`);
+    return;
+  }
   app = await startBenchApp(database.url);
   if (process.env.DATA_PATH_MODE === "inject") {
     await measureInjected(app, apiKey.key, referenceIds, tagNames);
@@ -284,7 +295,19 @@ async function main() {
   for (let round = 1; round <= rounds; round++) {
     const rps: Record<string, number> = {};
     for (const [name, spec] of Object.entries(rows)) {
+      const profiling = process.env.DATA_PATH_PROFILE && !name.endsWith("hello");
+      const session = profiling ? new (await import("node:inspector/promises")).Session() : null;
+      if (session) {
+        session.connect();
+        await session.post("Profiler.enable");
+        await session.post("Profiler.start");
+      }
       const result = await load.run({ ...spec, connections, durationSeconds: seconds, warmupSeconds: 1 });
+      if (session) {
+        const { profile } = await session.post("Profiler.stop");
+        writeFileSync(`${process.env.DATA_PATH_PROFILE}-${kind}-${name}.cpuprofile`, JSON.stringify(profile));
+        session.disconnect();
+      }
       rps[name] = result.rps;
       console.log(
         `${kind} ${referenceCount} round ${round} ${name}: ${result.rps.toFixed(0)} req/s p50 ${result.p50.toFixed(1)} p99 ${result.p99.toFixed(1)} non2xx ${result.non2xx} (load ${loadavg()[0]!.toFixed(2)})`,
