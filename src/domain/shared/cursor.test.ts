@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, hash } from "node:crypto";
 import { describe, expect, it } from "@jest/globals";
 import { DomainError } from "./errors.ts";
 import { CursorCodec } from "./cursor.ts";
@@ -39,6 +39,20 @@ describe("CursorCodec", () => {
     expect(codec.decode(`${payload}.${hmac}`, filters, isPosition)).toEqual({ i: "x" });
     const otherKey = createHmac("sha256", "other").update(payload!).digest("base64url").slice(0, 22);
     expect(codeOf(() => codec.decode(`${payload}.${otherKey}`, filters, isPosition))).toBe("INVALID_CURSOR");
+  });
+
+  it("accepts a cursor with the HMAC-SHA256 fingerprint of cursors issued before, for its own filters only", () => {
+    const hmacFingerprint = createHmac("sha256", "secret")
+      .update('{"order":"asc","types":["a"]}')
+      .digest("base64url")
+      .slice(0, 16);
+    const payload = Buffer.from(JSON.stringify({ p: { i: "x" }, f: hmacFingerprint })).toString("base64url");
+    expect(codec.encode({ i: "x" }, filters).split(".")[0]).not.toBe(payload);
+    const cursor = `${payload}.${hash("sha3-256", `secret${payload}`, "base64url").slice(0, 22)}`;
+    expect(codec.decode(cursor, { order: "asc", types: ["a"] }, isPosition)).toEqual({ i: "x" });
+    expect(codeOf(() => codec.decode(cursor, { ...filters, order: "desc" }, isPosition))).toBe(
+      "CURSOR_FILTER_MISMATCH",
+    );
   });
 
   it("writes the payload as JSON of the position and the filters' fingerprint", () => {
