@@ -63,6 +63,22 @@ describe("CursorCodec", () => {
     expect(envelope.f).toMatch(/^[A-Za-z0-9_-]{16}$/);
   });
 
+  it("round-trips positions of any length and any text, each encoded on its own", () => {
+    const positions = [
+      { i: "é☃😀" },
+      { i: "x".repeat(1021) },
+      { i: "y".repeat(5000) },
+      { i: "é".repeat(600) },
+      { i: "" },
+    ];
+    const cursors = positions.map((position) => codec.encode(position, filters));
+    cursors.forEach((cursor, index) => {
+      expect(codec.decode(cursor, filters, isPosition)).toEqual(positions[index]);
+      const [payload] = cursor.split(".");
+      expect(JSON.parse(Buffer.from(payload!, "base64url").toString("utf8")).p).toEqual(positions[index]);
+    });
+  });
+
   it("rejects a cursor reused with other filters", () => {
     const cursor = codec.encode({ i: "x" }, filters);
     expect(codeOf(() => codec.decode(cursor, { ...filters, order: "desc" }, isPosition))).toBe(
