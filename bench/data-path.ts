@@ -14,7 +14,10 @@
  * own work runs in its processes and is not counted.)
  *
  * DATA_PATH_PROFILE=<path prefix> writes a CPU profile of each measured reftrail row
- * (`<prefix>-<row>.cpuprofile`, for Chrome DevTools): the server runs in this process.
+ * (`<prefix>-<database>-<row>.cpuprofile`, for Chrome DevTools): the server runs in this process.
+ *
+ * DATA_PATH_MODE=seed only seeds, keeps the database and prints its URL, the organization, an API key and a
+ * reference id, for measuring one request shape by hand.
  */
 import "./production-env.ts";
 import { writeFileSync } from "node:fs";
@@ -243,6 +246,10 @@ async function main() {
   const started = performance.now();
   const { referenceIds, tagNames } = await seed(database.url, organization.id);
   console.log(`${kind}: seeded ${referenceCount} references in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  if (process.env.DATA_PATH_MODE === "seed") {
+    console.log(`SEEDED ${database.url} ${organization.id} ${apiKey.key} ${referenceIds[5]}`);
+    return;
+  }
   app = await startBenchApp(database.url);
   if (process.env.DATA_PATH_MODE === "inject") {
     await measureInjected(app, apiKey.key, referenceIds, tagNames);

@@ -39,6 +39,8 @@ describe.each(DATABASE_KINDS)("Relay nodes on %s", (kind) => {
   /** Statements counted by the server's query hook, reset by `measure`. */
   let statements = 0;
   const ids: Record<string, string> = {};
+  /** Every event of the reference (created, then its update): more than one event read in one statement. */
+  let eventIds: string[] = [];
 
   beforeAll(async () => {
     receiver = await WebhookReceiver.start();
@@ -59,6 +61,7 @@ describe.each(DATABASE_KINDS)("Relay nodes on %s", (kind) => {
     ids.ReferenceUpdate = update.body.id;
     const events = await http(server, "GET", `/v1/references/${ids.Reference}/events`);
     ids.LifecycleEvent = events.body.data[0].id;
+    eventIds = events.body.data.map((event: { id: string }) => event.id);
     const delivery = await eventually(
       async () =>
         (await http(server, "GET", `/v1/webhooks/${ids.WebhookEndpoint}/deliveries?status=succeeded`)).body.data[0],
@@ -106,6 +109,21 @@ describe.each(DATABASE_KINDS)("Relay nodes on %s", (kind) => {
     ]);
     expect((await gqlData(asOther, NODES, { ids: Object.values(ids) })).nodes).toEqual(
       Object.values(ids).map(() => null),
+    );
+  });
+
+  it("finds several events of one request, each by its own id", async () => {
+    expect(eventIds.length).toBeGreaterThan(1);
+    const data = await gqlData(
+      server,
+      `query ($ids: [ID!]!) { nodes(ids: $ids) { id ... on LifecycleEvent { type } } }`,
+      {
+        ids: eventIds,
+      },
+    );
+    expect(data.nodes.map((node: { id: string } | null) => node?.id)).toEqual(eventIds);
+    expect(data.nodes.map((node: { type: string }) => node.type)).toEqual(
+      expect.arrayContaining(["REFERENCE_CREATED", "REFERENCE_UPDATE_CREATED"]),
     );
   });
 

@@ -8,8 +8,20 @@ import { findTextIssue } from "../domain/shared/json-input.ts";
  * parser already refuses unpaired surrogates in literals; NUL it accepts (`\u0000` is a legal escape).
  */
 
+/**
+ * What {@link findLiteralIssue} found, by document: Apollo keeps parsed documents in its own cache, so a repeated
+ * query is the same object and its literals, which never change, are walked once rather than on every request.
+ */
+const issuesByDocument = new WeakMap<DocumentNode, FieldIssue | null>();
+
 /** The first string literal of `document` that is not text this service stores, with its path, or null. */
 export function findLiteralIssue(document: DocumentNode): FieldIssue | null {
+  let found = issuesByDocument.get(document);
+  if (found === undefined) issuesByDocument.set(document, (found = walkLiterals(document)));
+  return found;
+}
+
+function walkLiterals(document: DocumentNode): FieldIssue | null {
   let found: FieldIssue | null = null;
   visit(document, {
     Argument(node) {

@@ -54,8 +54,11 @@ export class GraphqlReadCache {
    * slot, for the plugin to mark and for the onSend hook to fill.
    */
   answer(request: FastifyRequest, reply: FastifyReply, caller: Caller): boolean {
+    // The header first: a request that refuses a cached answer is neither looked up nor kept, so its key (the
+    // whole operation as JSON) is not worth building.
+    if (refusesCachedResponse(request.headers["cache-control"])) return false;
     const operation = operationKey(request);
-    if (operation === null || refusesCachedResponse(request.headers["cache-control"])) return false;
+    if (operation === null) return false;
     const key = this.cache.keyOf(caller, operation);
     const hit = this.cache.find(key);
     if (hit) {

@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, hash } from "node:crypto";
 import { describe, expect, it } from "@jest/globals";
 import { DomainError } from "./errors.ts";
 import { CursorCodec } from "./cursor.ts";
@@ -41,12 +41,42 @@ describe("CursorCodec", () => {
     expect(codeOf(() => codec.decode(`${payload}.${otherKey}`, filters, isPosition))).toBe("INVALID_CURSOR");
   });
 
+  it("accepts a cursor with the HMAC-SHA256 fingerprint of cursors issued before, for its own filters only", () => {
+    const hmacFingerprint = createHmac("sha256", "secret")
+      .update('{"order":"asc","types":["a"]}')
+      .digest("base64url")
+      .slice(0, 16);
+    const payload = Buffer.from(JSON.stringify({ p: { i: "x" }, f: hmacFingerprint })).toString("base64url");
+    expect(codec.encode({ i: "x" }, filters).split(".")[0]).not.toBe(payload);
+    const cursor = `${payload}.${hash("sha3-256", `secret${payload}`, "base64url").slice(0, 22)}`;
+    expect(codec.decode(cursor, { order: "asc", types: ["a"] }, isPosition)).toEqual({ i: "x" });
+    expect(codeOf(() => codec.decode(cursor, { ...filters, order: "desc" }, isPosition))).toBe(
+      "CURSOR_FILTER_MISMATCH",
+    );
+  });
+
   it("writes the payload as JSON of the position and the filters' fingerprint", () => {
     const [payload] = codec.encode({ t: "2026-11-22T12:00:00.000Z", i: "x" }, filters).split(".");
     const envelope = JSON.parse(Buffer.from(payload!, "base64url").toString("utf8")) as Record<string, unknown>;
     expect(Object.keys(envelope)).toEqual(["p", "f"]);
     expect(envelope.p).toEqual({ t: "2026-11-22T12:00:00.000Z", i: "x" });
     expect(envelope.f).toMatch(/^[A-Za-z0-9_-]{16}$/);
+  });
+
+  it("round-trips positions of any length and any text, each encoded on its own", () => {
+    const positions = [
+      { i: "é☃😀" },
+      { i: "x".repeat(1021) },
+      { i: "y".repeat(5000) },
+      { i: "é".repeat(600) },
+      { i: "" },
+    ];
+    const cursors = positions.map((position) => codec.encode(position, filters));
+    cursors.forEach((cursor, index) => {
+      expect(codec.decode(cursor, filters, isPosition)).toEqual(positions[index]);
+      const [payload] = cursor.split(".");
+      expect(JSON.parse(Buffer.from(payload!, "base64url").toString("utf8")).p).toEqual(positions[index]);
+    });
   });
 
   it("rejects a cursor reused with other filters", () => {

@@ -7,6 +7,7 @@ import {
   type GraphQLField,
   type GraphQLResolveInfo,
   type SelectionSetNode,
+  type ValueNode,
 } from "graphql";
 import type { FirstEventsInput } from "../../domain/lifecycle/lifecycle-log-service.ts";
 import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
@@ -68,10 +69,19 @@ export function takeFirstEvents(
 }
 
 /**
+ * The answers of {@link selectedFirstEvents} that hold for every request of a document, by the field's nodes:
+ * compiled queries (src/graphql/compiled-execution.ts) hand every request of a document the same nodes, and when
+ * no `events` argument under them is a variable the answer depends on nothing else. Others are worked out anew.
+ */
+const answersByFieldNodes = new WeakMap<readonly FieldNode[], { readonly input: FirstEventsInput | undefined }>();
+
+/**
  * The one first page that every `events` field selected under this Query.reference field asks for; undefined
  * when none is selected, or when they ask for different pages or for anything but a first page.
  */
 export function selectedFirstEvents(info: GraphQLResolveInfo): FirstEventsInput | undefined {
+  const known = answersByFieldNodes.get(info.fieldNodes);
+  if (known !== undefined) return known.input;
   const referenceType = getNamedType(info.returnType);
   if (!isObjectType(referenceType)) return undefined;
   const eventsField = referenceType.getFields()["events"];
@@ -91,14 +101,34 @@ export function selectedFirstEvents(info: GraphQLResolveInfo): FirstEventsInput 
     }
   };
   for (const node of info.fieldNodes) collect(node.selectionSet);
+  const input = firstPageOf(fields, eventsField, info.variableValues);
+  if (!fields.some(hasVariableArgument)) answersByFieldNodes.set(info.fieldNodes, { input });
+  return input;
+}
+
+/** The one first page that all of `fields` ask for, or undefined. */
+function firstPageOf(
+  fields: readonly FieldNode[],
+  definition: GraphQLField<unknown, unknown>,
+  variables: GraphQLResolveInfo["variableValues"],
+): FirstEventsInput | undefined {
   let wanted: FirstEventsInput | undefined;
   for (const field of fields) {
-    const input = inputOf(eventsField, field, info.variableValues);
+    const input = inputOf(definition, field, variables);
     if (input === undefined) return undefined;
     if (wanted !== undefined && (wanted.backward !== input.backward || wanted.limit !== input.limit)) return undefined;
     wanted = input;
   }
   return wanted;
+}
+
+/** Whether any argument of `field` is, or holds, a variable. */
+function hasVariableArgument(field: FieldNode): boolean {
+  const holdsVariable = (value: ValueNode): boolean =>
+    value.kind === Kind.VARIABLE ||
+    (value.kind === Kind.LIST && value.values.some(holdsVariable)) ||
+    (value.kind === Kind.OBJECT && value.fields.some((entry) => holdsVariable(entry.value)));
+  return (field.arguments ?? []).some((argument) => holdsVariable(argument.value));
 }
 
 function inputOf(

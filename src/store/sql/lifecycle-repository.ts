@@ -46,10 +46,34 @@ const EVENT_COLUMN_NAMES = ["id", "organization_id", "reference_id", "type", "oc
 const EVENT_COLUMNS = Prisma.raw(EVENT_COLUMN_NAMES.map((column) => `e."${column}"`).join(", "));
 
 /**
- * An event read as EVENT_COLUMNS' values from position `at` of a row (arrays cost the driver less to build than
- * row objects; a row may carry other values before the event's).
+ * Reads the tag snapshots of one list of events. A reference's events mostly carry the same snapshot (it changes
+ * only when the reference's tags do), so a text equal to the one before is not parsed again: those events share
+ * one snapshot array, which every reader only reads (`readonly`). On SQLite that parsing was half of the row
+ * conversion of an events page. PostgreSQL's driver hands the JSON over parsed already.
  */
-function eventFromValues(row: unknown[], at = 0): LifecycleEvent {
+function tagSnapshotReader(): (value: unknown) => readonly TagSnapshot[] {
+  let lastText: string | undefined;
+  let last: readonly TagSnapshot[] = [];
+  return (value) => {
+    if (typeof value !== "string") return value as TagSnapshot[];
+    if (value !== lastText) {
+      last = JSON.parse(value) as TagSnapshot[];
+      lastText = value;
+    }
+    return last;
+  };
+}
+
+/**
+ * An event read as EVENT_COLUMNS' values from position `at` of a row (arrays cost the driver less to build than
+ * row objects; a row may carry other values before the event's), its tag snapshot through `readTags`, made for
+ * the list the row belongs to.
+ */
+function eventFromValues(
+  row: unknown[],
+  at: number,
+  readTags: (value: unknown) => readonly TagSnapshot[],
+): LifecycleEvent {
   return {
     id: row[at],
     organizationId: row[at + 1],
@@ -57,8 +81,16 @@ function eventFromValues(row: unknown[], at = 0): LifecycleEvent {
     type: row[at + 3],
     occurredAt: toDate(row[at + 4]),
     detail: fromJson(row[at + 5]),
-    referenceTags: fromJson(row[at + 6]) as TagSnapshot[],
+    referenceTags: readTags(row[at + 6]),
   } as unknown as LifecycleEvent;
+}
+
+/** Events read as EVENT_COLUMNS' values from position `at` of each row. */
+function eventsFromValues(rows: readonly unknown[][], at = 0): LifecycleEvent[] {
+  const readTags = tagSnapshotReader();
+  const events: LifecycleEvent[] = new Array(rows.length);
+  for (let index = 0; index < rows.length; index++) events[index] = eventFromValues(rows[index]!, at, readTags);
+  return events;
 }
 
 /** SQL NULLs standing for `count` columns of the other branch of a UNION. */
@@ -83,7 +115,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
         WHERE e."organization_id" = ${organizationId} AND e."id" IN (${Prisma.join(chunk)})
           AND e."occurred_at" >= ${notBefore}`),
     );
-    return rows.map(eventFromValues);
+    return eventsFromValues(rows);
   }
 
   async insertEvent(event: LifecycleEvent): Promise<void> {
@@ -168,8 +200,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   }
 
   async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
-    const rows = await this.sql.values(this.eventPage(query));
-    return rows.map((row) => eventFromValues(row));
+    return eventsFromValues(await this.sql.values(this.eventPage(query)));
   }
 
   async listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null> {
@@ -184,7 +215,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       ORDER BY page."occurred_at" ${direction}, page."id" ${direction}`);
     if (rows.length === 0) return null;
     // `page.*` is EVENT_COLUMNS, the event's id first.
-    return rows.filter((row) => row[0] !== null).map((row) => eventFromValues(row));
+    return eventsFromValues(rows.filter((row) => row[0] !== null));
   }
 
   async findReferenceWithEvents(organizationId: string, query: EventListQuery): Promise<ReferenceWithEvents | null> {
@@ -218,9 +249,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       ORDER BY ${partPosition}, ${position("occurred_at")} ${direction}, ${position("id")} ${direction}`);
     const [first] = rows;
     if (first === undefined) return null;
-    const events: LifecycleEvent[] = new Array(rows.length - 1);
-    for (let index = 1; index < rows.length; index++) events[index - 1] = eventFromValues(rows[index]!, eventAt);
-    return { reference: taggedReferenceFromValues(first), events };
+    return { reference: taggedReferenceFromValues(first), events: eventsFromValues(rows.slice(1), eventAt) };
   }
 
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
