@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { computeCheckDigit } from "../src/domain/references/container-number.ts";
+import { containerNumber } from "./support/container-numbers.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
@@ -10,11 +10,6 @@ import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test
  * the row last: creation, tags added, renamed, deleted and removed, bulk ingestion (extraction outcomes,
  * estimates, deactivation), children, deactivation over REST.
  */
-
-function containerNumber(serial: number): string {
-  const firstTen = `RJSU${String(serial).padStart(6, "0")}`;
-  return `${firstTen}${computeCheckDigit(firstTen)}`;
-}
 
 describe.each(DATABASE_KINDS)("references' stored REST JSON on %s", (kind) => {
   let server: TestServer;
@@ -66,7 +61,7 @@ describe.each(DATABASE_KINDS)("references' stored REST JSON on %s", (kind) => {
   it("is what a single read serializes, after every kind of write", async () => {
     const awkward = ['quote "q"', "back\\slash", "ünïcödé 🚢", "slash/and<tags>&amp;", "Zeta"];
     const first = await create({
-      container_id: containerNumber((serial += 1)),
+      container_id: containerNumber("RJSU", (serial += 1)),
       tags: awkward.map((name) => ({ name })),
     });
     const second = await create({
@@ -125,7 +120,7 @@ describe.each(DATABASE_KINDS)("references' stored REST JSON on %s", (kind) => {
 
     // Children of a bill of lading (parent id set) and the tag's own listing.
     const children = await http(server, "POST", `/v1/references/${second.id}/children`, {
-      body: { container_ids: [containerNumber((serial += 1)), containerNumber((serial += 1))] },
+      body: { container_ids: [containerNumber("RJSU", (serial += 1)), containerNumber("RJSU", (serial += 1))] },
     });
     expect([200, 201]).toContain(children.status);
     expect(await expectPagesMatchSingleReads()).toBe(5);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
+import { containerNumber } from "./support/container-numbers.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
@@ -10,11 +10,6 @@ import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test
  * deleted — changes every carrier's list in the same transaction: the pages show exactly the links, also when
  * links and renames race on PostgreSQL.
  */
-
-function containerNumber(serial: number): string {
-  const firstTen = `TLSU${String(serial).padStart(6, "0")}`;
-  return `${firstTen}${computeCheckDigit(firstTen)}`;
-}
 
 describe.each(DATABASE_KINDS)("reference tag lists on %s", (kind) => {
   let server: TestServer;
@@ -29,7 +24,7 @@ describe.each(DATABASE_KINDS)("reference tag lists on %s", (kind) => {
 
   async function createReference(tags: { name: string }[]): Promise<string> {
     const created = await http(server, "POST", "/v1/references", {
-      body: { container_id: containerNumber((serial += 1)), carrier_code: "MSCU", tags },
+      body: { container_id: containerNumber("TLSU", (serial += 1)), carrier_code: "MSCU", tags },
     });
     expectStatus(created, 201);
     return created.body.reference.id;
@@ -112,7 +107,7 @@ describe.each(DATABASE_KINDS)("reference tag lists on %s", (kind) => {
     });
     expectStatus(parent, 201);
     const reported = await http(server, "POST", `/v1/references/${parent.body.reference.id}/children`, {
-      body: { container_ids: [containerNumber(9000)] },
+      body: { container_ids: [containerNumber("TLSU", 9000)] },
     });
     expectStatus(reported, 200);
     const children = await http(server, "GET", `/v1/references?parent_reference_id=${parent.body.reference.id}`);
