@@ -52,9 +52,9 @@ export class SqliteExecutor implements TransactionalExecutor {
    * A read outside a unit of work runs on a read-only connection of its own. In WAL mode it sees only what has
    * committed: on the shared connection it would also see the writes of whatever unit of work is open there (a
    * unit spans awaits), so a live subscription could send an event, or take a log position, that a rollback
-   * then takes back — and the next event would reuse that position unseen.
+   * then takes back — and the next event would reuse that position unseen. (`query.sql` is a getter that joins
+   * the statement's text anew on every call: each method reads it once.)
    */
-  // `query.sql` is a getter that joins the statement's text anew on every call: each method reads it once.
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
     const sql = query.sql;
     if (this.prepared(sql).readonly) return (await this.read(sql, query.values, false, false)) as Row[];
