@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { WebhookEndpoint } from "../src/domain/webhooks/webhook-models.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
@@ -169,5 +170,71 @@ describe("the live log on SQLite, while a unit of work is open", () => {
     ).rejects.toThrow("rolled back on purpose");
     expect(during).toEqual(before);
     expect(await live.findSettledEnd()).toEqual(before);
+  });
+});
+
+/*
+ * On PostgreSQL, plain reads outside units of work share a few pipelined connections and leave in one write per
+ * event-loop turn (src/store/sql/postgres-read-lanes.ts). Many reads sent at once must each get their own answer,
+ * a failing one must fail alone, and a lane whose connection is killed must be replaced by the next read.
+ */
+describe("plain reads on PostgreSQL's shared read connections", () => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("postgres");
+    database = await openDatabase(testDatabase.url);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  const sendReads = (count: number, failingAt: number) =>
+    Array.from({ length: count }, (_, i) =>
+      database.sql.values(
+        i === failingAt
+          ? Prisma.sql`SELECT 1 / (${i}::int - ${i}::int)`
+          : Prisma.sql`SELECT ${i}::int * 2, ${`n${i}`}::text`,
+      ),
+    );
+
+  it("answers each of many reads sent at once with its own rows, and fails only the failing one", async () => {
+    const results = await Promise.allSettled(sendReads(120, 37));
+    results.forEach((result, i) => {
+      if (i === 37) {
+        expect(result.status).toBe("rejected");
+        expect((result as PromiseRejectedResult).reason).toMatchObject({ code: "22012" }); // division_by_zero
+      } else {
+        expect(result).toEqual({ status: "fulfilled", value: [[i * 2, `n${i}`]] });
+      }
+    });
+  });
+
+  it("keeps the reads to a few connections, and replaces one the server kills", async () => {
+    await Promise.allSettled(sendReads(200, -1));
+    const admin = new pg.Client({ connectionString: testDatabase.url });
+    await admin.connect();
+    try {
+      const backends = async () =>
+        (
+          await admin.query<{ pid: number }>(
+            `SELECT "pid" FROM "pg_stat_activity" WHERE "datname" = current_database() AND "pid" <> pg_backend_pid()`,
+          )
+        ).rows;
+      // Two lanes, plus the connections Prisma and the unit pool may hold open: far fewer than 200.
+      expect((await backends()).length).toBeLessThanOrEqual(6);
+      await admin.query(
+        `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity"
+         WHERE "datname" = current_database() AND "pid" <> pg_backend_pid()`,
+      );
+      // The reads in flight on a killed lane may fail; once its end is noticed, the next reads get a new one.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const results = await Promise.allSettled(sendReads(20, -1));
+      expect(results.map((result) => result.status)).toEqual(Array(20).fill("fulfilled"));
+    } finally {
+      await admin.end();
+    }
   });
 });
