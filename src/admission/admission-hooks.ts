@@ -35,8 +35,9 @@ export class ReadAdmissionGate {
     this.admission = new ReadAdmission(limits);
   }
 
-  /** Holds REST reads (call before the routes are registered). */
+  /** Holds REST reads (call before the routes are registered), and hears of the connections accepted. */
   register(app: FastifyInstance): void {
+    app.server.on("connection", () => this.admission.connectionAccepted());
     app.addHook("preHandler", (request, reply, next) => {
       if (isRestRead(request)) this.hold(reply, next);
       else next();

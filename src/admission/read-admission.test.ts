@@ -32,6 +32,21 @@ describe("read admission", () => {
     expect(admission.queued).toBe(0);
   });
 
+  it("admits a single read in the turn after one that accepted a connection, and readsPerTurn once none arrive", async () => {
+    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100 });
+    const { started } = offer(admission, 9);
+    expect(started).toEqual([0, 1, 2]);
+    admission.connectionAccepted();
+
+    await nextTurn();
+    expect(started).toEqual([0, 1, 2, 3]);
+    admission.connectionAccepted();
+    await nextTurn();
+    expect(started).toEqual([0, 1, 2, 3, 4]);
+    await nextTurn();
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
   it("holds reads beyond maxReadsInFlight until one is done, and counts a done called twice once", async () => {
     const admission = new ReadAdmission({ readsPerTurn: 100, maxReadsInFlight: 2 });
     const { started, dones } = offer(admission, 4);

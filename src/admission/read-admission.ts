@@ -14,6 +14,15 @@
  * database answers) runs between those handfuls instead of behind all of them. The same work is done in more,
  * shorter turns, so read throughput barely moves. Hand-written because the queueing libraries (p-limit, p-queue)
  * bound concurrency, not work per event-loop turn, which is what a synchronous driver needs bounded.
+ *
+ * New connections are accepted one per turn: libuv takes a single connection from the listening socket's queue
+ * each time the loop polls it (since libuv 1.45, for fairness between processes sharing a port). Under load a turn
+ * lasts milliseconds, so 50 clients connecting at once were accepted over a second or more, and a client that
+ * connected just after them (a write feed opening a connection) waited behind all of them, its request not even
+ * read: measured on PostgreSQL, a new connection's first answer took 0.9–1.5 s while a read load started. So a
+ * turn that accepted a connection, which means more may be queued, is followed by a turn that admits a single
+ * read: turns stay short while connections are arriving, and the queue drains in a few milliseconds per
+ * connection. Once a turn accepts none, `readsPerTurn` applies again.
  */
 
 export interface ReadAdmissionLimits {
@@ -31,12 +40,22 @@ export class ReadAdmission {
   private waitingHead = 0;
   private inFlight = 0;
   private admittedThisTurn = 0;
+  /** Reads the current turn may admit: `readsPerTurn`, or one after a turn that accepted a connection. */
+  private turnLimit: number;
+  private connectionsThisTurn = 0;
   private turnEndScheduled = false;
 
   constructor(private readonly limits: ReadAdmissionLimits) {
     if (!(limits.readsPerTurn >= 1) || !(limits.maxReadsInFlight >= 1)) {
       throw new RangeError("read admission limits must be at least 1");
     }
+    this.turnLimit = limits.readsPerTurn;
+  }
+
+  /** Told of every connection the server accepts: the next turn admits a single read (see above). */
+  connectionAccepted(): void {
+    this.connectionsThisTurn += 1;
+    this.scheduleTurnEnd();
   }
 
   /** Reads waiting for admission. */
@@ -63,7 +82,7 @@ export class ReadAdmission {
   }
 
   private hasRoom(): boolean {
-    return this.admittedThisTurn < this.limits.readsPerTurn && this.inFlight < this.limits.maxReadsInFlight;
+    return this.admittedThisTurn < this.turnLimit && this.inFlight < this.limits.maxReadsInFlight;
   }
 
   private start(admitted: Admitted): void {
@@ -94,6 +113,8 @@ export class ReadAdmission {
   private endTurn(): void {
     this.turnEndScheduled = false;
     this.admittedThisTurn = 0;
+    this.turnLimit = this.connectionsThisTurn > 0 ? 1 : this.limits.readsPerTurn;
+    this.connectionsThisTurn = 0;
     while (this.queued > 0 && this.hasRoom()) {
       const next = this.waiting[this.waitingHead]!;
       this.waiting[this.waitingHead++] = undefined as unknown as Admitted;
