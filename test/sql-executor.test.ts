@@ -212,6 +212,36 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
     });
   });
 
+  it("keeps a SELECT that waits for a row lock off the shared connections, so reads go on meanwhile", async () => {
+    const id = `locked-${Date.now()}`;
+    await database.sql.run(
+      Prisma.sql`INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${id}, ${id}, ${new Date()})`,
+    );
+    const lockRow = Prisma.sql`SELECT "id" FROM "organizations" WHERE "id" = ${id} FOR UPDATE`;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+    const holder = database.sql.transaction(async (unit) => {
+      await unit.all(lockRow);
+      locked();
+      await released;
+    });
+    await lockTaken;
+    const waiting = database.sql.all(lockRow);
+    const reads = Promise.all(sendReads(20, -1));
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      reads.then(() => "answered"),
+      new Promise((resolve) => (timer = setTimeout(() => resolve("held up"), 2000))),
+    ]);
+    clearTimeout(timer);
+    release();
+    await holder;
+    await waiting;
+    expect(outcome).toBe("answered");
+  });
+
   it("keeps the reads to a few connections, and replaces one the server kills", async () => {
     await Promise.allSettled(sendReads(200, -1));
     const admin = new pg.Client({ connectionString: testDatabase.url });

@@ -144,7 +144,7 @@ export class PostgresExecutor implements TransactionalExecutor {
   /** A statement outside units of work: a plain read down the read lanes, anything else through the pool. */
   private send(query: Prisma.Sql, asArrays = false): Promise<pg.QueryResult> {
     const text = query.text;
-    return postgresQuery(isPlainRead(text) ? this.reads : this.pool, query, this.onStatement, asArrays, text);
+    return postgresQuery(goesDownLanes(text) ? this.reads : this.pool, query, this.onStatement, asArrays, text);
   }
 
   async transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T> {
@@ -208,4 +208,15 @@ export class PostgresExecutor implements TransactionalExecutor {
 /** A SELECT: it writes nothing, even run outside a transaction (a lock it takes is released at once). */
 function isPlainRead(text: string): boolean {
   return /^\s*SELECT\b/i.test(text);
+}
+
+/** A row-locking clause: FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE, FOR KEY SHARE. */
+const ROW_LOCKING = /\bFOR\s+(?:NO\s+KEY\s+UPDATE|UPDATE|SHARE|KEY\s+SHARE)\b/i;
+
+/**
+ * A read that may share a pipelined read connection: a SELECT that takes no row lock, so it never waits for a
+ * writer's transaction, and nothing queued behind it on the same connection waits for one either.
+ */
+function goesDownLanes(text: string): boolean {
+  return isPlainRead(text) && !ROW_LOCKING.test(text);
 }
