@@ -17,8 +17,9 @@ import pg from "pg";
  * turn has run. A statement goes to the lane with the fewest unanswered.
  *
  * Only plain reads go down lanes: PostgreSQL answers a lane's statements one after another, so a statement
- * that could wait (a write waiting for a row lock) would hold up every read behind it. A SELECT waits for no
- * row lock. Units of work keep their own pooled connections (postgres-executor.ts).
+ * that could wait (a write waiting for a row lock) would hold up every read behind it. A SELECT without a
+ * row-locking clause (FOR UPDATE, FOR SHARE...) waits for no row lock; postgres-executor.ts sends nothing else
+ * here. Units of work keep their own pooled connections.
  *
  * A lane whose connection fails (the server restarts, pg_terminate_backend) fails the statements in flight on
  * it, each with its own error, and is replaced by a new connection on its next statement; its "error" event is
