@@ -12,6 +12,7 @@ import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { DomainError } from "../domain/shared/errors.ts";
 import type { IdempotencyStore } from "../domain/idempotency/idempotency-store.ts";
+import { CompiledLater } from "./compiled-later.ts";
 import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { registerReadCache } from "../read-cache/rest-hooks.ts";
@@ -65,11 +66,15 @@ export async function registerRest(
   const queryAjv = addFormatsPlugin(
     new Ajv({ allErrors: false, coerceTypes: "array", removeAdditional: false, useDefaults: true, strict: false }),
   );
-  // Each route's validators and serializers are compiled on the route's first request, not at start: compiling
-  // all of them (ajv and fast-json-stringify) was a fifth of a start's CPU, and most routes of a process are never
-  // called in its first seconds. A first request pays its own route's compilation, a few milliseconds.
+  // Each route's validators and serializers are compiled after the start, on the route's first request or in
+  // the background once the server listens (compiled-later.ts).
+  const compiledLater = new CompiledLater();
+  app.addHook("onListen", function compileRoutesInBackground(done) {
+    void compiledLater.compileInBackground();
+    done();
+  });
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    compiledOnFirstUse(() => (httpPart === "body" ? bodyAjv : queryAjv).compile(schema)),
+    validatorCompiledLater(compiledLater.add(() => (httpPart === "body" ? bodyAjv : queryAjv).compile(schema))),
   );
 
   // Bodies are JSON only: without this, Fastify's built-in text/plain parser would hand a string to the
@@ -86,18 +91,16 @@ export async function registerRest(
   const compileSerializer = SerializerSelector()(app.getSchemas(), {});
   const serializers = new Map<string, ReturnType<typeof compileSerializer>>();
   app.setSerializerCompiler((route) => {
-    let serialize: ReturnType<typeof compileSerializer> | undefined;
-    return (data: unknown) => {
+    const serializer = compiledLater.add(() => {
+      const key = JSON.stringify(route.schema);
+      let serialize = serializers.get(key);
       if (!serialize) {
-        const key = JSON.stringify(route.schema);
-        serialize = serializers.get(key);
-        if (!serialize) {
-          serialize = compileSerializer(route as Parameters<typeof compileSerializer>[0]);
-          serializers.set(key, serialize);
-        }
+        serialize = compileSerializer(route as Parameters<typeof compileSerializer>[0]);
+        serializers.set(key, serialize);
       }
-      return serialize(data);
-    };
+      return serialize;
+    });
+    return (data: unknown) => serializer()(data);
   });
   await app.register(fastifySwagger, {
     // Components are named after their `$id` (Tag, Reference, Problem…) instead of def-0, def-1…
@@ -200,17 +203,16 @@ export function callerOf(request: { caller?: Caller }): Caller {
 }
 
 /**
- * A validator compiled on its first call. Fastify reads a failed validation's `errors` from the function it was
- * given, so they are copied from the compiled validator after every call.
+ * A validator whose code is compiled later (compiled-later.ts). Fastify reads a failed validation's `errors` from
+ * the function it was given, so they are copied from the compiled validator after every call.
  */
-function compiledOnFirstUse(compile: () => ValidateFunction): (data: unknown) => boolean {
-  let validate: ValidateFunction | null = null;
-  const validateOnFirstUse = (data: unknown): boolean => {
-    validate ??= compile();
-    const valid = validate(data);
-    validateOnFirstUse.errors = validate.errors;
+function validatorCompiledLater(compiled: () => ValidateFunction): (data: unknown) => boolean {
+  const validate = (data: unknown): boolean => {
+    const compiledValidate = compiled();
+    const valid = compiledValidate(data);
+    validate.errors = compiledValidate.errors;
     return valid;
   };
-  validateOnFirstUse.errors = null as ValidateFunction["errors"];
-  return validateOnFirstUse;
+  validate.errors = null as ValidateFunction["errors"];
+  return validate;
 }
