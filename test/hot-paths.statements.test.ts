@@ -157,13 +157,21 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
   });
 
   it("writes a lifecycle event with its tag snapshot and outbox rows in a fixed number of statements", async () => {
-    // Lock and read the reference with its tags, update it, insert the event, read the endpoints, insert the
+    // Read the endpoints, lock and read the reference with its tags, update it, insert the event, insert the
     // outbox rows.
     const { result, statements } = await measure(() =>
       http(server, "POST", `/v1/references/${referenceIds[1]}/extractions`, { body: { status: "succeeded" } }),
     );
     expect(result.status).toBe(201);
     expect(statements).toHaveLength(1 + TRANSACTION_CONTROL + POSITION_STATEMENTS[kind] + 5);
+    // Both reads are sent before the first write, which on PostgreSQL pipelines them behind BEGIN: one round
+    // trip for BEGIN, the endpoints and the lock, then one for the writes, then COMMIT.
+    const unit = statements.slice(statements.indexOf("BEGIN") + 1);
+    const reads = unit.slice(0, unit.findIndex((sql) => !/^\s*SELECT\b/.test(sql)));
+    expect(reads).toEqual([
+      expect.stringContaining('FROM "webhook_endpoints"'),
+      expect.stringContaining('FROM "shipping_references"'),
+    ]);
   });
 
   it("ingests a bulk request of 200 items in as many statements as one of 10", async () => {

@@ -371,6 +371,8 @@ export class ReferenceService {
     change: (store: Store, reference: Reference, tags: Tag[]) => Promise<Reference>,
   ): Promise<TaggedReference> {
     return this.store.transaction(async (store) => {
+      // The endpoints the change's events will be routed to are read with the lock, in the same round trip.
+      this.recorder.prepare(store, organizationId);
       // The reference, locked, and its tags (the events' snapshot).
       const { tags, ...reference } = await this.lockReferenceIn(store, organizationId, referenceId);
       // No change here touches tags, so the ones read are still the reference's.

@@ -25,6 +25,11 @@ export class WebhookOutbox {
   /** @param firstDelayMs the retry schedule's first entry: how long after the event the first attempt is due. */
   constructor(private readonly firstDelayMs: number) {}
 
+  /** Starts the read of the organization's enabled endpoints, which enqueue and enqueueAll will use. */
+  prepare(store: Store, organizationId: string): void {
+    void this.enabledEndpoints(store, organizationId);
+  }
+
   /** Writes the deliveries of `event` through `store` (a transaction's store). */
   async enqueue(store: Store, event: LifecycleEvent): Promise<void> {
     const deliveries = this.deliveriesOf(event, await this.enabledEndpoints(store, event.organizationId));
@@ -78,8 +83,13 @@ export class WebhookOutbox {
     let byOrganization = this.endpointsByTransaction.get(store);
     if (!byOrganization) this.endpointsByTransaction.set(store, (byOrganization = new Map()));
     let endpoints = byOrganization.get(organizationId);
-    if (!endpoints)
-      byOrganization.set(organizationId, (endpoints = store.webhooks.findEnabledEndpoints(organizationId)));
+    if (!endpoints) {
+      endpoints = store.webhooks.findEnabledEndpoints(organizationId);
+      // A read started by prepare may fail with its transaction before anyone waits for it (the reference was not
+      // found, say): that failure is the transaction's, not an unhandled rejection. Whoever awaits it still sees it.
+      endpoints.catch(() => {});
+      byOrganization.set(organizationId, endpoints);
+    }
     return endpoints;
   }
 }
