@@ -167,7 +167,10 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     // Both reads are sent before the first write, which on PostgreSQL pipelines them behind BEGIN: one round
     // trip for BEGIN, the endpoints and the lock, then one for the writes, then COMMIT.
     const unit = statements.slice(statements.indexOf("BEGIN") + 1);
-    const reads = unit.slice(0, unit.findIndex((sql) => !/^\s*SELECT\b/.test(sql)));
+    const reads = unit.slice(
+      0,
+      unit.findIndex((sql) => !/^\s*SELECT\b/.test(sql)),
+    );
     expect(reads).toEqual([
       expect.stringContaining('FROM "webhook_endpoints"'),
       expect.stringContaining('FROM "shipping_references"'),

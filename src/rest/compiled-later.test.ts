@@ -32,6 +32,18 @@ describe("CompiledLater", () => {
     expect(order).toHaveLength(3);
   });
 
+  it("stops compiling in the background once stopped", async () => {
+    const later = new CompiledLater();
+    const ran: number[] = [];
+    for (let index = 0; index < 5; index++) later.add(() => ran.push(index));
+    const background = later.compileInBackground();
+    await new Promise((resolve) => setImmediate(resolve));
+    later.stop();
+    await background;
+    expect(ran).toEqual([0]);
+    expect(later.remaining).toBe(4);
+  });
+
   it("leaves a compilation that fails in the background to fail again on its first use", async () => {
     const later = new CompiledLater();
     let attempts = 0;

@@ -73,6 +73,10 @@ export async function registerRest(
     void compiledLater.compileInBackground();
     done();
   });
+  app.addHook("onClose", function stopCompilingRoutes(_instance, done) {
+    compiledLater.stop();
+    done();
+  });
   app.setValidatorCompiler(({ schema, httpPart }) =>
     validatorCompiledLater(compiledLater.add(() => (httpPart === "body" ? bodyAjv : queryAjv).compile(schema))),
   );
