@@ -93,6 +93,19 @@ function eventsFromValues(rows: readonly unknown[][], at = 0): LifecycleEvent[] 
   return events;
 }
 
+/**
+ * A page's LIMIT written into the statement's text rather than bound. PostgreSQL plans a prepared statement for
+ * its values at first, then keeps one generic plan when that costs about the same; with the LIMIT a parameter,
+ * the generic plan of the reference-with-events statement is costed for an unknown number of rows (70 against
+ * 38) and was never chosen: every execution was planned anew, 0.47 ms of planning for 0.2 ms of execution, on
+ * the same 2 cores as the server. With the LIMIT in the text the generic plan (cost 16) is chosen after five
+ * executions. A page size is an integer from 1 to the API's maximum plus one, so the texts stay few.
+ */
+function literalLimit(limit: number): Prisma.Sql {
+  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`a page limit must be an integer: ${limit}`);
+  return Prisma.raw(String(limit));
+}
+
 /** SQL NULLs standing for `count` columns of the other branch of a UNION. */
 const nulls = (count: number) => Prisma.raw(Array.from({ length: count }, () => "NULL").join(", "));
 
@@ -196,7 +209,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     return Prisma.sql`
       SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
       ORDER BY e."reference_id" ${direction}, e."occurred_at" ${direction}, e."id" ${direction}
-      LIMIT ${query.limit}`;
+      LIMIT ${literalLimit(query.limit)}`;
   }
 
   async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
