@@ -85,8 +85,9 @@ export class WebhookOutbox {
     let endpoints = byOrganization.get(organizationId);
     if (!endpoints) {
       endpoints = store.webhooks.findEnabledEndpoints(organizationId);
-      // A read started by prepare may fail with its transaction before anyone waits for it (the reference was not
-      // found, say): that failure is the transaction's, not an unhandled rejection. Whoever awaits it still sees it.
+      // A read started by prepare may fail (its connection broke, say) when nobody will wait for it: the change
+      // failed first and recorded nothing. That failure is the transaction's, not an unhandled rejection; whoever
+      // awaits the read still sees it.
       endpoints.catch(() => {});
       byOrganization.set(organizationId, endpoints);
     }
