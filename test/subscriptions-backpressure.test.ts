@@ -28,6 +28,7 @@ import {
 
 const silentSignals: CommitSignals = {
   publish: () => undefined,
+  crossProcess: false,
   onSignal: () => () => undefined,
   close: async () => undefined,
 };

@@ -16,8 +16,17 @@ import type { WebhookRepository } from "./webhooks/webhook-repository.ts";
  * `onEventsCommitted` listeners (live subscriptions, the webhook worker).
  */
 
+/** What else a commit that inserted lifecycle events did. */
+export interface CommittedUnit {
+  /**
+   * Whether it may have queued webhook deliveries (outbox rows): false only when the transaction is known to have
+   * written none, which tells the webhook worker that it has nothing new to claim.
+   */
+  readonly queuedDeliveries: boolean;
+}
+
 /** Told after a commit, with the lifecycle events the transaction inserted. Must not throw. */
-export type EventsCommittedListener = (events: readonly LifecycleEvent[]) => void;
+export type EventsCommittedListener = (events: readonly LifecycleEvent[], unit: CommittedUnit) => void;
 
 export interface Store {
   transaction<T>(work: (store: Store) => Promise<T>): Promise<T>;

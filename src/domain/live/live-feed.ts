@@ -60,6 +60,11 @@ export interface CommitSignals {
    * database signals its commits itself, as PostgreSQL does here, this does nothing.)
    */
   publish(events: readonly LifecycleEvent[]): void;
+  /**
+   * Whether signals also tell of commits made by other processes (PostgreSQL's NOTIFY). In-process signals only
+   * repeat this process's own commits, which its commit listeners have already heard.
+   */
+  readonly crossProcess: boolean;
   onSignal(listener: CommitSignalListener): () => void;
   close(): Promise<void>;
 }

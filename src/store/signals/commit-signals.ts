@@ -40,6 +40,7 @@ export async function openCommitSignals(database: Database, log: NotifierLog): P
 }
 
 class InProcessCommitSignals implements CommitSignals {
+  readonly crossProcess: boolean = false;
   private readonly listeners = new Set<CommitSignalListener>();
 
   constructor(protected readonly log: NotifierLog) {}
@@ -72,6 +73,7 @@ class InProcessCommitSignals implements CommitSignals {
 const MAX_RECONNECT_DELAY_MS = 5_000;
 
 class PostgresCommitSignals extends InProcessCommitSignals {
+  override readonly crossProcess = true;
   private client: pg.Client | undefined;
   private listening = false;
   private closed = false;

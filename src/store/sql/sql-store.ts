@@ -2,7 +2,7 @@ import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { LifecycleRepository } from "../../domain/lifecycle/lifecycle-repository.ts";
 import type { OrganizationRepository } from "../../domain/organizations/organization-repository.ts";
 import type { ReferenceRepository } from "../../domain/references/reference-repository.ts";
-import type { EventsCommittedListener, Store } from "../../domain/store.ts";
+import type { CommittedUnit, EventsCommittedListener, Store } from "../../domain/store.ts";
 import type { TagRepository } from "../../domain/tags/tag-repository.ts";
 import type { WebhookRepository } from "../../domain/webhooks/webhook-repository.ts";
 import type { Database } from "../database.ts";
@@ -29,9 +29,10 @@ import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
  * of work and is not on a hot path (organizations counted and listed, API keys listed and revoked, tags listed).
  */
 
-/** One transaction's lifecycle events, handed to the listeners once it has committed. */
+/** One transaction's lifecycle events, handed to the listeners once it has committed, and its outbox rows. */
 interface UnitOfWork {
   readonly events: LifecycleEvent[];
+  deliveriesQueued: number;
 }
 
 export class SqlStore implements Store {
@@ -62,14 +63,21 @@ export class SqlStore implements Store {
 
   /** Its inserted events go to this unit's list (published at commit), or straight to the listeners outside one. */
   get lifecycle(): LifecycleRepository {
+    // Outside a unit, an insert is its own commit, and what else went with it is not known.
     this.lifecycleRepository ??= new SqlLifecycleRepository(this.database, this.sql, this.unit, (events) =>
-      this.publishCommitted(events),
+      this.publishCommitted(events, { queuedDeliveries: true }),
     );
     return this.lifecycleRepository;
   }
 
   get webhooks(): WebhookRepository {
-    this.webhookStore ??= new SqlWebhookRepository(this.database.provider, this.sql, this.secretCipher);
+    const unit = this.unit;
+    this.webhookStore ??= new SqlWebhookRepository(
+      this.database.provider,
+      this.sql,
+      this.secretCipher,
+      unit ? (count) => (unit.deliveriesQueued += count) : undefined,
+    );
     return this.webhookStore;
   }
 
@@ -93,11 +101,11 @@ export class SqlStore implements Store {
 
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);
-    const unit: UnitOfWork = { events: [] };
+    const unit: UnitOfWork = { events: [], deliveriesQueued: 0 };
     const result = await this.database.sql.transaction((sql) =>
       work(new SqlStore(this.database, this.secretCipher, sql, unit, this.committedListeners)),
     );
-    this.publishCommitted(unit.events);
+    this.publishCommitted(unit.events, { queuedDeliveries: unit.deliveriesQueued > 0 });
     return result;
   }
 
@@ -106,8 +114,8 @@ export class SqlStore implements Store {
     return () => this.committedListeners.delete(listener);
   }
 
-  private publishCommitted(events: readonly LifecycleEvent[]): void {
+  private publishCommitted(events: readonly LifecycleEvent[], committed: CommittedUnit): void {
     if (events.length === 0) return;
-    for (const listener of this.committedListeners) listener(events);
+    for (const listener of this.committedListeners) listener(events, committed);
   }
 }

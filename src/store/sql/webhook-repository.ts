@@ -37,6 +37,8 @@ export class SqlWebhookRepository implements WebhookRepository {
     sql: SqlExecutor,
     /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
     secrets: SecretCipher,
+    /** Told how many deliveries each insert queues (the unit of work counts its outbox rows). */
+    private readonly onDeliveriesQueued?: (count: number) => void,
   ) {
     this.endpoints = new SqlWebhookEndpointRepository(provider, sql, secrets);
     this.deliveries = new SqlWebhookDeliveryRepository(sql);
@@ -84,6 +86,7 @@ export class SqlWebhookRepository implements WebhookRepository {
   }
 
   insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    if (deliveries.length > 0) this.onDeliveriesQueued?.(deliveries.length);
     return this.deliveries.insertDeliveries(deliveries);
   }
   findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
