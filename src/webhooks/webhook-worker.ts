@@ -85,7 +85,8 @@ interface InFlight {
  * in batches with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies
  * the retry and disable rules.
  *
- * - Woken by `wake()` (after an event commits, after a test or re-send is queued), by answers freeing slots,
+ * - Woken by `wake()` (after a commit that queued deliveries, another instance's commit, a test or re-send
+ *   queued), by answers freeing slots,
  *   and by a poll timer, so a wake-up that is missed (a retry falling due, a dead instance's lease expiring)
  *   costs at most one poll interval.
  * - Claims ahead, beyond the requests on the wire: up to twice `concurrency` in all and three rounds of
