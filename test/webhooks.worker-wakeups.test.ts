@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { computeCheckDigit } from "../src/domain/references/container-number.ts";
+import { containerNumber } from "./support/container-numbers.ts";
 import { expectEventually } from "./support/expect-eventually.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer, type DatabaseKind } from "./support/test-server.ts";
@@ -11,11 +11,6 @@ import { DATABASE_KINDS, startTestServer, type TestServer, type DatabaseKind } f
  */
 
 const CLAIM = /UPDATE "webhook_deliveries" SET "lease_owner" =/;
-
-function containerNumber(serial: number): string {
-  const body = `WAKU${String(serial).padStart(6, "0")}`;
-  return `${body}${computeCheckDigit(body)}`;
-}
 
 async function startCountingClaims(kind: DatabaseKind): Promise<{ server: TestServer; claims: () => number }> {
   let claims = 0;
@@ -30,7 +25,7 @@ async function startCountingClaims(kind: DatabaseKind): Promise<{ server: TestSe
 
 async function createReference(server: TestServer, serial: number): Promise<string> {
   const created = await http(server, "POST", "/v1/references", {
-    body: { container_id: containerNumber(serial), carrier_code: "MSCU" },
+    body: { container_id: containerNumber("WAKU", serial), carrier_code: "MSCU" },
   });
   expectStatus(created, 201);
   return created.body.reference.id as string;

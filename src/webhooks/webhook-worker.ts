@@ -86,9 +86,8 @@ interface InFlight {
  * the retry and disable rules.
  *
  * - Woken by `wake()` (after a commit that queued deliveries, another instance's commit, a test or re-send
- *   queued), by answers freeing slots,
- *   and by a poll timer, so a wake-up that is missed (a retry falling due, a dead instance's lease expiring)
- *   costs at most one poll interval.
+ *   queued), by answers freeing slots, and by a poll timer, so a wake-up that is missed (a retry falling due, a
+ *   dead instance's lease expiring) costs at most one poll interval.
  * - Claims ahead, beyond the requests on the wire: up to twice `concurrency` in all and three rounds of
  *   `concurrencyPerEndpoint` per endpoint, so that requests keep going out while the next claim is on its way;
  *   outcomes waiting to be recorded do not count, unless more than twice `concurrency` of them wait. Answers
