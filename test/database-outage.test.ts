@@ -8,7 +8,8 @@ import { startTestServer, type TestServer } from "./support/test-server.ts";
 
 /*
  * The database lost mid-request (issue 10): 503 SERVICE_UNAVAILABLE with Retry-After on both surfaces, never a
- * 500, and the service answers normally once the database is back.
+ * 500, and the service answers normally once the database is back. A plain read lost with its connection is
+ * sent again on a new one instead (nothing to undo), and answered once the database answers.
  */
 
 const ADMIN_URL = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
@@ -38,7 +39,10 @@ describe("database connections terminated mid-request on postgres", () => {
    * Holds an exclusive lock on the references table so that requests wait inside the database, then terminates
    * every server connection of this database (as a failover or an administrator would) while they wait.
    */
-  async function terminateWhileWaiting<T>(requests: () => Promise<T>[]): Promise<T[]> {
+  async function terminateWhileWaiting<T>(
+    requests: () => Promise<T>[],
+    { releaseBeforeAnswers = false } = {},
+  ): Promise<T[]> {
     const databaseName = new URL(server.database.url).pathname.slice(1);
     const locker = new pg.Client({ connectionString: server.database.url });
     const admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -69,6 +73,8 @@ describe("database connections terminated mid-request on postgres", () => {
       );
       // At least the connections of the waiting requests were terminated.
       expect(terminated.rows.filter((row) => row.terminated).length).toBeGreaterThanOrEqual(pending.length);
+      // The database is back (the lock released) before the answers, for requests that wait for it again.
+      if (releaseBeforeAnswers) await locker.query("ROLLBACK");
       return await Promise.all(pending);
     } finally {
       await locker.query("ROLLBACK");
@@ -77,16 +83,43 @@ describe("database connections terminated mid-request on postgres", () => {
     }
   }
 
-  it("answers 503 with Retry-After on REST and GraphQL, then recovers", async () => {
+  it("answers 503 with Retry-After on REST and GraphQL when a write's connection is lost, then recovers", async () => {
     const [rest, graphql] = await terminateWhileWaiting(() => [
-      http(server, "GET", "/v1/references"),
-      gql(server, `{ references { edges { node { id } } } }`),
+      http(server, "POST", "/v1/references", { body: { bill_of_lading: "OUTAGE-REST", carrier_code: "MAEU" } }),
+      gql(
+        server,
+        `mutation { createReference(input: { billOfLading: "OUTAGE-GQL", carrierCode: "MAEU" }) {
+        reference { id } } }`,
+      ),
     ]);
     expectUnavailable(rest!);
     expectGraphqlUnavailable(graphql!);
 
-    expect((await http(server, "GET", "/v1/references")).status).toBe(200);
+    // Neither write happened; the same writes succeed now.
+    const listed = await http(server, "GET", "/v1/references");
+    expect(listed.status).toBe(200);
+    expect(JSON.stringify(listed.body)).not.toMatch(/OUTAGE-/);
+    const body = { bill_of_lading: "OUTAGE-REST", carrier_code: "MAEU" };
+    expect((await http(server, "POST", "/v1/references", { body })).status).toBe(201);
     expect((await gql(server, `{ references { edges { node { id } } } }`)).body.errors).toBeUndefined();
+  });
+
+  // A read goes down a shared connection (src/store/sql/postgres-read-lanes.ts) and changes nothing: one lost
+  // with its connection is sent again on a new one, and its caller never sees the loss.
+  it("sends a read whose connection was lost again, on a new connection, and answers it", async () => {
+    const [rest, graphql] = await terminateWhileWaiting(
+      // Pages not asked before, so that the read cache cannot answer them.
+      () => [
+        http(server, "GET", "/v1/references?limit=7"),
+        gql(server, `{ references(first: 7) { edges { node { id } } } }`),
+      ],
+      { releaseBeforeAnswers: true },
+    );
+    expect(rest!.status).toBe(200);
+    expect(Array.isArray(rest!.body.data)).toBe(true);
+    expect(graphql!.status).toBe(200);
+    expect(graphql!.body.errors).toBeUndefined();
+    expect(graphql!.body.data.references.edges).toEqual(expect.any(Array));
   });
 });
 

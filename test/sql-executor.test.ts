@@ -240,6 +240,28 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
     expect(answers).toEqual(Array.from({ length: 20 }, (_, i) => [[i * 2, `n${i}`]]));
   });
 
+  it("answers the reads in flight on connections the server kills, by sending them again on new ones", async () => {
+    // 20 reads of 50 ms each, queued down the two lanes (PostgreSQL answers a lane's reads one after another):
+    // when the lanes are killed 120 ms in, most are still waiting on them.
+    const reads = Array.from({ length: 20 }, (_, i) =>
+      database.sql.values(Prisma.sql`SELECT ${i}::int * 2 FROM pg_sleep(0.05)`),
+    );
+    const admin = new pg.Client({ connectionString: testDatabase.url });
+    await admin.connect();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      const { rowCount } = await admin.query(
+        `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity"
+         WHERE "datname" = current_database() AND "pid" <> pg_backend_pid() AND "query" LIKE '%pg_sleep%'`,
+      );
+      expect(rowCount).toBeGreaterThanOrEqual(1);
+      const results = await Promise.allSettled(reads);
+      expect(results).toEqual(Array.from({ length: 20 }, (_, i) => ({ status: "fulfilled", value: [[i * 2]] })));
+    } finally {
+      await admin.end();
+    }
+  });
+
   it("keeps the reads to a few connections, and replaces one the server kills", async () => {
     await Promise.allSettled(sendReads(200, -1));
     const admin = new pg.Client({ connectionString: testDatabase.url });
@@ -257,7 +279,7 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
         `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity"
          WHERE "datname" = current_database() AND "pid" <> pg_backend_pid()`,
       );
-      // The reads in flight on a killed lane may fail; once its end is noticed, the next reads get a new one.
+      // Once a killed lane's end is noticed, the next reads get a new one.
       await new Promise((resolve) => setTimeout(resolve, 100));
       const results = await Promise.allSettled(sendReads(20, -1));
       expect(results.map((result) => result.status)).toEqual(Array(20).fill("fulfilled"));

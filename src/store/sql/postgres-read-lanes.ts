@@ -1,4 +1,5 @@
 import pg from "pg";
+import { isDatabaseUnavailableError } from "../database-availability.ts";
 
 /*
  * PostgreSQL reads outside units of work go down a few long-lived, pipelined connections ("lanes") instead of
@@ -21,13 +22,20 @@ import pg from "pg";
  * row-locking clause (FOR UPDATE, FOR SHARE...) waits for no row lock; postgres-executor.ts sends nothing else
  * here. Units of work keep their own pooled connections.
  *
- * A lane whose connection fails (the server restarts, pg_terminate_backend) fails the statements in flight on
- * it, each with its own error, and is replaced by a new connection on its next statement; its "error" event is
- * always listened to, so a killed connection never ends the process.
+ * A lane whose connection fails (the server restarts, pg_terminate_backend) is replaced by a new connection on
+ * its next statement, and the statements that were in flight on it are sent again, down another lane
+ * (see `query`); its "error" event is always listened to, so a killed connection never ends the process.
  *
  * Hand-written because node-postgres's pool lends a connection to one borrower at a time, which is the cost
  * being removed, and no maintained library multiplexes node-postgres statements over shared connections.
  */
+
+/** A statement's error when its lane's connection was lost with it: the statement may be sent again. */
+class LostLaneError extends Error {
+  constructor(readonly lost: unknown) {
+    super("the read connection was lost");
+  }
+}
 
 /** One pipelined connection and the statements sent on it and not yet answered. */
 interface Lane {
@@ -53,14 +61,41 @@ export class PostgresReadLanes {
     if (!(laneCount >= 1)) throw new RangeError("at least one read connection is needed");
   }
 
-  /** Sends `config` down the least busy lane and returns its result. */
+  /**
+   * Sends `config` down the least busy lane and returns its result. A statement lost with its lane's connection
+   * is sent again, down another lane: under load a lane carries dozens of statements, where a pooled connection
+   * would have lost one, and a plain read is safe to run twice (it may have run before the connection went, and
+   * it changes nothing). When the new connection cannot be made either, the error is the caller's (503 upstream).
+   */
   async query(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    // The other lanes may have been lost at the same moment without it being noticed yet (their sockets' ends
+    // come in later events): one attempt more than there are lanes always reaches a new connection.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.queryOnce(config);
+      } catch (error) {
+        if (!(error instanceof LostLaneError)) throw error;
+        if (this.closed || attempt === this.laneCount) throw error.lost;
+      }
+    }
+  }
+
+  private async queryOnce(config: pg.QueryConfig): Promise<pg.QueryResult> {
     if (this.closed) throw new Error("the PostgreSQL read connections are closed");
     const lane = this.leastBusyLane();
     lane.unanswered++;
     if (lane.connected && !lane.corked) this.cork(lane);
     try {
       return await lane.client.query(config);
+    } catch (error) {
+      // The client rejects its statements before it emits "error" or "end" (which mark the lane broken), but
+      // does both in one go, before any of those rejections is seen here. The statement the server was running
+      // when it ended the connection fails with the server's own error (57P01, say), before the socket closes.
+      if (lane.broken || isDatabaseUnavailableError(error)) {
+        lane.broken = true;
+        throw new LostLaneError(error);
+      }
+      throw error;
     } finally {
       lane.unanswered--;
     }
