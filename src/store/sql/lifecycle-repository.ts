@@ -68,31 +68,27 @@ function tagSnapshotReader(): (value: unknown) => readonly TagSnapshot[] {
 }
 
 /**
- * An event read as EVENT_COLUMNS' values from position `at` of a row (arrays cost the driver less to build than
- * row objects; a row may carry other values before the event's), its tag snapshot through `readTags`, made for
- * the list the row belongs to.
+ * An event read as EVENT_COLUMNS' values (arrays cost the driver less to build than row objects; PostgreSQL's
+ * JSON pages are arrays of the same values), its tag snapshot through `readTags`, made for the list the row
+ * belongs to.
  */
-function eventFromValues(
-  row: unknown[],
-  at: number,
-  readTags: (value: unknown) => readonly TagSnapshot[],
-): LifecycleEvent {
+function eventFromValues(row: unknown[], readTags: (value: unknown) => readonly TagSnapshot[]): LifecycleEvent {
   return {
-    id: row[at],
-    organizationId: row[at + 1],
-    referenceId: row[at + 2],
-    type: row[at + 3],
-    occurredAt: toDate(row[at + 4]),
-    detail: fromJson(row[at + 5]),
-    referenceTags: readTags(row[at + 6]),
+    id: row[0],
+    organizationId: row[1],
+    referenceId: row[2],
+    type: row[3],
+    occurredAt: toDate(row[4]),
+    detail: fromJson(row[5]),
+    referenceTags: readTags(row[6]),
   } as unknown as LifecycleEvent;
 }
 
-/** Events read as EVENT_COLUMNS' values from position `at` of each row. */
-function eventsFromValues(rows: readonly unknown[][], at = 0): LifecycleEvent[] {
+/** Events read as EVENT_COLUMNS' values, one array of them each. */
+function eventsFromValues(rows: readonly unknown[][]): LifecycleEvent[] {
   const readTags = tagSnapshotReader();
   const events: LifecycleEvent[] = new Array(rows.length);
-  for (let index = 0; index < rows.length; index++) events[index] = eventFromValues(rows[index]!, at, readTags);
+  for (let index = 0; index < rows.length; index++) events[index] = eventFromValues(rows[index]!, readTags);
   return events;
 }
 
