@@ -23,7 +23,13 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
 }
 
 /** Settings a bench run may set in its environment to compare values: the rest are the production defaults. */
-const PASSED_THROUGH = ["SQLITE_READ_THREAD", "READS_PER_TURN", "MAX_READS_IN_FLIGHT", "WEBHOOK_WORKER"] as const;
+const PASSED_THROUGH = [
+  "SQLITE_READ_THREAD",
+  "READS_PER_TURN",
+  "READ_TURN_TARGET",
+  "MAX_READS_IN_FLIGHT",
+  "WEBHOOK_WORKER",
+] as const;
 
 function passedThrough(): Record<string, string> {
   return Object.fromEntries(

@@ -116,6 +116,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   const readAdmission = new ReadAdmissionGate({
     readsPerTurn: config.readsPerTurn,
     maxReadsInFlight: config.maxReadsInFlight,
+    turnTargetMs: config.readTurnTargetMs,
   });
   readAdmission.register(http);
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).

@@ -78,11 +78,13 @@ export interface Config {
   /** SQLite: whether pages of references are read on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
   readonly sqliteReadThread: boolean;
   /**
-   * Reads admitted per event-loop turn and at once (src/admission/): the rest wait, so that writes and new
-   * connections are served between a few reads rather than behind all of them.
+   * Reads admitted per event-loop turn, at most, and at once (src/admission/): the rest wait, so that writes and
+   * new connections are served between shares of the reads rather than behind all of them.
    */
   readonly readsPerTurn: number;
   readonly maxReadsInFlight: number;
+  /** READ_TURN_TARGET: how long an event-loop turn serving waiting reads aims to last (src/admission/). */
+  readonly readTurnTargetMs: number;
 }
 
 export class ConfigError extends Error {
@@ -202,7 +204,8 @@ export function loadConfig(
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
     sqliteReadThread: parseSwitch(env, "SQLITE_READ_THREAD", true),
-    readsPerTurn: parseInteger(env, "READS_PER_TURN", 4, 1),
+    readsPerTurn: parseInteger(env, "READS_PER_TURN", 64, 1),
+    readTurnTargetMs: parseDuration(env.READ_TURN_TARGET ?? "10ms", "READ_TURN_TARGET"),
     maxReadsInFlight: parseInteger(env, "MAX_READS_IN_FLIGHT", 64, 1),
   };
 }

@@ -19,7 +19,7 @@ function offer(admission: ReadAdmission, count: number) {
 
 describe("read admission", () => {
   it("starts at most readsPerTurn reads in a turn and the next ones in later turns, in arrival order", async () => {
-    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100 });
+    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100, turnTargetMs: 0 });
     const { started, dones } = offer(admission, 8);
     expect(started).toEqual([0, 1, 2]);
     expect(admission.queued).toBe(5);
@@ -33,7 +33,7 @@ describe("read admission", () => {
   });
 
   it("admits a single read in the turn after one that accepted a connection, and readsPerTurn once none arrive", async () => {
-    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100 });
+    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100, turnTargetMs: 0 });
     const { started } = offer(admission, 9);
     expect(started).toEqual([0, 1, 2]);
     admission.connectionAccepted();
@@ -48,7 +48,7 @@ describe("read admission", () => {
   });
 
   it("holds reads beyond maxReadsInFlight until one is done, and counts a done called twice once", async () => {
-    const admission = new ReadAdmission({ readsPerTurn: 100, maxReadsInFlight: 2 });
+    const admission = new ReadAdmission({ readsPerTurn: 100, maxReadsInFlight: 2, turnTargetMs: 0 });
     const { started, dones } = offer(admission, 4);
     expect(started).toEqual([0, 1]);
 
@@ -69,7 +69,7 @@ describe("read admission", () => {
   });
 
   it("lets a read arriving after waiting ones queue behind them, even when a place is free", async () => {
-    const admission = new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 100 });
+    const admission = new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 100, turnTargetMs: 0 });
     const first = offer(admission, 2);
     first.dones.get(0)!();
     const later = offer(admission, 1);
@@ -84,7 +84,73 @@ describe("read admission", () => {
   });
 
   it("refuses limits below one", () => {
-    expect(() => new ReadAdmission({ readsPerTurn: 0, maxReadsInFlight: 1 })).toThrow(RangeError);
-    expect(() => new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 0 })).toThrow(RangeError);
+    expect(() => new ReadAdmission({ readsPerTurn: 0, maxReadsInFlight: 1, turnTargetMs: 0 })).toThrow(RangeError);
+    expect(() => new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 0, turnTargetMs: 0 })).toThrow(RangeError);
+    expect(() => new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 1, turnTargetMs: -1 })).toThrow(RangeError);
+  });
+});
+
+describe("read admission's share of a turn, aiming at the turn's target length", () => {
+  /** An admission aiming at 10 ms turns, on a clock the test moves: each turn lasts what the test says. */
+  function adaptive(readsPerTurn: number) {
+    const clock = { now: 0 };
+    const admission = new ReadAdmission({
+      readsPerTurn,
+      maxReadsInFlight: 1_000,
+      turnTargetMs: 10,
+      now: () => clock.now,
+    });
+    return { admission, clock };
+  }
+
+  /** Lets one turn of `ms` pass; returns how many reads its end admitted. */
+  async function turnOf(ms: number, clock: { now: number }, started: readonly number[]) {
+    const before = started.length;
+    clock.now += ms;
+    await nextTurn();
+    return started.length - before;
+  }
+
+  it("admits one read more after each turn shorter than the target, up to readsPerTurn", async () => {
+    const { admission, clock } = adaptive(7);
+    const { started } = offer(admission, 100);
+    // A server starts with a share of 4 (the first turn's length is not known yet).
+    expect(started).toHaveLength(4);
+    expect(await turnOf(2, clock, started)).toBe(4);
+    const shares = [];
+    for (let turn = 0; turn < 5; turn++) shares.push(await turnOf(2, clock, started));
+    expect(shares).toEqual([5, 6, 7, 7, 7]);
+    expect(started).toEqual(Array.from({ length: started.length }, (_, i) => i));
+  });
+
+  it("halves the share after a turn longer than the target, never below one", async () => {
+    const { admission, clock } = adaptive(64);
+    const { started } = offer(admission, 1_000);
+    await turnOf(1, clock, started);
+    for (let turn = 0; turn < 12; turn++) await turnOf(1, clock, started);
+    expect(admission.readsPerTurn).toBe(16);
+    expect(await turnOf(25, clock, started)).toBe(8);
+    expect(await turnOf(25, clock, started)).toBe(4);
+    expect(await turnOf(25, clock, started)).toBe(2);
+    expect(await turnOf(25, clock, started)).toBe(1);
+    expect(await turnOf(25, clock, started)).toBe(1);
+    expect(await turnOf(3, clock, started)).toBe(2);
+  });
+
+  it("does not count a wait for I/O with nothing admitted or waiting as a turn's length", async () => {
+    const { admission, clock } = adaptive(64);
+    const first = offer(admission, 10);
+    await turnOf(1, clock, first.started);
+    await turnOf(1, clock, first.started);
+    expect(first.started).toHaveLength(10);
+    expect(admission.queued).toBe(0);
+    // The last turn's end admitted reads, so one more end follows; it finds nothing to do.
+    await turnOf(1, clock, first.started);
+    const share = admission.readsPerTurn;
+    // The loop then waits 500 ms for I/O before reads come again: no turn lasted that long.
+    clock.now += 500;
+    const later = offer(admission, 200);
+    await turnOf(1, clock, later.started);
+    expect(admission.readsPerTurn).toBeGreaterThanOrEqual(share);
   });
 });

@@ -8,12 +8,19 @@
  * PostgreSQL the reads fill the connection pool and a write's transaction queues behind every statement sent
  * before it. Both made the write feed's tail seconds long while the reads ran (docs/benchmarks.md).
  *
- * So a read asks for admission first. At most `readsPerTurn` are admitted in one turn and at most
- * `maxReadsInFlight` run at once; the rest wait in arrival order, and each turn's check phase admits the next
- * few. A turn then holds a handful of reads, and whatever else is ready (writes, new connections, timers,
- * database answers) runs between those handfuls instead of behind all of them. The same work is done in more,
- * shorter turns, so read throughput barely moves. Hand-written because the queueing libraries (p-limit, p-queue)
- * bound concurrency, not work per event-loop turn, which is what a synchronous driver needs bounded.
+ * So a read asks for admission first. A turn admits a share of the waiting reads and at most `maxReadsInFlight`
+ * run at once; the rest wait in arrival order, and each turn's check phase admits the next share. Whatever else is
+ * ready (writes, new connections, timers, database answers) runs between those shares instead of behind all of
+ * them. Hand-written because the queueing libraries (p-limit, p-queue) bound concurrency, not work per
+ * event-loop turn, which is what a synchronous driver needs bounded.
+ *
+ * The share adapts to how long turns last (`turnTargetMs`): one more read per turn after a turn shorter than the
+ * target, half as many after a longer one, between 1 and `readsPerTurn`. A fixed share of 4 had been chosen on
+ * a machine loaded 8–12 times over, where 4 reads made a turn of several milliseconds; on a quiet machine they make
+ * a turn of about a millisecond, and the same reads in four times as many turns (each turn's wake-ups, system
+ * calls and lane writes, the clients' wake-ups for answers that come a few at a time) cost the reads 25–30 % of
+ * their throughput. Aiming at a turn's length keeps what the share was for (a write, an accept or a database
+ * answer waits about one turn, never behind every read) on any machine (docs/decisions.md, "Read admission").
  *
  * New connections are accepted one per turn: libuv takes a single connection from the listening socket's queue
  * each time the loop polls it (since libuv 1.45, for fairness between processes sharing a port). Under load a turn
@@ -26,10 +33,17 @@
  */
 
 export interface ReadAdmissionLimits {
-  /** Reads admitted in one event-loop turn before the rest wait for the next. */
+  /** Reads admitted in one event-loop turn, at most: the share a turn admits adapts below it. */
   readonly readsPerTurn: number;
   /** Reads admitted and not yet answered, at most. */
   readonly maxReadsInFlight: number;
+  /**
+   * The length, in milliseconds, that turns serving waiting reads aim at: the share grows by one read after a
+   * shorter turn and halves after a longer one. 0: every turn admits `readsPerTurn`.
+   */
+  readonly turnTargetMs: number;
+  /** Milliseconds from any fixed point (tests pass their own). */
+  readonly now?: () => number;
 }
 
 /** Called once the read may run; the read calls `done` when it has been answered (or abandoned). */
@@ -40,16 +54,31 @@ export class ReadAdmission {
   private waitingHead = 0;
   private inFlight = 0;
   private admittedThisTurn = 0;
-  /** Reads the current turn may admit: `readsPerTurn`, or one after a turn that accepted a connection. */
+  /** Reads a turn admits while its length is on target (see the top of this file). */
+  private share: number;
+  /** Reads the current turn may admit: the share, or one after a turn that accepted a connection. */
   private turnLimit: number;
   private connectionsThisTurn = 0;
   private turnEndScheduled = false;
+  /** When the last turn's check phase ran, and whether the loop has been busy since (see endTurn). */
+  private lastTurnEndedAt = 0;
+  private busySinceLastTurnEnd = false;
+  private readonly now: () => number;
 
   constructor(private readonly limits: ReadAdmissionLimits) {
     if (!(limits.readsPerTurn >= 1) || !(limits.maxReadsInFlight >= 1)) {
       throw new RangeError("read admission limits must be at least 1");
     }
-    this.turnLimit = limits.readsPerTurn;
+    if (!(limits.turnTargetMs >= 0)) throw new RangeError("the turn's target length must not be negative");
+    this.now = limits.now ?? (() => performance.now());
+    // A few to begin with: a server starting under load grows its share within a few dozen turns.
+    this.share = limits.turnTargetMs > 0 ? Math.min(limits.readsPerTurn, INITIAL_SHARE) : limits.readsPerTurn;
+    this.turnLimit = this.share;
+  }
+
+  /** Reads a turn admits now (for tests and metrics). */
+  get readsPerTurn(): number {
+    return this.share;
   }
 
   /** Told of every connection the server accepts: the next turn admits a single read (see above). */
@@ -112,14 +141,21 @@ export class ReadAdmission {
 
   private endTurn(): void {
     this.turnEndScheduled = false;
+    this.adaptShare();
     this.admittedThisTurn = 0;
-    this.turnLimit = this.connectionsThisTurn > 0 ? 1 : this.limits.readsPerTurn;
+    this.turnLimit = this.connectionsThisTurn > 0 ? 1 : this.share;
     this.connectionsThisTurn = 0;
+    let admitted = 0;
     while (this.queued > 0 && this.hasRoom()) {
       const next = this.waiting[this.waitingHead]!;
       this.waiting[this.waitingHead++] = undefined as unknown as Admitted;
       this.start(next);
+      admitted += 1;
     }
+    // Reads admitted or left waiting keep an immediate pending (start() and done() schedule the next end), and
+    // libuv does not block for I/O while one is: the time to the next check phase is then the next turn's work.
+    // Otherwise the loop may wait for I/O meanwhile, and that wait is no turn's length.
+    this.busySinceLastTurnEnd = admitted > 0 || this.queued > 0;
     if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
       this.waiting.splice(0, this.waitingHead);
       this.waitingHead = 0;
@@ -127,4 +163,20 @@ export class ReadAdmission {
     // start() scheduled the next turn's end when it admitted anything; a queue blocked by reads in flight
     // waits for one of them to finish (its done() schedules it).
   }
+
+  /** One read more after a turn shorter than the target, half as many after a longer one (see the top). */
+  private adaptShare(): void {
+    const now = this.now();
+    const target = this.limits.turnTargetMs;
+    if (target > 0 && this.busySinceLastTurnEnd) {
+      this.share =
+        now - this.lastTurnEndedAt > target
+          ? Math.max(1, Math.floor(this.share / 2))
+          : Math.min(this.limits.readsPerTurn, this.share + 1);
+    }
+    this.lastTurnEndedAt = now;
+  }
 }
+
+/** The share a server starts with. */
+const INITIAL_SHARE = 4;
