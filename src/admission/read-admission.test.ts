@@ -128,7 +128,7 @@ describe("read admission's share of a turn, aiming at the turn's target length",
     const { started } = offer(admission, 1_000);
     await turnOf(1, clock, started);
     for (let turn = 0; turn < 12; turn++) await turnOf(1, clock, started);
-    expect(admission.readsPerTurn).toBe(16);
+    expect(admission.turnShare).toBe(16);
     expect(await turnOf(25, clock, started)).toBe(8);
     expect(await turnOf(25, clock, started)).toBe(4);
     expect(await turnOf(25, clock, started)).toBe(2);
@@ -146,11 +146,11 @@ describe("read admission's share of a turn, aiming at the turn's target length",
     expect(admission.queued).toBe(0);
     // The last turn's end admitted reads, so one more end follows; it finds nothing to do.
     await turnOf(1, clock, first.started);
-    const share = admission.readsPerTurn;
+    const share = admission.turnShare;
     // The loop then waits 500 ms for I/O before reads come again: no turn lasted that long.
     clock.now += 500;
     const later = offer(admission, 200);
     await turnOf(1, clock, later.started);
-    expect(admission.readsPerTurn).toBeGreaterThanOrEqual(share);
+    expect(admission.turnShare).toBeGreaterThanOrEqual(share);
   });
 });

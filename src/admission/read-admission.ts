@@ -16,11 +16,10 @@
  *
  * The share adapts to how long turns last (`turnTargetMs`): one more read per turn after a turn shorter than the
  * target, half as many after a longer one, between 1 and `readsPerTurn`. A fixed share of 4 had been chosen on
- * a machine loaded 8–12 times over, where 4 reads made a turn of several milliseconds; on a quiet machine they make
- * a turn of about a millisecond, and the same reads in four times as many turns (each turn's wake-ups, system
- * calls and lane writes, the clients' wake-ups for answers that come a few at a time) cost the reads 25–30 % of
- * their throughput. Aiming at a turn's length keeps what the share was for (a write, an accept or a database
- * answer waits about one turn, never behind every read) on any machine (docs/decisions.md, "Read admission").
+ * a machine loaded 8–12 times over, where 4 reads made a turn of several milliseconds; on a quiet machine they
+ * make a turn of 1–1.5 ms, and serving the same reads in that many more turns cost them a quarter of their
+ * throughput. Aiming at a turn's length keeps what the share was for (a write, an accept or a database answer
+ * waits about one turn, never behind every read) on either machine (docs/decisions.md, "Read admission").
  *
  * New connections are accepted one per turn: libuv takes a single connection from the listening socket's queue
  * each time the loop polls it (since libuv 1.45, for fairness between processes sharing a port). Under load a turn
@@ -76,8 +75,8 @@ export class ReadAdmission {
     this.turnLimit = this.share;
   }
 
-  /** Reads a turn admits now (for tests and metrics). */
-  get readsPerTurn(): number {
+  /** Reads a turn admits now, below `readsPerTurn`. */
+  get turnShare(): number {
     return this.share;
   }
 
