@@ -15,7 +15,7 @@
  * event-loop turn, which is what a synchronous driver needs bounded.
  *
  * The share adapts to how long turns last (`turnTargetMs`): one more read per turn after a turn shorter than the
- * target, half as many after a longer one, between 1 and `readsPerTurn`. A fixed share of 4 had been chosen on
+ * target, half as many after a longer one, between the 4 that used to be fixed and `readsPerTurn`. A fixed share of 4 had been chosen on
  * a machine loaded 8–12 times over, where 4 reads made a turn of several milliseconds; on a quiet machine they
  * make a turn of 1–1.5 ms, and serving the same reads in that many more turns cost them a quarter of their
  * throughput. Aiming at a turn's length keeps what the share was for (a write, an accept or a database answer
@@ -53,7 +53,7 @@ export class ReadAdmission {
   private waitingHead = 0;
   private inFlight = 0;
   private admittedThisTurn = 0;
-  /** Reads a turn admits while its length is on target (see the top of this file). */
+  /** Reads a turn admits while its length is on target, from MIN_SHARE to `readsPerTurn` (see the top). */
   private share: number;
   /** Reads the current turn may admit: the share, or one after a turn that accepted a connection. */
   private turnLimit: number;
@@ -70,8 +70,9 @@ export class ReadAdmission {
     }
     if (!(limits.turnTargetMs >= 0)) throw new RangeError("the turn's target length must not be negative");
     this.now = limits.now ?? (() => performance.now());
-    // A few to begin with: a server starting under load grows its share within a few dozen turns.
-    this.share = limits.turnTargetMs > 0 ? Math.min(limits.readsPerTurn, INITIAL_SHARE) : limits.readsPerTurn;
+    // The fixed share of before to begin with: a server starting under load grows its share within a few dozen
+    // turns.
+    this.share = limits.turnTargetMs > 0 ? Math.min(limits.readsPerTurn, MIN_SHARE) : limits.readsPerTurn;
     this.turnLimit = this.share;
   }
 
@@ -170,12 +171,15 @@ export class ReadAdmission {
     if (target > 0 && this.busySinceLastTurnEnd) {
       this.share =
         now - this.lastTurnEndedAt > target
-          ? Math.max(1, Math.floor(this.share / 2))
+          ? Math.max(Math.min(MIN_SHARE, this.limits.readsPerTurn), Math.floor(this.share / 2))
           : Math.min(this.limits.readsPerTurn, this.share + 1);
     }
     this.lastTurnEndedAt = now;
   }
 }
 
-/** The share a server starts with. */
-const INITIAL_SHARE = 4;
+/**
+ * The share a server starts with, and the least it falls to: the fixed share of before, measured on a machine
+ * loaded 8–12 times over. Long turns never make admission stricter than it was there.
+ */
+const MIN_SHARE = 4;
