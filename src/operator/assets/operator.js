@@ -283,9 +283,18 @@ function renderDeliveries() {
   $("no-deliveries").hidden = rows.length > 0;
 }
 
+/**
+ * Numbers the loads: only the latest one started may show its answer. Answers can arrive out of order (a reload
+ * for a live change started just before a filter change may be answered after it), and the older one would
+ * otherwise replace the view the filter asked for.
+ */
+let latestLoad = 0;
+
 async function load() {
+  const thisLoad = ++latestLoad;
   try {
     const data = await graphql(OVERVIEW, { status: $("filter-status").value || null });
+    if (thisLoad !== latestLoad) return;
     state.tags = new Map(data.tags.edges.map(({ node }) => [node.id, node.name]));
     state.endpoints = data.webhookEndpoints.edges.map(({ node }) => node);
     renderEndpoints();
@@ -293,6 +302,7 @@ async function load() {
     $("app").hidden = false;
     document.body.dataset.loaded = "true";
   } catch (error) {
+    if (thisLoad !== latestLoad) return;
     if (error.code === "UNAUTHENTICATED") return askForKey("That API key was refused; enter another.");
     notify(`Could not load: ${error.message}`);
   }
