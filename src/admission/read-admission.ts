@@ -15,11 +15,12 @@
  * event-loop turn, which is what a synchronous driver needs bounded.
  *
  * The share adapts to how long turns last (`turnTargetMs`): one more read per turn after a turn shorter than the
- * target, half as many after a longer one, between the 4 that used to be fixed and `readsPerTurn`. A fixed share of 4 had been chosen on
- * a machine loaded 8–12 times over, where 4 reads made a turn of several milliseconds; on a quiet machine they
- * make a turn of 1–1.5 ms, and serving the same reads in that many more turns cost them a quarter of their
- * throughput. Aiming at a turn's length keeps what the share was for (a write, an accept or a database answer
- * waits about one turn, never behind every read) on either machine (docs/decisions.md, "Read admission").
+ * target, half as many after a longer one, between the 4 that used to be fixed and `readsPerTurn`. The fixed
+ * share of 4 had been chosen on a machine loaded 8–12 times over, where 4 reads made a turn of several
+ * milliseconds; on a quiet machine they make a turn of 1–1.5 ms, and serving the same reads in that many more
+ * turns cost them a quarter of their throughput. Aiming at a turn's length keeps what the share was for (a write,
+ * an accept or a database answer waits about one turn, never behind every read) on either machine
+ * (docs/decisions.md, "Read admission").
  *
  * New connections are accepted one per turn: libuv takes a single connection from the listening socket's queue
  * each time the loop polls it (since libuv 1.45, for fairness between processes sharing a port). Under load a turn
