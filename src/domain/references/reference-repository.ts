@@ -37,6 +37,11 @@ export interface ReferenceListQuery {
 
 export interface ReferenceRepository {
   insertReference(reference: Reference): Promise<void>;
+  /**
+   * Writes the reference's tracking state: what the tracking rules change (active, the deactivation, the
+   * extraction outcome and its count of failures, the estimates, `updatedAt`). Its identifiers (container, bill of
+   * lading, booking, carrier, parent) are set at creation and never written again.
+   */
   updateReference(reference: Reference): Promise<void>;
   /** With their tags, in one statement. */
   findReferencesByIds(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
@@ -97,7 +102,7 @@ export interface ReferenceRepository {
    * Unknown ids are left out. Only inside `transaction`.
    */
   lockReferences(organizationId: string, ids: readonly string[]): Promise<TaggedReference[]>;
-  /** Writes the mutable columns of each reference (as `updateReference` does), in one statement. */
+  /** Writes the tracking state of each reference (as `updateReference` does), in one statement. */
   updateReferences(references: readonly Reference[]): Promise<void>;
   insertReferenceUpdates(updates: readonly ReferenceUpdate[]): Promise<void>;
 }
