@@ -91,6 +91,9 @@ export class LiveFeed {
   async prepare(): Promise<void> {
     if (this.active || this.closed) return;
     const end = await this.store.findSettledEnd();
+    // Asked again after the wait: a listener that registered meanwhile (after a `prepare` answered sooner) is
+    // owed every event after the frontier it got, and this end may lie past some of them.
+    if (this.active || this.closed) return;
     this.position = this.position ? laterOf(this.position, end) : end;
   }
 
