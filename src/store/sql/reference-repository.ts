@@ -188,22 +188,30 @@ export class SqlReferenceRepository implements ReferenceRepository {
     // One row whatever the page's length: the texts joined in page order (as bytes on SQLite, so that the read
     // thread hands over one buffer, not a string per reference for the event loop's heap to collect), the last
     // shown id, and the count of what was found, one more than the page asks telling that more follow.
-    // The page's ids are found once (MATERIALIZED: counted, and the shown ones joined to their rows). On SQLite
-    // the texts are joined in the order their rows are reached: CROSS JOIN keeps the ordered ids outside, so rows
-    // reach the aggregate newest first. There an ORDER BY inside the aggregate, or rows numbered by a window (the
-    // form before this one), sorts the page's 35 KB of texts again: 228 against 143 µs per page. PostgreSQL may
-    // join by hash, so it is given the order, and costs the same either way (docs/benchmarks.md). The tests of
-    // page order hold SQLite to its order (test/reference-rest-json.test.ts, references.exclusion.test.ts).
-    const sqlite = this.database.provider === "sqlite";
-    const joined = sqlite
-      ? Prisma.sql`CAST(string_agg(r."rest_json", ',') AS BLOB)`
-      : Prisma.sql`string_agg(r."rest_json", ',' ORDER BY r."id" DESC)`;
+    const asked = { ...query, limit: query.limit + 1 };
     const [row] = await this.sql.values(
-      Prisma.sql`
-        WITH "found" AS MATERIALIZED (${referencePageIds(organizationId, { ...query, limit: query.limit + 1 })})
-        SELECT ${joined}, min(r."id"), (SELECT CAST(count(*) AS INTEGER) FROM "found")
-        FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${query.limit}) AS "shown"
-        CROSS JOIN "shipping_references" r WHERE r."id" = "shown"."id"`,
+      this.database.provider === "sqlite"
+        ? // The page's ids are found once (MATERIALIZED: counted, and the shown ones joined to their rows), and
+          // the texts are joined in the order the rows are reached: CROSS JOIN keeps the ordered ids outside, so
+          // rows reach the aggregate newest first. An ORDER BY inside the aggregate, or rows numbered by a window
+          // (the form PostgreSQL keeps), sorts the page's 35 KB of texts again: 228 against 143 µs per page. The
+          // tests of page order hold SQLite to its order (test/reference-rest-json.test.ts compares every page's
+          // bytes with the single reads).
+          Prisma.sql`
+            WITH "found" AS MATERIALIZED (${referencePageIds(organizationId, asked)})
+            SELECT CAST(string_agg(r."rest_json", ',') AS BLOB), min(r."id"), (SELECT count(*) FROM "found")
+            FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${query.limit}) AS "shown"
+            CROSS JOIN "shipping_references" r WHERE r."id" = "shown"."id"`
+        : // Numbered by a window over the page's rows, once its LIMIT has applied. The SQLite form costs a lone
+          // PostgreSQL the same, but under the bench's load it served 1,621 against 2,423 pages a second
+          // (docs/decisions.md).
+          Prisma.sql`
+            SELECT string_agg(CASE WHEN "n" <= ${query.limit} THEN "rest_json" END, ',' ORDER BY "n"),
+              max(CASE WHEN "n" = ${query.limit} THEN "id" END), CAST(count(*) AS INTEGER)
+            FROM (
+              SELECT "id", "rest_json", row_number() OVER (ORDER BY "id" DESC) AS "n"
+              FROM (SELECT r."id", r."rest_json" ${referencePage(organizationId, asked)}) AS "page"
+            ) AS "found"`,
       { page: true },
     );
     const [json, lastId, found] = row as [Uint8Array | string | null, string | null, number];
