@@ -61,22 +61,11 @@ export function referencePageIds(organizationId: string, query: ReferenceListQue
 }
 
 /** The page's ids (column `reference_id`, newest first) when it is filtered by tags: `referenceIdsByTags`. */
-function carriersOfListedTags(
-  organizationId: string,
-  query: ReferenceListQuery,
-  tags: ReferenceTagFilter,
-): Prisma.Sql {
+function carriersOfListedTags(organizationId: string, query: ReferenceListQuery, tags: ReferenceTagFilter): Prisma.Sql {
   const candidate = query.excludedTags
     ? [carriesNone(organizationId, Prisma.sql`rt."reference_id"`, query.excludedTags)]
     : [];
-  return referenceIdsByTags(
-    organizationId,
-    tags,
-    query.beforeId,
-    candidate,
-    referenceConditions(query),
-    query.limit,
-  );
+  return referenceIdsByTags(organizationId, tags, query.beforeId, candidate, referenceConditions(query), query.limit);
 }
 
 /**
