@@ -25,3 +25,14 @@ describe("durations in settings", () => {
     expect(loadConfig({ RETENTION_PRUNE_INTERVAL: "0" }).retentionPruneIntervalMs).toBe(0);
   });
 });
+
+describe("read admission's turn target", () => {
+  it("is 10 ms on SQLite and 7 ms on PostgreSQL unless READ_TURN_TARGET says otherwise", () => {
+    expect(loadConfig({ DATABASE_URL: "file:./data/x.db" }).readTurnTargetMs).toBe(10);
+    expect(loadConfig({ DATABASE_URL: "postgresql://db/reftrail" }).readTurnTargetMs).toBe(7);
+    expect(loadConfig({ DATABASE_URL: "postgres://db/reftrail" }).readTurnTargetMs).toBe(7);
+    expect(loadConfig({ DATABASE_URL: "postgresql://db/reftrail", READ_TURN_TARGET: "12ms" }).readTurnTargetMs).toBe(
+      12,
+    );
+  });
+});
