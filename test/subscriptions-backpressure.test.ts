@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import WebSocket from "ws";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
-import type { CommitSignals } from "../src/domain/live/live-feed.ts";
 import { LiveFeed } from "../src/live/live-feed.ts";
 import { LiveSubscriptions, type StreamMessage } from "../src/live/live-subscriptions.ts";
 import { comparePositions } from "../src/domain/live/log-position.ts";
@@ -10,6 +9,7 @@ import type { Services } from "../src/domain/services.ts";
 import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
+import { quietLog, silentSignals } from "./support/live-feed.ts";
 import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
 import {
   createTestDatabase,
@@ -25,14 +25,6 @@ import {
  * events for its client. Past that it drops them and reads the log again from its position once the client
  * reads on, so memory stays bounded and the client still gets every event, in order, once.
  */
-
-const silentSignals: CommitSignals = {
-  publish: () => undefined,
-  crossProcess: false,
-  onSignal: () => () => undefined,
-  close: async () => undefined,
-};
-const quietLog = { error: () => undefined };
 
 describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
   let testDatabase: TestDatabase;

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { buildServices } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
-import type { CommitSignals, LiveEvent, LiveLogStore } from "../src/domain/live/live-feed.ts";
+import type { LiveEvent, LiveLogStore } from "../src/domain/live/live-feed.ts";
 import { LiveFeed, type LiveListener } from "../src/live/live-feed.ts";
 import type { LogPosition } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
+import { quietLog, silentSignals } from "./support/live-feed.ts";
 import { eventually } from "./support/subscription-client.ts";
 import {
   createTestDatabase,
@@ -21,14 +22,6 @@ import {
  * earlier end and is owed that event: the later answer must not move the feed past it unread. (Found as a
  * subscription that never received its event in the whole suite's run, once in many.)
  */
-
-const silentSignals: CommitSignals = {
-  publish: () => undefined,
-  crossProcess: false,
-  onSignal: () => () => undefined,
-  close: async () => undefined,
-};
-const quietLog = { error: () => undefined };
 
 /** The real store, with the answers of `findSettledEnd` held back until the test lets each go. */
 class HeldSettledEnds implements LiveLogStore {
