@@ -1,23 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import WebSocket from "ws";
-import { buildServices } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
 import { LiveFeed } from "../src/live/live-feed.ts";
 import { LiveSubscriptions, type StreamMessage } from "../src/live/live-subscriptions.ts";
 import { comparePositions } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
 import { CursorCodec } from "../src/domain/shared/cursor.ts";
-import { openDatabase, type Database } from "../src/store/database.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { quietLog, silentSignals } from "./support/live-feed.ts";
 import { eventually, graphqlWsUrl, metricValue } from "./support/subscription-client.ts";
 import {
-  createTestDatabase,
   DATABASE_KINDS,
-  TEST_WEBHOOK_SECRET_KEY,
   startTestServer,
-  type TestDatabase,
+  startTestServices,
   type TestServer,
+  type TestServices,
 } from "./support/test-server.ts";
 
 /*
@@ -27,21 +23,16 @@ import {
  */
 
 describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
-  let testDatabase: TestDatabase;
-  let database: Database;
+  let started: TestServices;
   let services: Services;
   let store: SqlLiveLogStore;
   let feed: LiveFeed;
   let streams: LiveSubscriptions;
 
   beforeAll(async () => {
-    testDatabase = await createTestDatabase(kind);
-    database = await openDatabase(testDatabase.url);
-    services = buildServices(
-      loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
-      database,
-    );
-    store = new SqlLiveLogStore(database);
+    started = await startTestServices(kind);
+    services = started.services;
+    store = new SqlLiveLogStore(started.database);
     // No signals: the feed finds every event by polling, every 20 ms.
     feed = new LiveFeed(store, silentSignals, { pollIntervalMs: 20, batchSize: 7 }, quietLog);
     streams = new LiveSubscriptions(feed, store, services.references, new CursorCodec("test"), () => new Date(0), {
@@ -52,8 +43,7 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
 
   afterAll(async () => {
     await streams?.close();
-    await database?.close();
-    await testDatabase?.drop();
+    await started?.close();
   });
 
   it("holds at most its bound, then catches up from the log with every event once, in order", async () => {

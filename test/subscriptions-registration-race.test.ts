@@ -1,20 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { buildServices } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
 import type { LiveEvent, LiveLogStore } from "../src/domain/live/live-feed.ts";
 import { LiveFeed, type LiveListener } from "../src/live/live-feed.ts";
 import type { LogPosition } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
-import { openDatabase, type Database } from "../src/store/database.ts";
+import type { Database } from "../src/store/database.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { quietLog, silentSignals } from "./support/live-feed.ts";
 import { eventually } from "./support/subscription-client.ts";
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  TEST_WEBHOOK_SECRET_KEY,
-  type TestDatabase,
-} from "./support/test-server.ts";
+import { DATABASE_KINDS, startTestServices, type TestServices } from "./support/test-server.ts";
 
 /*
  * Two subscriptions opened together while the live feed is idle both ask where the log ends (`prepare`). When an
@@ -63,22 +56,17 @@ function collector(organizationId: string): LiveListener & { ids: string[]; catc
 }
 
 describe.each(DATABASE_KINDS)("listeners registering while the live feed wakes, on %s", (kind) => {
-  let testDatabase: TestDatabase;
+  let started: TestServices;
   let database: Database;
   let services: Services;
 
   beforeAll(async () => {
-    testDatabase = await createTestDatabase(kind);
-    database = await openDatabase(testDatabase.url);
-    services = buildServices(
-      loadConfig({ NODE_ENV: "test", DATABASE_URL: testDatabase.url, WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY }),
-      database,
-    );
+    started = await startTestServices(kind);
+    ({ database, services } = started);
   });
 
   afterAll(async () => {
-    await database?.close();
-    await testDatabase?.drop();
+    await started?.close();
   });
 
   it("hands an event committed between two asks for the log's end to the listener registered at the first", async () => {

@@ -3,8 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { buildApp, type App } from "../../src/app.ts";
+import { buildApp, buildServices, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
+import type { Services } from "../../src/domain/services.ts";
 import type { Clock } from "../../src/domain/shared/clock.ts";
 import { openDatabase, type Database } from "../../src/store/database.ts";
 import { migrateDatabase } from "../../src/store/prisma/migration-runner.ts";
@@ -58,6 +59,32 @@ export async function createTestDatabase(kind: DatabaseKind, prefix = "reftrail_
       await client.connect();
       await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await client.end();
+    },
+  };
+}
+
+/** The services over a database of their own, without an HTTP server: for tests that drive the domain directly. */
+export interface TestServices {
+  readonly database: Database;
+  readonly services: Services;
+  /** Closes the database and drops it. */
+  close(): Promise<void>;
+}
+
+export async function startTestServices(kind: DatabaseKind): Promise<TestServices> {
+  const testDatabase = await createTestDatabase(kind);
+  const database = await openDatabase(testDatabase.url);
+  const config = loadConfig({
+    NODE_ENV: "test",
+    DATABASE_URL: testDatabase.url,
+    WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+  });
+  return {
+    database,
+    services: buildServices(config, database),
+    close: async () => {
+      await database.close();
+      await testDatabase.drop();
     },
   };
 }
