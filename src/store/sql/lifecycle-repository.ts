@@ -168,13 +168,17 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   }
 
   /**
-   * The events page as a subquery, walking the (reference_id, occurred_at, id) index in the page's order.
-   * SQLite's planner picks that index for `reference_id = ? AND occurred_at >= ?`, ordered with reference_id
-   * first. PostgreSQL drops a column fixed by an equality from the ORDER BY and, for a reference holding most of
-   * the table, walked the occurred_at index instead, filtering out every other reference's events (23 ms instead
-   * of 0.25 ms per page on 120,000 events, 15–20 ms per first page in the bench). There the reference is bounded
-   * by row comparisons on (reference_id, occurred_at[, id]) that imply the equality without stating it: the
-   * ORDER BY keeps its leading column, only that index serves it, and the bounds are its index conditions.
+   * The events page as a subquery, walking the (reference_id, occurred_at, id) index in the page's order and
+   * stopping at the limit. SQLite's planner picks that index for `reference_id = ? AND occurred_at >= ?`.
+   * PostgreSQL drops a column fixed by an equality from the ORDER BY and, for a reference holding most of the
+   * table, walked the occurred_at index instead, filtering out every other reference's events (23 ms instead of
+   * 0.25 ms per page on 120,000 events). There the reference is bounded by row comparisons on (reference_id,
+   * occurred_at[, id]) that imply the equality without stating it: the ORDER BY keeps its leading column, only
+   * that index serves it whole, and the bounds are its index conditions. The other index led by reference_id
+   * serves it only with an incremental sort, which is off on the store's connections (postgres-session.ts):
+   * PostgreSQL's generic plan (kept after five executions of a prepared statement) took that path, and read the
+   * whole reference for each page (0.5–0.9 s on a reference of 1,000,000 events). test/events-page-plans.test.ts
+   * holds every shape of the page to the index, under custom and generic plans.
    */
   private eventPage(query: EventListQuery): Prisma.Sql {
     const from = query.from && query.from > query.notBefore ? query.from : query.notBefore;

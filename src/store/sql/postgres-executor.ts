@@ -3,6 +3,7 @@ import pg from "pg";
 import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 import { PostgresReadLanes } from "./postgres-read-lanes.ts";
+import { SESSION_SETTINGS } from "./postgres-session.ts";
 import { storedDate } from "./stored-dates.ts";
 
 /*
@@ -104,7 +105,11 @@ function openPool(url: string): pg.Pool {
   // checkout and the borrower's own listener, and after a once-listener has fired (pool.query), nothing
   // does. This listener stays for the connection's whole life; the statement in flight still rejects on its
   // own, and the borrower releases the broken connection.
-  pool.on("connect", (connection) => connection.on("error", () => {}));
+  pool.on("connect", (connection) => {
+    connection.on("error", () => {});
+    // Queued before the statement of whoever takes the connection; should it fail, so does that statement.
+    connection.query(SESSION_SETTINGS).catch(() => {});
+  });
   return pool;
 }
 

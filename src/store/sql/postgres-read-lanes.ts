@@ -1,5 +1,6 @@
 import pg from "pg";
 import { isDatabaseUnavailableError } from "../database-availability.ts";
+import { SESSION_SETTINGS } from "./postgres-session.ts";
 
 /*
  * PostgreSQL reads outside units of work go down a few long-lived, pipelined connections ("lanes") instead of
@@ -137,6 +138,8 @@ export class PostgresReadLanes {
     client.connect().then(() => {
       lane.connected = true;
     }, breakLane);
+    // Queued before any read the lane will carry.
+    client.query(SESSION_SETTINGS).catch(breakLane);
     return lane;
   }
 
