@@ -113,11 +113,14 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
 
   const metricsRegistry = await registerOperations(http, { database, config });
   // Reads that the read cache cannot answer wait for admission; writes never do (src/admission/).
-  const readAdmission = new ReadAdmissionGate({
-    readsPerTurn: config.readsPerTurn,
-    maxReadsInFlight: config.maxReadsInFlight,
-    turnTargetMs: config.readTurnTargetMs,
-  });
+  const readAdmission = new ReadAdmissionGate(
+    {
+      readsPerTurn: config.readsPerTurn,
+      maxReadsInFlight: config.maxReadsInFlight,
+      turnTargetMs: config.readTurnTargetMs,
+    },
+    metricsRegistry,
+  );
   readAdmission.register(http);
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
