@@ -11,6 +11,7 @@
 import Sqlite from "better-sqlite3";
 import pg from "pg";
 import { sqliteFilePath } from "../src/store/database.ts";
+import { SESSION_SETTINGS } from "../src/store/sql/postgres-session.ts";
 import { startBenchApp } from "./bench-app.ts";
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 import type { Kind } from "./seed.ts";
@@ -117,6 +118,8 @@ interface Timed {
 async function timePostgres(url: string, statements: readonly Captured[]): Promise<Timed[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
+  // Planned as on the store's own connections.
+  await client.query(SESSION_SETTINGS);
   try {
     const times: Timed[] = [];
     for (const statement of statements) {
