@@ -103,7 +103,11 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     bodyLimit: config.bodyLimitBytes,
     // Behind a proxy the operator sets this; the rate limiter falls back to the client address.
     trustProxy: false,
-    return503OnClosing: true,
+    // During shutdown a request that arrives on a connection kept alive from before is served, with `Connection:
+    // close` (Fastify adds it), rather than refused with Fastify's own 503 body: the instance still holds its
+    // database until the requests in flight are done, and a client can resend a refused write only if it knows
+    // the write is safe to repeat. Shutdown stays bounded (src/main.ts).
+    return503OnClosing: false,
     // Errors the router raises before any route runs (an over-long path parameter, a malformed URL) answer in
     // the same problem+json shape as every other error.
     frameworkErrors: (error, request, reply) =>
