@@ -3,6 +3,7 @@
  * real reftrail server (on SQLite, with an API key), real headless Chromium (see test/support/browser.ts), and
  * every request that leaves 127.0.0.1 blocked and counted.
  */
+import { mkdtemp, rm } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,8 +14,6 @@ import { expectEventually } from "./support/expect-eventually.ts";
 import { startTestServer, type TestServer } from "./support/test-server.ts";
 
 const ENDPOINT = "/graphql";
-const SCREENSHOT_PATH = join(tmpdir(), "reftrail-explorer.png");
-const FIRST_SCREEN_PATH = join(tmpdir(), "reftrail-explorer-first-screen.png");
 
 /** A tag the server holds, so that a query has something recognisable to return. */
 const TAG_NAME = "explorer-check";
@@ -50,8 +49,16 @@ function isLocal(url: string): boolean {
 describe("GraphQL explorer", () => {
   let server: TestServer;
   let host: { readonly origin: string };
+  // Screenshots render the page as a person would see it (a render error shows there); they go to a folder of
+  // this run's own, removed with everything in it once the file's tests are done.
+  let screenshots: string;
+  let screenshotPath: string;
+  let firstScreenPath: string;
 
   beforeAll(async () => {
+    screenshots = await mkdtemp(join(tmpdir(), "reftrail-explorer-"));
+    screenshotPath = join(screenshots, "explorer.png");
+    firstScreenPath = join(screenshots, "explorer-first-screen.png");
     server = await startTestServer("sqlite", {
       env: { SUBSCRIPTION_POLL_INTERVAL: "200ms" },
     });
@@ -61,6 +68,7 @@ describe("GraphQL explorer", () => {
 
   afterAll(async () => {
     await server?.close();
+    if (screenshots) await rm(screenshots, { recursive: true, force: true });
   });
 
   it("serves a page and assets that load nothing from outside the server", async () => {
@@ -163,7 +171,7 @@ describe("GraphQL explorer", () => {
         expect(await page.locator("#key-bar").innerText()).toMatch(/kept in this browser \(localStorage\)/);
         expect(await page.locator("body").innerText()).not.toMatch(/invalid|revoked|error/i);
         expect(graphqlRequests()).toBe(1);
-        await page.screenshot({ path: FIRST_SCREEN_PATH });
+        await page.screenshot({ path: firstScreenPath });
 
         // A wrong key gets one clear answer, and is not kept.
         await enterApiKey(page, "rt_not-a-real-key");
@@ -182,7 +190,7 @@ describe("GraphQL explorer", () => {
           { timeoutMs: 30_000 },
         );
         expect(await docs.innerText()).not.toMatch(/Error fetching schema/);
-        await page.screenshot({ path: SCREENSHOT_PATH });
+        await page.screenshot({ path: screenshotPath });
 
         // Reload: still authenticated, straight into GraphiQL, the schema there again.
         await page.reload();
@@ -286,7 +294,7 @@ describe("GraphQL explorer", () => {
           { timeoutMs: 15_000 },
         );
 
-        await page.screenshot({ path: SCREENSHOT_PATH });
+        await page.screenshot({ path: screenshotPath });
 
         // Editing must not rewrite the address to "?query=…": reloading that URL would run GraphQL, not the page.
         expect(new URL(page.url()).searchParams.has("query")).toBe(false);

@@ -116,6 +116,10 @@ describe.each(DATABASE_KINDS)("idempotency records on %s", (kind) => {
   });
 
   it("deletes records past their window with the server's retention job", async () => {
+    // Records of its own, so that an empty table at the end proves the job deleted them.
+    expectStatus(await createWithKey(`${kind}-job-1`), 201);
+    expectStatus(await createWithKey(`${kind}-job-2`), 201);
+    expect(await recordKeys()).toEqual(expect.arrayContaining([`${kind}-job-1`, `${kind}-job-2`]));
     const later = new OffsetClock();
     later.offsetMs = 25 * HOUR_MS;
     // Another instance whose clock is a day ahead, its job every 100 ms: every record is past its window there.

@@ -22,9 +22,13 @@ import { withLabel } from "./support/with-label.ts";
  */
 
 type Doc = {
-  paths: Record<string, Record<string, { operationId: string; responses: Record<string, DocResponse> }>>;
+  paths: Record<
+    string,
+    Record<string, { operationId: string; parameters?: DocParameter[]; responses: Record<string, DocResponse> }>
+  >;
   components: { schemas: Record<string, unknown> };
 };
+type DocParameter = { name: string; in: string; description?: string };
 type DocResponse = {
   description: string;
   headers?: Record<string, unknown>;
@@ -175,6 +179,18 @@ describe("OpenAPI document against real responses (sqlite)", () => {
       }
     }
     expect(new Set(operationIds).size).toBe(operationIds.length);
+  });
+
+  it("describes every parameter of every operation (path, query and header)", () => {
+    const undescribed: string[] = [];
+    for (const [path, operations] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        for (const parameter of operation.parameters ?? []) {
+          if (!parameter.description?.trim()) undescribed.push(`${method} ${path} ${parameter.in} ${parameter.name}`);
+        }
+      }
+    }
+    expect(undescribed).toEqual([]);
   });
 
   it("answers every operation as documented, and no handler produces an undocumented field", async () => {

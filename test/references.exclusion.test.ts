@@ -69,20 +69,28 @@ describe.each(DATABASE_KINDS)("exclusion filters on %s", (kind) => {
       const everything = await listAll({});
       expect(everything).toHaveLength(36);
       expect([...everything].sort().reverse()).toEqual(everything);
-      const cases: [ReferenceFilter, ReferenceFilter][] = [
-        [{ tagIds: [tags.red] }, { excludeTagIds: [tags.red] }],
-        [{ tagIds: [tags.red, tags.blue], tagMatch: "any" }, { excludeTagIds: [tags.red, tags.blue] }],
-        [{ tagNames: ["GREEN"] }, { excludeTagNames: ["green"] }],
+      // Newest first: the reference created at `index` (tags from its bits, see beforeAll) is at 35 - index.
+      const carrying = (bits: number) =>
+        everything.filter((_, position) => ((everything.length - 1 - position) % 8) & bits);
+      const RED = 0b001;
+      const GREEN = 0b010;
+      const BLUE = 0b100;
+      // Each inclusion filter, its exclusion and the tag bits of the references the inclusion matches.
+      const cases: [ReferenceFilter, ReferenceFilter, number][] = [
+        [{ tagIds: [tags.red] }, { excludeTagIds: [tags.red] }, RED],
+        [{ tagIds: [tags.red, tags.blue], tagMatch: "any" }, { excludeTagIds: [tags.red, tags.blue] }, RED | BLUE],
+        [{ tagNames: ["GREEN"] }, { excludeTagNames: ["green"] }, GREEN],
         [
           { tagIds: [tags.green], tagNames: ["Blue"], tagMatch: "any" },
           { excludeTagIds: [tags.green], excludeTagNames: ["blue"] },
+          GREEN | BLUE,
         ],
-        [{ tagIds: [tags.spare] }, { excludeTagIds: [tags.spare] }],
+        [{ tagIds: [tags.spare] }, { excludeTagIds: [tags.spare] }, 0],
       ];
-      for (const [inclusion, exclusion] of cases) {
+      for (const [inclusion, exclusion, bits] of cases) {
         const included = await listAll(inclusion);
         const excluded = await listAll(exclusion);
-        withLabel(JSON.stringify(inclusion), () => expect(included.length).toBeGreaterThanOrEqual(0));
+        withLabel(JSON.stringify(inclusion), () => expect(included).toEqual(carrying(bits)));
         withLabel(JSON.stringify(exclusion), () =>
           expect(excluded).toEqual(everything.filter((id) => !included.includes(id))),
         );

@@ -142,6 +142,27 @@ function argumentCoercionField(error: unknown): string | null {
   return ARGUMENT_COERCION_ERROR.exec(error.message)?.[1] ?? null;
 }
 
+/**
+ * Apollo Server's answers to a malformed `extensions.persistedQuery` (automatic persisted queries) that it raises
+ * with an HTTP 400 but no code: a hash that does not match the query sent with it, a version other than 1. They
+ * are the client's mistake, not the server's: coded BAD_REQUEST (Apollo's code for a malformed request) with a
+ * message that says what to send, and not logged. Recognized by their fixed messages, as Apollo gives them no
+ * class or code. (An unknown hash without its query is Apollo's own PERSISTED_QUERY_NOT_FOUND, already coded.)
+ */
+const PERSISTED_QUERY_MISTAKES: ReadonlyMap<string, string> = new Map([
+  ["provided sha does not match query", "provided sha does not match query"],
+  [
+    "Unsupported persisted query version",
+    "Unsupported persisted query version: this server supports extensions.persistedQuery.version 1",
+  ],
+]);
+
+function persistedQueryMistake(error: unknown): string | null {
+  if (!(error instanceof GraphQLError) || error.originalError !== undefined) return null;
+  if (error.extensions.code !== undefined) return null;
+  return PERSISTED_QUERY_MISTAKES.get(error.message) ?? null;
+}
+
 /** What a client sees when a query document cannot be parsed for a reason other than its syntax. */
 const PARSE_FAILED_MESSAGE = "The query document could not be parsed: it is nested too deeply or is too long";
 
@@ -168,6 +189,7 @@ export function parseFailedError(): GraphQLError {
 export function isUnexpectedError(error: unknown): boolean {
   const original = unwrapResolverError(error);
   if (original instanceof DomainError || argumentCoercionField(original) !== null) return false;
+  if (persistedQueryMistake(original) !== null) return false;
   return !(original instanceof GraphQLError && typeof original.extensions.code === "string");
 }
 
@@ -185,6 +207,8 @@ export function formatGraphqlError(formatted: GraphQLFormattedError, error: unkn
   if (formatted.extensions?.code === "GRAPHQL_PARSE_FAILED" && isInternalParseFailure(original)) {
     return { message: PARSE_FAILED_MESSAGE, extensions: { code: "GRAPHQL_PARSE_FAILED" } };
   }
+  const mistake = persistedQueryMistake(original);
+  if (mistake !== null) return { message: mistake, extensions: { code: "BAD_REQUEST" } };
   const argument = argumentCoercionField(original);
   if (argument !== null) return { ...formatted, extensions: { code: "BAD_USER_INPUT", field: argument } };
   if (!isUnexpectedError(error)) return formatted;

@@ -75,11 +75,14 @@ const snakeCase = (segment: string) => segment.replace(/[A-Z]/g, (letter) => `_$
 /** `["tags", 2, "name"]` -> `/tags/2/name` (body) or `tag_ids` (query parameter). */
 export function pointerFor(issue: FieldIssue, location: "body" | "query"): string {
   if (location === "query") return snakeCase(String(issue.path[0] ?? ""));
+  // The keys of the client's own document (FieldIssue.documentKeys) are named as written.
+  const firstDocumentKey = issue.path.length - (issue.documentKeys ?? 0);
   return issue.path
-    .map(
-      (segment) =>
-        `/${typeof segment === "number" ? segment : snakeCase(segment).replaceAll("~", "~0").replaceAll("/", "~1")}`,
-    )
+    .map((segment, index) => {
+      if (typeof segment === "number") return `/${segment}`;
+      const name = index >= firstDocumentKey ? segment : snakeCase(segment);
+      return `/${name.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+    })
     .join("");
 }
 

@@ -1,3 +1,5 @@
+import { DEACTIVATE_REASONS } from "../domain/lifecycle/lifecycle-event.ts";
+
 /*
  * JSON Schemas shared by the REST routes. They validate requests and, through @fastify/swagger, are the
  * OpenAPI document: one definition serves both. Bodies are validated without type coercion and with unknown
@@ -46,18 +48,11 @@ export const pageQuery = {
   cursor: { type: "string", description: "The next_cursor of the previous page" },
 } as const;
 
-export const deactivateReasonSchema = {
-  type: "string",
-  enum: [
-    "customer_unsubscribed",
-    "carrier_not_found",
-    "data_not_found",
-    "container_removed_from_bol",
-    "exceeded_extraction_attempt_threshold",
-    "inferred_shipment_completion",
-    "newer_data_found_on_another_carrier",
-  ],
-} as const;
+/**
+ * A deactivation reason: a copy of the domain's list, so that the document and the rule cannot drift apart and
+ * no schema compiler can change the domain's array.
+ */
+export const deactivateReasonSchema = { type: "string", enum: [...DEACTIVATE_REASONS] } as const;
 
 /**
  * The values of a repeatable query parameter whose values never contain commas (ids, event types): each

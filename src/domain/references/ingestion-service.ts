@@ -10,7 +10,7 @@ import {
   deactivationChange,
   extractionChange,
   parseDeactivateReason,
-  parseUpdateEstimates,
+  parseUpdateDocument,
   reactivationChange,
   updateChange,
   type EstimateChange,
@@ -322,7 +322,7 @@ function parseItem(raw: unknown, index: number): ParsedItem {
           referenceId,
           kind: known,
           document,
-          estimates: locateIn(["update"], () => parseUpdateEstimates(document)),
+          estimates: locateIn(["update"], () => parseUpdateDocument(document)),
         };
       }
       case "deactivate":

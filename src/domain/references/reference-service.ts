@@ -28,7 +28,7 @@ import {
   extractionChange,
   newReference,
   parseDeactivateReason,
-  parseUpdateEstimates,
+  parseUpdateDocument,
   reactivationChange,
   referenceCreatedBody,
   updateChange,
@@ -256,14 +256,16 @@ export class ReferenceService {
   /**
    * Stores an update document and records `reference_update_created`, plus `estimated_*_changed` for each
    * estimate that differs from the reference's current one.
-   * @throws NOT_FOUND, VALIDATION_FAILED (an estimate that is not a date-time with offset, or null).
+   * The document is stored as sent, so a number JSON cannot keep exactly is refused rather than altered.
+   * @throws NOT_FOUND, VALIDATION_FAILED (an estimate that is not a date-time with offset, or null; a number that
+   * overflows a double or an integer beyond ±(2^53−1): `INEXACT_NUMBER`).
    */
   async recordUpdate(
     organizationId: string,
     referenceId: string,
     document: Record<string, unknown>,
   ): Promise<ReferenceUpdate> {
-    const estimates = parseUpdateEstimates(document);
+    const estimates = parseUpdateDocument(document);
     let stored: ReferenceUpdate | undefined;
     await this.mutate(organizationId, referenceId, (store, reference, tags) => {
       const change = updateChange(reference, document, estimates, newId(), this.clock.now());

@@ -2,6 +2,7 @@ import { DEACTIVATE_REASONS, type DeactivateReason, type LifecycleEventBody } fr
 import type { Reference, ReferenceUpdate } from "../models.ts";
 import { parseDateTime } from "../shared/date-time.ts";
 import { DomainError, validationFailed, type FieldIssue } from "../shared/errors.ts";
+import { findInexactNumbers } from "../shared/exact-json.ts";
 import type { ExtractionOutcome } from "./extraction-outcome.ts";
 
 /*
@@ -36,10 +37,12 @@ export function parseDeactivateReason(reason: unknown): DeactivateReason {
 }
 
 /**
- * The estimated times an update document sets (`estimated_departure`, `estimated_arrival`: a date-time with
- * an offset, or null). @throws VALIDATION_FAILED listing each bad estimate.
+ * Checks an update document before it is stored as sent, and returns the estimated times it sets
+ * (`estimated_departure`, `estimated_arrival`: a date-time with an offset, or null).
+ * @throws VALIDATION_FAILED listing each bad estimate and each number JSON cannot keep exactly
+ * (`INEXACT_NUMBER`: shared/exact-json.ts), with paths relative to the document.
  */
-export function parseUpdateEstimates(document: Readonly<Record<string, unknown>>): EstimateChange[] {
+export function parseUpdateDocument(document: Readonly<Record<string, unknown>>): EstimateChange[] {
   const estimates: EstimateChange[] = [];
   const issues: FieldIssue[] = [];
   for (const key of ["estimated_departure", "estimated_arrival"] as const) {
@@ -58,6 +61,7 @@ export function parseUpdateEstimates(document: Readonly<Record<string, unknown>>
       });
     else estimates.push({ key, value: date });
   }
+  issues.push(...findInexactNumbers(document));
   if (issues.length > 0) throw validationFailed(issues);
   return estimates;
 }

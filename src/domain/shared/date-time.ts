@@ -2,11 +2,18 @@
  * Inputs accept an ISO 8601 date-time with an offset (`Z` or `±hh:mm`); anything else, including a date-time
  * without an offset, is rejected. Outputs are always UTC with milliseconds (`Date#toISOString`).
  *
+ * Within ISO 8601, RFC 3339 (its internet profile) decides the edges: the separator `T` and the zone `Z` may be
+ * lowercase (`2026-11-22t02:49:01z`), and the hour is 00 to 23. ISO 8601's `24:00` (the end of a day) is
+ * refused: JavaScript's Date reads it as the next day's midnight, so it would be stored as another date than
+ * the one written. Every date-time input (update documents, query parameters, GraphQL's DateTime, recovery
+ * windows) goes through {@link parseDateTime}.
+ *
  * The instant must fall within years 0001 to 9999 in UTC (0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z):
  * what both databases store and give back alike (PostgreSQL's timestamp has no year 0, and its text form,
  * like ISO 8601's, has four-digit years), so a date outside is refused on both rather than failing on one.
  */
-const DATE_TIME_WITH_OFFSET = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})$/;
+const DATE_TIME_WITH_OFFSET =
+  /^\d{4}-\d{2}-\d{2}[Tt](?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})$/;
 
 const EARLIEST_DATE_TIME_MS = Date.parse("0001-01-01T00:00:00.000Z");
 const LATEST_DATE_TIME_MS = Date.parse("9999-12-31T23:59:59.999Z");

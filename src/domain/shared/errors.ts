@@ -32,6 +32,12 @@ export interface FieldIssue {
   readonly path: readonly (string | number)[];
   readonly code: string;
   readonly message: string;
+  /**
+   * How many segments at the end of `path` are keys of a document the client wrote (an update document), which
+   * every surface names as written: a REST pointer does not snake_case them. Counted from the end, so that a
+   * prefix added to the path (`items.3.update`) keeps it true.
+   */
+  readonly documentKeys?: number;
 }
 
 export class DomainError extends Error {

@@ -240,8 +240,9 @@ export type IngestUpdateInput = {
   /** The reference the update is for. */
   referenceId: Scalars['ID']['input'];
   /**
-   * The update document; `estimated_departure` and `estimated_arrival` (ISO 8601 date-times with an offset,
-   * or null) are recognized.
+   * The update document, stored as sent; `estimated_departure` and `estimated_arrival` (ISO 8601 date-times with
+   * an offset, or null) are recognized. A number JSON cannot keep exactly (beyond a double, or an integer beyond
+   * ±9007199254740991) is refused with VALIDATION_FAILED naming it: send such values as strings.
    */
   update: Scalars['JSONObject']['input'];
 };
@@ -370,7 +371,11 @@ export type LifecycleEventType =
   /** An update document was recorded. `detail`: `reference_update_id`, `update`. */
   | 'reference_update_created';
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type Mutation = {
   __typename?: 'Mutation';
   /** Adds tags to a reference (creating named tags that do not exist yet). Tags already on it stay. */
@@ -466,73 +471,121 @@ export type Mutation = {
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationAddTagsToReferenceArgs = {
   input: AddTagsToReferenceInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationCreateReferenceArgs = {
   input: CreateReferenceInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationCreateTagArgs = {
   input: CreateTagInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationCreateWebhookEndpointArgs = {
   input: CreateWebhookEndpointInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationDeactivateReferenceArgs = {
   input: DeactivateReferenceInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationDeleteTagArgs = {
   input: DeleteTagInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationDeleteWebhookEndpointArgs = {
   input: DeleteWebhookEndpointInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationIngestArgs = {
   input: IngestInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationReactivateReferenceArgs = {
   input: ReactivateReferenceInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRecordExtractionArgs = {
   input: RecordExtractionInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRecordReferenceUpdateArgs = {
   input: RecordReferenceUpdateInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRecoverWebhookDeliveriesArgs = {
   dryRun?: InputMaybe<Scalars['Boolean']['input']>;
   endpointId: Scalars['ID']['input'];
@@ -541,19 +594,31 @@ export type MutationRecoverWebhookDeliveriesArgs = {
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRemoveTagFromReferenceArgs = {
   input: RemoveTagFromReferenceInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRenameTagArgs = {
   input: RenameTagInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationReplayWebhookEventsArgs = {
   dryRun?: InputMaybe<Scalars['Boolean']['input']>;
   endpointId: Scalars['ID']['input'];
@@ -562,31 +627,51 @@ export type MutationReplayWebhookEventsArgs = {
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationReportChildContainersArgs = {
   input: ReportChildContainersInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationResendWebhookDeliveryArgs = {
   input: ResendWebhookDeliveryInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRotateWebhookEndpointSecretArgs = {
   input: RotateWebhookEndpointSecretInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationSendTestWebhookArgs = {
   input: SendTestWebhookInput;
 };
 
 
-/** Changes. Each mutation takes one `input` object and returns a payload object holding what changed. */
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationUpdateWebhookEndpointArgs = {
   input: UpdateWebhookEndpointInput;
 };
@@ -792,8 +877,9 @@ export type RecordReferenceUpdateInput = {
   /** The reference the update is for. */
   referenceId: Scalars['ID']['input'];
   /**
-   * The update document; `estimated_departure` and `estimated_arrival` (ISO 8601 date-times with an offset,
-   * or null) are recognized.
+   * The update document, stored as sent; `estimated_departure` and `estimated_arrival` (ISO 8601 date-times with
+   * an offset, or null) are recognized. A number JSON cannot keep exactly (beyond a double, or an integer beyond
+   * ±9007199254740991) is refused with VALIDATION_FAILED naming it: send such values as strings.
    */
   update: Scalars['JSONObject']['input'];
 };

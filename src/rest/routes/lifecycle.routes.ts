@@ -56,7 +56,12 @@ export function registerLifecycleRoutes(app: FastifyInstance, services: Services
               type: "string",
               description: "Inclusive upper bound on occurred_at (date-time with offset, years 0001–9999 in UTC)",
             },
-            order: { type: "string", enum: ["asc", "desc"], default: "asc" },
+            order: {
+              type: "string",
+              enum: ["asc", "desc"],
+              default: "asc",
+              description: "asc: oldest first (default); desc: newest first, by (occurred_at, id)",
+            },
           },
         },
         response: { 200: success("A page of the log", "LifecycleEventPage"), ...problems(400, 404) },

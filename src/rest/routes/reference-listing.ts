@@ -62,12 +62,18 @@ export const listReferencesQuerySchema = {
         "Leave out references carrying any of the tags with these names, matched case-insensitively " +
         "(unknown names exclude nothing). Repeatable",
     },
-    active: { type: "boolean" },
-    carrier_code: { type: "string" },
-    container_id: { type: "string" },
-    bill_of_lading: { type: "string" },
-    booking_number: { type: "string" },
-    parent_reference_id: { type: "string" },
+    active: { type: "boolean", description: "true: only active references; false: only deactivated ones" },
+    carrier_code: { type: "string", description: "Only references of this carrier (SCAC, any case)" },
+    container_id: {
+      type: "string",
+      description: "Only the references of this container number (any case, spaces ignored)",
+    },
+    bill_of_lading: { type: "string", description: "Only the references of this bill of lading number" },
+    booking_number: { type: "string", description: "Only the references of this booking number" },
+    parent_reference_id: {
+      type: "string",
+      description: "Only the children of this bill of lading or booking reference (its id)",
+    },
   },
 } as const;
 

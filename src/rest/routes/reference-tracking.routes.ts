@@ -128,6 +128,10 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
         tags,
         operationId: "recordReferenceUpdate",
         summary: "Record a reference update; estimated_departure / estimated_arrival are recognized",
+        description:
+          "The document is stored as sent. A number JSON cannot keep exactly (beyond a double, such as 1e400, or " +
+          "an integer beyond ±9007199254740991) is refused: 422 VALIDATION_FAILED, issue INEXACT_NUMBER, with a " +
+          "pointer to it. Send such values as strings.",
         params: referenceIdParam,
         headers: idempotencyKeyHeader,
         body: {

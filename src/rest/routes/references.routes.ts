@@ -166,7 +166,10 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
         summary: "Remove a tag from the reference (the tag remains); 204 also when it was not there",
         params: {
           type: "object",
-          properties: { referenceId: { type: "string" }, tagId: { type: "string" } },
+          properties: {
+            referenceId: { type: "string", description: "Reference id" },
+            tagId: { type: "string", description: "Id of the tag to remove from the reference" },
+          },
           required: ["referenceId", "tagId"],
         },
         response: { 204: noContent("Removed, or was not there"), ...problems(404) },
