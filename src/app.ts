@@ -24,7 +24,7 @@ import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
 import { registerSubscriptions } from "./live/subscription-server.ts";
 import { loggerOptions } from "./logging.ts";
-import { registerOperations } from "./operations.ts";
+import { countContendedUnits, registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
@@ -116,6 +116,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   });
 
   const metricsRegistry = await registerOperations(http, { database, config });
+  const stopCountingContention = countContendedUnits(metricsRegistry, services.commits);
   // Reads that the read cache cannot answer wait for admission; writes never do (src/admission/).
   const readAdmission = new ReadAdmissionGate(
     {
@@ -210,6 +211,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       await http.close();
       stopAttemptSignals();
       stopQueuedSignals();
+      stopCountingContention();
       await deliverySignals.close();
       await database.close();
     },

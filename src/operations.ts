@@ -1,7 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
+import type { Store } from "./domain/store.ts";
 import type { Database } from "./store/database.ts";
 import { listMigrations } from "./store/prisma/migration-runner.ts";
 import { Prisma } from "./store/sql/sql-template.ts";
@@ -89,4 +90,19 @@ function presentsToken(request: FastifyRequest, token: string): boolean {
   if (!match) return false;
   const digest = (text: string) => createHash("sha256").update(text).digest();
   return timingSafeEqual(digest(match[1]!), digest(token));
+}
+
+/**
+ * `reftrail_contended_units_total{outcome}`: units of work the database aborted in favour of a concurrent one (a
+ * deadlock, a serialization failure), run again (`retried`) or given up and answered 503 (`gave_up`). Returns a
+ * function that stops the counting.
+ */
+export function countContendedUnits(registry: Registry, units: Pick<Store, "onContendedUnit">): () => void {
+  const contended = new Counter({
+    name: "reftrail_contended_units_total",
+    help: "Units of work aborted by the database for a deadlock or a serialization failure, by what followed",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+  });
+  return units.onContendedUnit((outcome) => contended.inc({ outcome }));
 }

@@ -19,8 +19,11 @@ export interface Services {
   readonly lifecycleLog: LifecycleLogService;
   /** Any object by its id alone (global object identification). */
   readonly nodes: NodeService;
-  /** Commits of lifecycle events, told by the unit of work itself (wakes live subscriptions and the webhook worker). */
-  readonly commits: Pick<Store, "onEventsCommitted">;
+  /**
+   * Commits of lifecycle events, told by the unit of work itself (wakes live subscriptions and the webhook
+   * worker), and units of work run again after losing a race (metrics).
+   */
+  readonly commits: Pick<Store, "onEventsCommitted" | "onContendedUnit">;
   /** Webhook endpoints and deliveries as the organization manages them. */
   readonly webhooks: WebhookService;
   /** The delivery rules the webhook worker applies. */

@@ -25,11 +25,24 @@ export interface CommittedUnit {
   readonly queuedDeliveries: boolean;
 }
 
+/**
+ * What became of a unit of work the database aborted in favour of a concurrent one (a deadlock, a serialization
+ * failure): run again, or given up after the last attempt (the caller is then told to retry later).
+ */
+export type ContendedUnitOutcome = "retried" | "gave_up";
+
 /** Told after a commit, with the lifecycle events the transaction inserted. Must not throw. */
 export type EventsCommittedListener = (events: readonly LifecycleEvent[], unit: CommittedUnit) => void;
 
 export interface Store {
+  /**
+   * Runs `work` in one transaction. When the database aborts it in favour of a concurrent transaction (a
+   * deadlock, a serialization failure), `work` runs again from the start, a few times: it must have no effect
+   * outside the transaction (what it tells others goes through the unit, which tells them after the commit).
+   */
   transaction<T>(work: (store: Store) => Promise<T>): Promise<T>;
+  /** Calls `listener` each time a unit of work was aborted in favour of another (metrics). Returns a stop. */
+  onContendedUnit(listener: (outcome: ContendedUnitOutcome) => void): () => void;
   /**
    * Calls `listener` after every commit that inserted lifecycle events (never for a rolled-back transaction).
    * A hint only: the log is the source of truth. Returns a function that stops the calls.

@@ -1,8 +1,8 @@
 /*
  * Whether an error means "the database cannot be reached right now" (a connection lost mid-request, the server
- * restarting or refusing connections, every connection busy, SQLite's write lock held past busy_timeout)
- * rather than a bug. Callers answer these with 503 and Retry-After instead of 500: the same request is
- * expected to succeed once the database is back.
+ * restarting or refusing connections, every connection busy, SQLite's write lock held past busy_timeout, a
+ * write that kept losing races with concurrent ones: ContendedUnitError) rather than a bug. Callers answer these
+ * with 503 and Retry-After instead of 500: the same request is expected to succeed once the database is back.
  *
  * Errors reach the adapters in several wrappings (the driver's own error, Prisma's DriverAdapterError with
  * a `cause`, a PrismaClientKnownRequestError with `meta.driverAdapterError`, graphql-js's NonErrorThrown with
@@ -25,6 +25,19 @@ const DRIVER_CODES =
 const DRIVER_MESSAGES =
   /Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect|Can't reach database server/i;
 
+/**
+ * A unit of work the database kept aborting in favour of concurrent ones (a deadlock or a serialization failure
+ * at every attempt, see src/store/sql/unit-retry.ts). Nothing of it committed, and the same request sent again a
+ * moment later is expected to succeed: it is answered as an outage is, 503 with Retry-After.
+ */
+export class ContendedUnitError extends Error {
+  override readonly name = "ContendedUnitError";
+
+  constructor(attempts: number, cause: unknown) {
+    super(`the unit of work lost a race with concurrent transactions ${attempts} times in a row`, { cause });
+  }
+}
+
 export function isDatabaseUnavailableError(error: unknown): boolean {
   const seen = new Set<unknown>();
   const pending: unknown[] = [error];
@@ -33,7 +46,7 @@ export function isDatabaseUnavailableError(error: unknown): boolean {
     if (current === null || typeof current !== "object" || seen.has(current)) continue;
     seen.add(current);
     const record = current as Record<string, unknown>;
-    if (record.name === "PrismaClientInitializationError") return true;
+    if (record.name === "PrismaClientInitializationError" || record.name === "ContendedUnitError") return true;
     for (const code of [record.code, record.originalCode]) {
       if (typeof code !== "string") continue;
       if (PRISMA_CODES.has(code) || DRIVER_CODES.test(code)) return true;

@@ -147,6 +147,8 @@ export class IngestionService {
     }
 
     const applied = await this.store.transaction(async (store) => {
+      // This run's refusals: a unit may run again (Store.transaction), and what it refused then is decided anew.
+      const refusedInUnit = new Map<number, RefusedItem>();
       const ids = [...new Set(parsed.map((item) => item.referenceId).filter(isUuid))];
       const tagsByReference = new Map<string, readonly Tag[]>();
       const current = new Map<string, Reference>();
@@ -167,7 +169,12 @@ export class IngestionService {
           if (!(error instanceof DomainError)) throw error;
           const located = locate(error, item.index);
           if (mode === "atomic") throw located;
-          refused.set(item.index, { index: item.index, ok: false, referenceId: item.referenceId, error: located });
+          refusedInUnit.set(item.index, {
+            index: item.index,
+            ok: false,
+            referenceId: item.referenceId,
+            error: located,
+          });
         }
       }
 
@@ -187,8 +194,9 @@ export class IngestionService {
       if (updates.length > 0) await store.references.insertReferenceUpdates(updates);
       if (finalStates.size > 0) await store.references.updateReferences([...finalStates.values()]);
       const events = await this.recorder.recordAll(store, drafts);
-      return { changes, events };
+      return { changes, events, refused: refusedInUnit };
     });
+    for (const [index, item] of applied.refused) refused.set(index, item);
 
     // Hand each item its events: they were recorded in item order.
     const results: IngestionItemResult[] = [];

@@ -268,7 +268,10 @@ export class SqlReferenceRepository implements ReferenceRepository {
   }
 
   async linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void> {
-    for (const chunk of chunksOf(tagIds, 3)) {
+    // The caller holds the reference (locked, or inserted by its own transaction); each new link's foreign key
+    // check then takes its tag FOR KEY SHARE: references before tags, the store's lock order
+    // (src/store/sql/sql-store.ts). In id order, as everything that locks several rows of one table.
+    for (const chunk of chunksOf([...tagIds].sort(), 3)) {
       await this.sql.run(Prisma.sql`
         INSERT INTO "reference_tags" ("reference_id", "tag_id", "created_at")
         VALUES ${Prisma.join(chunk.map((tagId) => Prisma.sql`(${referenceId}, ${tagId}, ${at})`))}

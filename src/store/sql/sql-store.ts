@@ -2,7 +2,7 @@ import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { LifecycleRepository } from "../../domain/lifecycle/lifecycle-repository.ts";
 import type { OrganizationRepository } from "../../domain/organizations/organization-repository.ts";
 import type { ReferenceRepository } from "../../domain/references/reference-repository.ts";
-import type { CommittedUnit, EventsCommittedListener, Store } from "../../domain/store.ts";
+import type { CommittedUnit, ContendedUnitOutcome, EventsCommittedListener, Store } from "../../domain/store.ts";
 import type { TagRepository } from "../../domain/tags/tag-repository.ts";
 import type { WebhookRepository } from "../../domain/webhooks/webhook-repository.ts";
 import type { Database } from "../database.ts";
@@ -17,6 +17,8 @@ import type { WebhookAttemptLog } from "../../domain/webhooks/webhook-attempt-lo
 import type { WebhookRecoveryRepository } from "../../domain/webhooks/webhook-recovery-repository.ts";
 import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
 import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
+import { ContendedUnitError } from "../database-availability.ts";
+import { isTransactionConflict, retryDelayMs, UNIT_ATTEMPTS } from "./unit-retry.ts";
 
 /*
  * The only implementation of the domain's Store: the unit of work, and the repositories it hands out (one per
@@ -27,6 +29,22 @@ import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
  *
  * Prisma's model API (`this.client` of a repository) serves only administration that never runs inside a unit
  * of work and is not on a hot path (organizations counted and listed, API keys listed and revoked, tags listed).
+ *
+ * The lock order (PostgreSQL; SQLite runs one write transaction at a time). Every unit takes its row locks in
+ * this order, so that no two units wait for each other in a cycle (docs/decisions.md, "One lock order"):
+ *   1. references (shipping_references), several in id order: a reference whose tags change, a parent whose
+ *      children are reported, the carriers of a tag being renamed or deleted (locked before the tag, although
+ *      they are what the rename changes: a link's writer holds its reference when the link's foreign key check
+ *      takes the tag, so the tag cannot come first);
+ *   2. an organization (the count behind the tag limit) or a webhook endpoint (no unit holds both);
+ *   3. tags: FOR KEY SHARE by the foreign key check of a new link (reference_tags, webhook_endpoint_tags), FOR
+ *      UPDATE by a rename or a deletion, which also waits for every link to it being added;
+ *   4. link rows (reference_tags, webhook_endpoint_tags), written or deleted, a tag's by the cascade of its
+ *      deletion.
+ * Each place that takes one says so: lockReference(s) (reference-repository.ts), lockCarriersAndTag
+ * (tag-repository.ts), linkTags, replaceEndpointTags (webhook-endpoint-repository.ts). A unit the database aborts
+ * all the same (a carrier that appeared between a rename's two looks, a deadlock nobody foresaw) runs again:
+ * see `transaction`.
  */
 
 /** One transaction's lifecycle events, handed to the listeners once it has committed, and its outbox rows. */
@@ -44,6 +62,7 @@ export class SqlStore implements Store {
     private readonly sql: SqlExecutor = database.sql,
     private readonly unit: UnitOfWork | null = null,
     private readonly committedListeners = new Set<EventsCommittedListener>(),
+    private readonly contendedListeners = new Set<(outcome: ContendedUnitOutcome) => void>(),
   ) {}
 
   get organizations(): OrganizationRepository {
@@ -99,19 +118,45 @@ export class SqlStore implements Store {
   private webhookRecoveryRepository: WebhookRecoveryRepository | undefined;
   private attemptLog: WebhookAttemptLog | undefined;
 
+  /**
+   * Runs `work` in a transaction; a unit inside a unit is part of it. A unit the database aborted to let another
+   * go on (a deadlock, a serialization failure: unit-retry.ts) runs again, up to UNIT_ATTEMPTS times in all,
+   * after a short randomized wait; then it fails with ContendedUnitError, which callers answer 503 with
+   * Retry-After. Running it again is safe because nothing of a unit leaves it before the commit: its events go
+   * to the listeners after the commit (a fresh list per attempt), its webhook deliveries are outbox rows of the
+   * transaction, an Idempotency-Key's record is written around the request, not inside its unit, and the
+   * services' units change nothing outside the store they are handed (Store.transaction says so).
+   */
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);
-    const unit: UnitOfWork = { events: [], deliveriesQueued: 0 };
-    const result = await this.database.sql.transaction((sql) =>
-      work(new SqlStore(this.database, this.secretCipher, sql, unit, this.committedListeners)),
-    );
-    this.publishCommitted(unit.events, { queuedDeliveries: unit.deliveriesQueued > 0 });
-    return result;
+    for (let attempt = 1; ; attempt++) {
+      const unit: UnitOfWork = { events: [], deliveriesQueued: 0 };
+      try {
+        const result = await this.database.sql.transaction((sql) =>
+          work(
+            new SqlStore(this.database, this.secretCipher, sql, unit, this.committedListeners, this.contendedListeners),
+          ),
+        );
+        this.publishCommitted(unit.events, { queuedDeliveries: unit.deliveriesQueued > 0 });
+        return result;
+      } catch (error) {
+        if (!isTransactionConflict(error)) throw error;
+        const outcome = attempt < UNIT_ATTEMPTS ? "retried" : "gave_up";
+        for (const listener of this.contendedListeners) listener(outcome);
+        if (outcome === "gave_up") throw new ContendedUnitError(attempt, error);
+        await new Promise((resolve) => setTimeout(resolve, retryDelayMs(attempt)));
+      }
+    }
   }
 
   onEventsCommitted(listener: EventsCommittedListener): () => void {
     this.committedListeners.add(listener);
     return () => this.committedListeners.delete(listener);
+  }
+
+  onContendedUnit(listener: (outcome: ContendedUnitOutcome) => void): () => void {
+    this.contendedListeners.add(listener);
+    return () => this.contendedListeners.delete(listener);
   }
 
   private publishCommitted(events: readonly LifecycleEvent[], committed: CommittedUnit): void {

@@ -8,7 +8,7 @@ import { fromJson, toDate } from "./rows.ts";
  * `{ id, name, created_at, updated_at }` in (name_key, id) order, a copy of its reference_tags links. Every
  * statement that changes what a reference carries rewrites the list from the links in the same transaction:
  * linking and unlinking (the reference's own list, under the reference's row lock) and renaming or deleting a
- * tag (every carrier's list, with the tag and the carriers locked first on PostgreSQL: see
+ * tag (every carrier's list, with the carriers and the tag locked first on PostgreSQL: see
  * src/store/sql/tag-repository.ts). Pages of references read the list with the row, whatever it holds.
  */
 
@@ -80,12 +80,14 @@ export function rewriteTagListsOfCarriers(
 /**
  * PostgreSQL: locks the carriers of tag `tagId` in id order (as bulk writers lock references), so that the
  * rewrite that follows, a statement of its own with a snapshot taken once the locks are held, reads every link
- * that a transaction holding a carrier had changed.
+ * that a transaction holding a carrier had changed. Taken before the tag itself: references come before tags in
+ * the store's lock order (src/store/sql/sql-store.ts).
  */
-export function lockCarriers(tagId: string): Prisma.Sql {
+export function lockCarriers(organizationId: string, tagId: string): Prisma.Sql {
   return Prisma.sql`
     SELECT r."id" FROM "shipping_references" r
-    WHERE r."id" IN (SELECT "reference_id" FROM "reference_tags" WHERE "tag_id" = ${tagId})
+    WHERE r."organization_id" = ${organizationId}
+      AND r."id" IN (SELECT "reference_id" FROM "reference_tags" WHERE "tag_id" = ${tagId})
     ORDER BY r."id"
     FOR NO KEY UPDATE`;
 }

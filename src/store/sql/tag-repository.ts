@@ -120,9 +120,7 @@ export class SqlTagRepository implements TagRepository {
   async renameTag(organizationId: string, id: string, name: string, nameKey: string, at: Date): Promise<Tag | null> {
     this.assertInTransaction("renameTag");
     const postgres = this.database.provider === "postgres";
-    // PostgreSQL: the tag first, FOR UPDATE, which also holds back a link to it being added (its foreign key
-    // check waits), so that every carrier is found below and none is written with the old name.
-    if (postgres) await this.sql.all(lockTag(organizationId, id));
+    if (postgres && !(await this.lockCarriersAndTag(organizationId, id))) return null;
     // The NOT EXISTS answers the common case; two renames racing to one name both pass it, and the unique index
     // on (organization_id, name_key) refuses the later one: that is the same answer, not an error. On PostgreSQL
     // the refused statement would abort the transaction: a savepoint keeps it usable.
@@ -150,13 +148,15 @@ export class SqlTagRepository implements TagRepository {
 
   async deleteTag(organizationId: string, id: string): Promise<boolean> {
     this.assertInTransaction("deleteTag");
-    // The tag, locked on PostgreSQL as for a rename: a link being added to it waits, then fails on the foreign key.
-    const [tag] = await this.sql.all<{ id: string }>(
-      this.database.provider === "postgres"
-        ? lockTag(organizationId, id)
-        : Prisma.sql`SELECT "id" FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`,
-    );
-    if (!tag) return false;
+    // Locked on PostgreSQL as for a rename: a link being added to the tag waits, then fails on the foreign key.
+    if (this.database.provider === "postgres") {
+      if (!(await this.lockCarriersAndTag(organizationId, id))) return false;
+    } else {
+      const [tag] = await this.sql.all<{ id: string }>(
+        Prisma.sql`SELECT "id" FROM "tags" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`,
+      );
+      if (!tag) return false;
+    }
     await this.rewriteCarriers(id, { leaving: true });
     // Its links (to references and to webhook endpoints' filters) go with it: ON DELETE CASCADE.
     const deleted = await this.sql.run(Prisma.sql`
@@ -165,14 +165,33 @@ export class SqlTagRepository implements TagRepository {
   }
 
   /**
-   * Rewrites the tag lists of the tag's carriers (src/store/sql/tag-lists.ts). PostgreSQL: the carriers are
-   * locked first, so that the rewrite, a statement of its own, reads every link a transaction holding one of
-   * them changed; a carrier whose link was removed meanwhile is no longer rewritten, its own list being right.
+   * PostgreSQL: what a rename or a deletion holds before it changes the tag, in the store's lock order
+   * (src/store/sql/sql-store.ts: references, then tags). The tag's carriers first, in id order, as a link's
+   * writer holds its reference before the foreign key check of the link takes the tag; then the tag, FOR
+   * UPDATE, which holds back every link to it being added (the check waits); then the carriers again: those
+   * whose link committed between the first lock and the tag's (a writer the tag's lock waited for) are locked
+   * now, and no other can appear while the tag is held. So the rewrite, a statement of its own, reads every link
+   * a transaction holding a carrier changed, and no carrier is written with the old name. The carriers locked
+   * before the tag are most of them, the parent of children being reported among them: the report, holding the
+   * parent and linking its children to the tag, finishes before the tag is taken instead of waiting for it in a
+   * cycle (a deadlock, then a 500). Sent together: one round trip, run in this order. False: no such tag.
+   */
+  private async lockCarriersAndTag(organizationId: string, id: string): Promise<boolean> {
+    const [, tags] = await Promise.all([
+      this.sql.all(lockCarriers(organizationId, id)),
+      this.sql.all<{ id: string }>(lockTag(organizationId, id)),
+      this.sql.all(lockCarriers(organizationId, id)),
+    ]);
+    return tags.length > 0;
+  }
+
+  /**
+   * Rewrites the tag lists of the tag's carriers (src/store/sql/tag-lists.ts), locked on PostgreSQL beforehand
+   * (lockCarriersAndTag); a carrier whose link was removed meanwhile is no longer rewritten, its own list being
+   * right.
    */
   private async rewriteCarriers(tagId: string, options: { readonly leaving: boolean }): Promise<void> {
-    const provider = this.database.provider;
-    if (provider === "postgres") await this.sql.all(lockCarriers(tagId));
-    await this.sql.run(rewriteTagListsOfCarriers(provider, tagId, options));
+    await this.sql.run(rewriteTagListsOfCarriers(this.database.provider, tagId, options));
   }
 
   async listTags(organizationId: string, query: TagListQuery): Promise<(Tag & { nameKey: string })[]> {

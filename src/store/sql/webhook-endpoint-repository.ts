@@ -90,6 +90,18 @@ export class SqlWebhookEndpointRepository {
   }
 
   async replaceEndpointTags(organizationId: string, endpointId: string, tagIds: readonly string[]): Promise<string[]> {
+    // PostgreSQL: the tags first, FOR KEY SHARE (the lock the foreign key check of a filter row takes), then the
+    // filter rows, the store's lock order (src/store/sql/sql-store.ts). A tag's deletion holds the tag and then
+    // deletes its filter rows (ON DELETE CASCADE): with this endpoint's rows deleted first and the tag's check
+    // waiting for the deletion, the two waited for each other. A tag deleted meanwhile is not locked, and the
+    // insert below, a statement of its own, no longer sees it.
+    if (this.provider === "postgres" && tagIds.length > 0) {
+      await this.sql.all(Prisma.sql`
+        SELECT t."id" FROM "tags" t
+        WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join([...tagIds])})
+        ORDER BY t."id"
+        FOR KEY SHARE`);
+    }
     await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoint_tags" WHERE "endpoint_id" = ${endpointId}`);
     if (tagIds.length === 0) return [];
     // The organization's tags among the ids, chosen by the database in the insert itself: an id of another
