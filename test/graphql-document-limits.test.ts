@@ -6,8 +6,8 @@ import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test
 
 /*
  * A small document whose fragments expand exponentially: fragment i spreads fragment i + 1 twice, so 30 of them
- * (about 1 KB) stand for 3 * 2^30 - 1 selections (fields, spreads). Every transport refuses it at once with the expansion limit's
- * error, and the server keeps answering other requests meanwhile. No duration is asserted: the per-test timeout
+ * (about 1 KB) stand for 3 * 2^30 - 1 selections (fields and spreads). Every transport refuses it at once with the
+ * selection limit's error, and the server keeps answering other requests meanwhile. No duration is asserted: the per-test timeout
  * below is what fails when a check expands the fragments (30 fragments took minutes on the event loop).
  */
 

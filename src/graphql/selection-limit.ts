@@ -73,9 +73,11 @@ export function checkSelectionLimit(
   for (const [operation, count] of countExpandedSelections(document)) {
     if (count <= maximum) continue;
     const actual = Number.isSafeInteger(count) ? count : null;
+    const made = actual ?? `more than ${Number.MAX_SAFE_INTEGER}`;
     return limitError(
       "selections",
-      `The operation makes ${actual ?? "more than " + Number.MAX_SAFE_INTEGER} selections once its fragments are expanded; the maximum is ${maximum}. Spread fewer fragments, or split the operation.`,
+      `The operation makes ${made} selections once its fragments are expanded; the maximum is ${maximum}. ` +
+        "Spread fewer fragments, or split the operation.",
       maximum,
       actual,
       operation,

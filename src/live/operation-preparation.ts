@@ -27,9 +27,9 @@ export interface PreparedOperation {
 
 /**
  * What Apollo does to an HTTP operation before executing it, for the operations it does not serve (graphql-ws):
- * parsing with the same limits, the selection limit, validation with the standard rules plus the same depth and alias rules
- * (src/graphql/limits.ts), the variables guard, variable coercion and the cost limit, each refusal coded as Apollo
- * codes it.
+ * parsing with the same limits, the selection limit (first, as Apollo's first rule), validation with the standard
+ * rules plus the same depth and alias rules (src/graphql/limits.ts), the variables guard, variable coercion and the
+ * cost limit, each refusal coded as Apollo codes it.
  */
 export class OperationPreparation {
   private readonly validationRules: readonly ValidationRule[];
