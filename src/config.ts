@@ -32,6 +32,8 @@ export interface Config {
   readonly graphqlMaxAliases: number;
   readonly graphqlMaxTokens: number;
   readonly graphqlMaxCost: number;
+  /** Selections (fields, fragment spreads, inline fragments) one operation may make once its fragments are expanded. */
+  readonly graphqlMaxSelections: number;
   /** Key for the HMAC that makes page cursors tamper-evident. */
   readonly cursorSecret: string;
   readonly retentionMonths: number;
@@ -173,6 +175,7 @@ export function loadConfig(
     graphqlMaxAliases: parseInteger(env, "GRAPHQL_MAX_ALIASES", 30, 1),
     graphqlMaxTokens: parseInteger(env, "GRAPHQL_MAX_TOKENS", 10_000, 1),
     graphqlMaxCost: parseInteger(env, "GRAPHQL_MAX_COST", 50_000, 1),
+    graphqlMaxSelections: parseInteger(env, "GRAPHQL_MAX_SELECTIONS", 10_000, 1),
     cursorSecret,
     retentionMonths: parseInteger(env, "RETENTION_MONTHS", 18, 1),
     retentionPruneIntervalMs:

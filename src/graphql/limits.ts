@@ -14,6 +14,8 @@ import type { ParseOptions } from "graphql";
 import { createComplexityRule, type ComplexityEstimator } from "graphql-query-complexity";
 import type { Config } from "../config.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
+import { limitError, type LimitKind } from "./limit-error.ts";
+import { checkSelectionLimit } from "./selection-limit.ts";
 import {
   GraphQLError,
   Kind,
@@ -22,6 +24,7 @@ import {
   isCompositeType,
   isListType,
   validate,
+  visitInParallel,
 } from "./graphql-js.ts";
 
 /*
@@ -33,6 +36,10 @@ import {
  * - aliases: how many aliased fields the operation holds (`a: reference(…) b: reference(…)` is 2), which bounds
  *   how many times one field can be asked for in one request.
  * - tokens: the lexical tokens of the document; parsing stops past the maximum, before any work is done.
+ * - selections: the fields, fragment spreads and inline fragments an operation makes once its fragments are
+ *   expanded (selection-limit.ts). Counted without expanding anything, right after parsing and before any other
+ *   check: the checks that follow, graphql-query-complexity's cost walk and execution all follow every spread, so
+ *   a document of a few hundred bytes whose fragments spread each other twice would keep them busy for minutes.
  * - cost: an estimate of the rows an operation may read. Each field costs 1 plus its children; a connection
  *   multiplies its children by its page size (`first` or `last`, default 50); any other list of objects by
  *   ASSUMED_LIST_SIZE. Introspection costs nothing (bounded as above).
@@ -43,7 +50,7 @@ import {
  * the variables (`first: $n`), which Apollo does not give to validation rules, so Apollo runs it once the
  * operation is resolved ({@link operationCostPlugin}); graphql-ws runs every check in its `onSubscribe`. Limit
  * errors are GRAPHQL_VALIDATION_FAILED with `extensions.limit = { kind, maximum, actual }` (tokens:
- * GRAPHQL_PARSE_FAILED, from the parser).
+ * GRAPHQL_PARSE_FAILED, from the parser). Every rule here visits each fragment once.
  */
 
 /** How many items a list that is not a connection (a reference's tags, its children) is assumed to hold. */
@@ -52,27 +59,15 @@ export const ASSUMED_LIST_SIZE = 10;
 const MAX_INTROSPECTION_LIST_NESTING = 2;
 const INTROSPECTION_LIST_FIELDS = new Set(["fields", "inputFields", "interfaces", "possibleTypes"]);
 
-type LimitKind = "depth" | "aliases" | "cost" | "introspection-depth";
-
-function limitError(
-  kind: LimitKind,
-  message: string,
-  maximum: number,
-  actual: number | null,
-  nodes?: ASTNode,
-): GraphQLError {
-  return new GraphQLError(message, {
-    ...(nodes && { nodes }),
-    extensions: { code: "GRAPHQL_VALIDATION_FAILED", http: { status: 400 }, limit: { kind, maximum, actual } },
-  });
-}
-
 /**
  * Measures how deeply introspection list fields nest, through fragments. Hand-written: GraphQL Armor's depth rule
- * skips `__schema` entirely, and graphql-js 16 has no such rule yet (17 adds it).
+ * skips `__schema` entirely. Each fragment is measured once per context (inside introspection or not) and the
+ * result reused at every spread, so the measure is linear in the document however often fragments are spread.
  */
 class IntrospectionMeasure {
   private readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>;
+  /** Per fragment and context: how deep list fields nest below a spread of it; null while being measured. */
+  private readonly fragmentNestings = new Map<string, number | null>();
 
   constructor(document: DocumentNode) {
     this.fragments = new Map(
@@ -82,32 +77,36 @@ class IntrospectionMeasure {
     );
   }
 
-  /** The deepest nesting of introspection list fields below the introspection roots. */
-  introspectionNesting(
-    selectionSet: SelectionSetNode,
-    inIntrospection = false,
-    nesting = 0,
-    seen = new Set<string>(),
-  ): number {
-    let deepest = nesting;
+  /** The deepest nesting of introspection list fields below the introspection roots, within `selectionSet`. */
+  introspectionNesting(selectionSet: SelectionSetNode, inIntrospection = false): number {
+    let deepest = 0;
     for (const selection of selectionSet.selections) {
       if (selection.kind === Kind.FIELD) {
         const name = selection.name.value;
         const inside = inIntrospection || name === "__schema" || name === "__type";
         if (!selection.selectionSet || !inside) continue;
-        const next = inIntrospection && INTROSPECTION_LIST_FIELDS.has(name) ? nesting + 1 : nesting;
-        deepest = Math.max(deepest, this.introspectionNesting(selection.selectionSet, true, next, seen));
+        const own = inIntrospection && INTROSPECTION_LIST_FIELDS.has(name) ? 1 : 0;
+        deepest = Math.max(deepest, own + this.introspectionNesting(selection.selectionSet, true));
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-        deepest = Math.max(deepest, this.introspectionNesting(selection.selectionSet, inIntrospection, nesting, seen));
+        deepest = Math.max(deepest, this.introspectionNesting(selection.selectionSet, inIntrospection));
       } else {
-        const fragment = this.fragments.get(selection.name.value);
-        if (!fragment || seen.has(fragment.name.value)) continue;
-        seen.add(fragment.name.value);
-        deepest = Math.max(deepest, this.introspectionNesting(fragment.selectionSet, inIntrospection, nesting, seen));
-        seen.delete(fragment.name.value);
+        deepest = Math.max(deepest, this.fragmentNesting(selection.name.value, inIntrospection));
       }
     }
     return deepest;
+  }
+
+  /** A spread of an unknown fragment, or of one already being measured (a cycle, which validation refuses), adds 0. */
+  private fragmentNesting(name: string, inIntrospection: boolean): number {
+    const key = `${inIntrospection ? "inside" : "outside"} ${name}`;
+    const known = this.fragmentNestings.get(key);
+    if (known !== undefined) return known ?? 0;
+    const fragment = this.fragments.get(name);
+    if (!fragment) return 0;
+    this.fragmentNestings.set(key, null);
+    const nesting = this.introspectionNesting(fragment.selectionSet, inIntrospection);
+    this.fragmentNestings.set(key, nesting);
+    return nesting;
   }
 }
 
@@ -205,10 +204,15 @@ export interface OperationRequest {
   readonly operationName?: string | null;
 }
 
-/** Rejects an operation whose estimated cost exceeds `maxCost`. Needs the operation's variables. */
-export function costLimitRule(maxCost: number, request: OperationRequest = {}): ValidationRule {
+/**
+ * Rejects an operation whose estimated cost exceeds `maxCost`. Needs the operation's variables. The estimate
+ * walks the expanded operation, which the selection limit (selection-limit.ts) bounds by `maxSelections` first;
+ * its own node guard is set just past that bound, so that it never refuses what the selection limit accepts.
+ */
+export function costLimitRule(maxCost: number, maxSelections: number, request: OperationRequest = {}): ValidationRule {
   return createComplexityRule({
     maximumComplexity: maxCost,
+    maxQueryNodes: maxSelections + 1,
     estimators: [costEstimator],
     variables: { ...request.variables },
     ...(request.operationName ? { operationName: request.operationName } : {}),
@@ -222,11 +226,28 @@ export function costLimitRule(maxCost: number, request: OperationRequest = {}): 
   });
 }
 
-/** The rules that need only the document: add them to Apollo's `validationRules` and to graphql-ws's validation. */
+/**
+ * The rules that need only the document: add them to Apollo's `validationRules` and to graphql-ws's validation.
+ * The selection limit comes first, as soon as validation starts and before any node is visited; a document over
+ * it is refused with that one error, and the other limits are not measured. graphql-js's own rules, which Apollo
+ * runs in the same pass, still visit it: each visits a fragment once (graphql 16.15), so that stays linear in the
+ * document. graphql-ws checks the selection limit before validating at all.
+ */
 export function graphqlValidationRules(
-  config: Pick<Config, "graphqlMaxDepth" | "graphqlMaxAliases">,
+  config: Pick<Config, "graphqlMaxDepth" | "graphqlMaxAliases" | "graphqlMaxSelections">,
 ): ValidationRule[] {
-  return [depthLimitRule(config.graphqlMaxDepth), aliasLimitRule(config.graphqlMaxAliases), introspectionDepthRule()];
+  const shapeRules = [
+    depthLimitRule(config.graphqlMaxDepth),
+    aliasLimitRule(config.graphqlMaxAliases),
+    introspectionDepthRule(),
+  ];
+  const limitsRule: ValidationRule = (context) => {
+    const tooLarge = checkSelectionLimit(context.getDocument(), config);
+    if (!tooLarge) return visitInParallel(shapeRules.map((rule) => rule(context)));
+    context.reportError(tooLarge);
+    return {};
+  };
+  return [limitsRule];
 }
 
 /** Options for every parse of an operation (Apollo's `parseOptions`, graphql-ws's `parse`). */
@@ -241,13 +262,15 @@ export function graphqlParseOptions(config: Pick<Config, "graphqlMaxTokens">): P
 export function checkOperationCost(
   schema: GraphQLSchema,
   document: DocumentNode,
-  config: Pick<Config, "graphqlMaxCost">,
+  config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
   request: OperationRequest,
 ): GraphQLError | null {
   try {
     // Only the limit's own error: variables that do not coerce are reported, with their proper code, when
     // the operation executes.
-    const errors = validate(schema, document, [costLimitRule(config.graphqlMaxCost, request)]);
+    const errors = validate(schema, document, [
+      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request),
+    ]);
     return errors.find((error) => error.extensions.limit !== undefined) ?? null;
   } catch (error) {
     // graphql-query-complexity throws (rather than reports) past its node-count guard.
@@ -307,7 +330,7 @@ const MAX_PASSED_COST_CHECKS = 64;
  * passes are remembered; an operation over the limit is checked (and refused) every time.
  */
 export function operationCostPlugin<Context extends object>(
-  config: Pick<Config, "graphqlMaxCost">,
+  config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
 ): ApolloServerPlugin<Context> {
   const passedByDocument = new WeakMap<DocumentNode, PassedCostChecks>();
   return {

@@ -16,6 +16,7 @@ import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.
 import { parseFailedError, variableIssueError } from "../graphql/errors.ts";
 import { findLiteralIssue, literalIssueError } from "../graphql/literal-guard.ts";
 import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../graphql/limits.ts";
+import { checkSelectionLimit } from "../graphql/selection-limit.ts";
 
 /** An operation that passed every check, ready to execute. */
 export interface PreparedOperation {
@@ -26,9 +27,9 @@ export interface PreparedOperation {
 
 /**
  * What Apollo does to an HTTP operation before executing it, for the operations it does not serve (graphql-ws):
- * parsing with the same limits, validation with the standard rules plus the same depth and alias rules
- * (src/graphql/limits.ts), the variables guard, variable coercion and the cost limit, each refusal coded as Apollo
- * codes it.
+ * parsing with the same limits, the selection limit (first, as Apollo's first rule), validation with the standard
+ * rules plus the same depth and alias rules (src/graphql/limits.ts), the variables guard, variable coercion and the
+ * cost limit, each refusal coded as Apollo codes it.
  */
 export class OperationPreparation {
   private readonly validationRules: readonly ValidationRule[];
@@ -55,6 +56,9 @@ export class OperationPreparation {
       }
       return [withCode(error, "GRAPHQL_PARSE_FAILED")];
     }
+    // Before validation, as over HTTP: nothing may walk a document whose fragments expand past the limit.
+    const tooLarge = checkSelectionLimit(document, config);
+    if (tooLarge) return [tooLarge];
     const invalid = validate(schema, document, this.validationRules);
     if (invalid.length > 0) return invalid.map((error) => withCode(error, "GRAPHQL_VALIDATION_FAILED"));
     const operation = getOperationAST(document, payload.operationName ?? null);
