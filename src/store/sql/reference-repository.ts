@@ -181,7 +181,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
   }
 
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
-    return this.selectTaggedReferences(referencePage(organizationId, query), { page: true });
+    return this.selectTaggedReferences(referencePage(this.database.provider, organizationId, query), { page: true });
   }
 
   async readReferenceJsonPage(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJsonPage> {
@@ -198,7 +198,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
           // tests of page order hold SQLite to its order (test/reference-rest-json.test.ts compares every page's
           // bytes with the single reads).
           Prisma.sql`
-            WITH "found" AS MATERIALIZED (${referencePageIds(organizationId, asked)})
+            WITH "found" AS MATERIALIZED (${referencePageIds(this.database.provider, organizationId, asked)})
             SELECT CAST(string_agg(r."rest_json", ',') AS BLOB), min(r."id"), (SELECT count(*) FROM "found")
             FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${query.limit}) AS "shown"
             CROSS JOIN "shipping_references" r WHERE r."id" = "shown"."id"`
@@ -210,7 +210,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
               max(CASE WHEN "n" = ${query.limit} THEN "id" END), CAST(count(*) AS INTEGER)
             FROM (
               SELECT "id", "rest_json", row_number() OVER (ORDER BY "id" DESC) AS "n"
-              FROM (SELECT r."id", r."rest_json" ${referencePage(organizationId, asked)}) AS "page"
+              FROM (SELECT r."id", r."rest_json" ${referencePage(this.database.provider, organizationId, asked)}) AS "page"
             ) AS "found"`,
       { page: true },
     );
