@@ -3,10 +3,11 @@ import type { ReferenceListQuery, ReferenceRepository } from "../../domain/refer
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { referencePage, referencePageIds } from "./reference-pages.ts";
-import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { chunksOf, fromJson, jsonParameter, timestampParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
 import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
 import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf, valueTable } from "./value-lists.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
@@ -134,7 +135,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
     if (ids.length === 0) return Promise.resolve([]);
     return findInChunks(ids, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}`),
+        FROM "shipping_references" r
+        WHERE ${this.isOneOf(Prisma.sql`r."id"`, chunk)} AND r."organization_id" = ${organizationId}`),
     );
   }
 
@@ -246,7 +248,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
                ROW_NUMBER() OVER (PARTITION BY rt."tag_id" ORDER BY rt."reference_id" DESC) AS "rank_in_tag"
         FROM "reference_tags" AS rt
         JOIN "tags" AS t ON t."id" = rt."tag_id"
-        WHERE t."organization_id" = ${organizationId} AND rt."tag_id" IN (${Prisma.join(chunk)})
+        WHERE t."organization_id" = ${organizationId} AND ${this.isOneOf(Prisma.sql`rt."tag_id"`, chunk)}
       ) AS ranked
       WHERE ranked."rank_in_tag" <= ${limitPerTag}
       ORDER BY ranked."tag_id", ranked."reference_id" DESC`),
@@ -260,7 +262,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
     if (parentIds.length === 0) return byParent;
     const children = await findInChunks(parentIds, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."parent_reference_id" IN (${Prisma.join(chunk)})
+        FROM "shipping_references" r WHERE ${this.isOneOf(Prisma.sql`r."parent_reference_id"`, chunk)}
         ORDER BY r."id"`),
     );
     for (const child of children) byParent.get(child.parentReferenceId!)?.push(child);
@@ -268,10 +270,13 @@ export class SqlReferenceRepository implements ReferenceRepository {
   }
 
   async linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void> {
-    for (const chunk of chunksOf(tagIds, 3)) {
+    // The tag ids as one list parameter: one text however many tags a client links at once.
+    if (tagIds.length > 0) {
       await this.sql.run(Prisma.sql`
         INSERT INTO "reference_tags" ("reference_id", "tag_id", "created_at")
-        VALUES ${Prisma.join(chunk.map((tagId) => Prisma.sql`(${referenceId}, ${tagId}, ${at})`))}
+        SELECT ${this.text(referenceId)}, "listed"."value", ${this.timestamp(at)}
+        FROM ${valueTable(this.database.provider, tagIds)}
+        WHERE TRUE -- SQLite: an upsert's SELECT needs a WHERE, else ON CONFLICT would read as a join's ON
         ON CONFLICT ("reference_id", "tag_id") DO NOTHING`);
     }
     await this.sql.run(rewriteTagList(this.database.provider, referenceId));
@@ -314,9 +319,23 @@ export class SqlReferenceRepository implements ReferenceRepository {
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.all<ReferenceUpdateRow>(Prisma.sql`
         SELECT ${REFERENCE_UPDATE_COLUMNS} FROM "reference_updates"
-        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+        WHERE "organization_id" = ${organizationId} AND ${this.isOneOf(Prisma.sql`"id"`, chunk)}`),
     );
     return rows.map(referenceUpdateFromRow);
+  }
+
+  /** `expression` is one of `values`, the list bound as one parameter (value-lists.ts). */
+  private isOneOf(expression: Prisma.Sql, values: readonly string[]): Prisma.Sql {
+    return isOneOf(this.database.provider, expression, values);
+  }
+
+  /** Parameters in a SELECT list, where PostgreSQL cannot infer their types from a column. */
+  private text(value: string): Prisma.Sql {
+    return this.database.provider === "postgres" ? Prisma.sql`CAST(${value} AS TEXT)` : Prisma.sql`${value}`;
+  }
+
+  private timestamp(value: Date): Prisma.Sql {
+    return timestampParameter(this.database.provider, value);
   }
 
   /** A JSON parameter: text on SQLite, jsonb on PostgreSQL. */
@@ -345,7 +364,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
     const sorted = [...ids].sort();
     return findInChunks(sorted, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}
+        FROM "shipping_references" r
+        WHERE ${this.isOneOf(Prisma.sql`r."id"`, chunk)} AND r."organization_id" = ${organizationId}
         ORDER BY r."id"
         FOR NO KEY UPDATE`),
     );
