@@ -11,8 +11,8 @@ import { LRUCache } from "lru-cache";
 
 /**
  * Statements kept per SQLite connection (the shared connection, the event loop's reader, the read thread's).
- * The store sends about 200 distinct texts, each client-chosen filter included (lists are one bound array each,
- * src/store/sql/value-lists.ts); a prepared statement holds some 20–60 KB of SQLite's memory.
+ * The store has about 110 call sites of its executor, some of a few texts each, client-chosen filters included
+ * (lists are one bound parameter each, src/store/sql/value-lists.ts); a prepared statement holds some 20–60 KB.
  */
 export const SQLITE_STATEMENTS_PER_CONNECTION = 500;
 
