@@ -156,7 +156,8 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
       // The first text was dropped long ago: it is prepared again, and answers as before.
       expect(await unit.values(sum(0))).toEqual([[0]]);
     });
-    expect(cache().size).toBeLessThanOrEqual(max);
+    // PostgreSQL's figure adds up every connection's (the read lanes' and pools' too): its bound is checked above.
+    if (kind === "sqlite") expect(cache().size).toBeLessThanOrEqual(max);
     expect(cache().evictions - evictedBefore).toBeGreaterThanOrEqual(20);
   });
 });
