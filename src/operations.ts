@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Store } from "./domain/store.ts";
 import type { Database } from "./store/database.ts";
@@ -38,6 +38,8 @@ export async function registerOperations(
       reply.elapsedTime / 1000,
     );
   });
+
+  registerStatementCacheMetrics(registry, database);
 
   const expected = listMigrations(database.provider).map((migration) => migration.name);
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
@@ -82,6 +84,46 @@ export async function registerOperations(
     app.log.warn("/metrics is not served: set METRICS_TOKEN (a bearer token) or METRICS_PORT (a port of its own)");
   }
   return registry;
+}
+
+/**
+ * The executor's caches of prepared statements (src/store/sql/statement-cache.ts): how many they hold, their
+ * bound, and how many they dropped to stay within it. Evictions that keep rising tell that the store's statements
+ * no longer fit the bound.
+ */
+function registerStatementCacheMetrics(registry: Registry, database: Database): void {
+  new Gauge({
+    name: "reftrail_statement_cache_size",
+    help: "Prepared statements kept, by cache (PostgreSQL: summed over the open connections)",
+    labelNames: ["cache"] as const,
+    registers: [registry],
+    collect() {
+      for (const cache of database.sql.statementCaches()) this.set({ cache: cache.cache }, cache.size);
+    },
+  });
+  new Gauge({
+    name: "reftrail_statement_cache_max",
+    help: "The most prepared statements a cache keeps per connection",
+    labelNames: ["cache"] as const,
+    registers: [registry],
+    collect() {
+      for (const cache of database.sql.statementCaches()) this.set({ cache: cache.cache }, cache.max);
+    },
+  });
+  const counted = new Map<string, number>();
+  new Counter({
+    name: "reftrail_statement_cache_evictions_total",
+    help: "Prepared statements dropped, least recently used first, to keep a cache within its bound",
+    labelNames: ["cache"] as const,
+    registers: [registry],
+    collect() {
+      for (const cache of database.sql.statementCaches()) {
+        // The executor counts; the counter follows it.
+        this.inc({ cache: cache.cache }, cache.evictions - (counted.get(cache.cache) ?? 0));
+        counted.set(cache.cache, cache.evictions);
+      }
+    },
+  });
 }
 
 /** Whether the request carries `Authorization: Bearer <token>`, compared in constant time. */

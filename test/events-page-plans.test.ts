@@ -129,6 +129,14 @@ describe("an events page's plans on PostgreSQL, one reference holding most of th
     return statements.filter((statement) => statement.sql.includes(`"lifecycle_events"`));
   }
 
+  /** A bound value as the text of its literal: a list (bound as one array, as the type filter is) as an array's. */
+  const asLiteral = (value: unknown): string => {
+    if (value instanceof Date) return value.toISOString();
+    if (Array.isArray(value))
+      return `{${value.map((item) => `"${String(item).replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
+    return String(value);
+  };
+
   it.each(["force_custom_plan", "force_generic_plan"])(
     "walks the page's index in order and stops at the limit (%s)",
     async (mode) => {
@@ -139,9 +147,7 @@ describe("an events page's plans on PostgreSQL, one reference holding most of th
         const name = `page_${mode}_${index}`;
         await client.query(`PREPARE ${name} AS ${statement.sql}`);
         // EXECUTE takes its arguments as literals (EXPLAIN EXECUTE has no bind parameters of its own).
-        const literals = statement.values
-          .map((value) => client.escapeLiteral(value instanceof Date ? value.toISOString() : String(value)))
-          .join(", ");
+        const literals = statement.values.map((value) => client.escapeLiteral(asLiteral(value))).join(", ");
         const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}(${literals})`);
         const plan = (rows[0]["QUERY PLAN"] as { Plan: PlanNode }[])[0]!.Plan;
         const page = pageNodes(plan);

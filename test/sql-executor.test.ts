@@ -138,6 +138,28 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
       expect(await organizationIds("e-")).toEqual(["e-first", "e-second"]);
     }
   });
+
+  it("keeps a bounded number of statements prepared per connection, and prepares again one it dropped", async () => {
+    const cacheName = kind === "postgres" ? "postgres_named" : "sqlite_writer";
+    const cache = () => database.sql.statementCaches().find((stats) => stats.cache === cacheName)!;
+    const { max } = cache();
+    const evictedBefore = cache().evictions;
+    // One text per number: a statement each, all on the unit's one connection.
+    const sum = (n: number) => Prisma.sql`SELECT CAST(${n} AS INTEGER) + ${Prisma.raw(String(n))} AS "sum"`;
+    await database.sql.transaction(async (unit) => {
+      for (let n = 0; n < max + 20; n++) expect(await unit.values(sum(n))).toEqual([[2 * n]]);
+      if (kind === "postgres") {
+        // The backend holds no more than the bound: dropped names were deallocated.
+        const [[prepared]] = (await unit.values(Prisma.sql`SELECT count(*) FROM pg_prepared_statements`)) as [[number]];
+        expect(prepared).toBeLessThanOrEqual(max);
+      }
+      // The first text was dropped long ago: it is prepared again, and answers as before.
+      expect(await unit.values(sum(0))).toEqual([[0]]);
+    });
+    // PostgreSQL's figure adds up every connection's (the read lanes' and pools' too): its bound is checked above.
+    if (kind === "sqlite") expect(cache().size).toBeLessThanOrEqual(max);
+    expect(cache().evictions - evictedBefore).toBeGreaterThanOrEqual(20);
+  });
 });
 
 describe("the live log on SQLite, while a unit of work is open", () => {

@@ -1,4 +1,5 @@
 import type { Prisma } from "./sql-template.ts";
+import type { StatementCacheStats } from "./statement-cache.ts";
 
 /*
  * The store's statements at driver speed: one executor per driver (sqlite-executor.ts, postgres-executor.ts)
@@ -38,6 +39,8 @@ export interface TransactionalExecutor extends SqlExecutor {
   transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T>;
   /** Closes the connections the executor opened itself. */
   close(): Promise<void>;
+  /** Its caches of prepared statements, each bounded (statement-cache.ts), as /metrics tells them. */
+  statementCaches(): StatementCacheStats[];
 }
 
 export interface ReadOptions {

@@ -10,6 +10,7 @@ import { chunksOf, fromJson, jsonParameter, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { REFERENCE_COLUMN_COUNT, REFERENCE_COLUMNS, taggedReferenceFromValues } from "./reference-repository.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * The lifecycle_events table. Built by the unit of work (src/store/sql/sql-store.ts) on its executor: inside
@@ -121,7 +122,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.values(Prisma.sql`
         SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e
-        WHERE e."organization_id" = ${organizationId} AND e."id" IN (${Prisma.join(chunk)})
+        WHERE e."organization_id" = ${organizationId} AND ${isOneOf(this.database.provider, Prisma.sql`e."id"`, chunk)}
           AND e."occurred_at" >= ${notBefore}`),
     );
     return eventsFromValues(rows);
@@ -194,7 +195,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       : [Prisma.sql`e."reference_id" = ${reference}`, Prisma.sql`e."occurred_at" >= ${from}`];
     if (query.to && !postgres) conditions.push(Prisma.sql`e."occurred_at" <= ${query.to}`);
     if (query.types && query.types.length > 0) {
-      conditions.push(Prisma.sql`e."type" IN (${Prisma.join([...query.types])})`);
+      conditions.push(isOneOf(this.database.provider, Prisma.sql`e."type"`, query.types));
     }
     const direction = Prisma.raw(query.order === "asc" ? "ASC" : "DESC");
     if (query.after) {

@@ -9,6 +9,7 @@ import { laterOf, type LogPosition } from "../../domain/live/log-position.ts";
 import type { Database } from "../database.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * Reads of the lifecycle log in live order (see src/domain/live/log-position.ts), one statement each.
@@ -85,7 +86,7 @@ export class SqlLiveLogStore implements LiveLogStore {
     ];
     if (query.referenceId !== undefined) conditions.push(Prisma.sql`e."reference_id" = ${query.referenceId}`);
     if (query.types && query.types.length > 0)
-      conditions.push(Prisma.sql`e."type" IN (${Prisma.join([...query.types])})`);
+      conditions.push(isOneOf(this.database.provider, Prisma.sql`e."type"`, query.types));
     return this.read(conditions, query.limit);
   }
 
@@ -129,7 +130,7 @@ export class SqlLiveLogStore implements LiveLogStore {
   private inOrganizations(ids: readonly string[]): Prisma.Sql {
     // On PostgreSQL on the commit rows, so the (organization_id, position) index drives the read.
     const column = Prisma.raw(this.postgres ? `c."organization_id"` : `e."organization_id"`);
-    return ids.length === 1 ? Prisma.sql`${column} = ${ids[0]}` : Prisma.sql`${column} IN (${Prisma.join([...ids])})`;
+    return ids.length === 1 ? Prisma.sql`${column} = ${ids[0]}` : isOneOf(this.database.provider, column, ids);
   }
 }
 

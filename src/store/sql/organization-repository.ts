@@ -8,6 +8,7 @@ import type { Database } from "../database.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * The organizations and api_keys tables. Built by the unit of work (src/store/sql/sql-store.ts) on its executor:
@@ -106,7 +107,7 @@ export class SqlOrganizationRepository implements OrganizationRepository {
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
-      WHERE k."key_hash" IN (${Prisma.join(keyHashes)}) AND k."revoked_at" IS NULL`);
+      WHERE ${isOneOf(this.database.provider, Prisma.sql`k."key_hash"`, keyHashes)} AND k."revoked_at" IS NULL`);
     return rows.map((row) => ({
       id: row.id,
       keyHash: row.key_hash,

@@ -1,9 +1,10 @@
-import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Prisma } from "./sql-template.ts";
 import type { SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 import { PostgresReadLanes } from "./postgres-read-lanes.ts";
 import { SESSION_SETTINGS } from "./postgres-session.ts";
+import { PostgresStatementNames } from "./postgres-statement-names.ts";
+import type { StatementCacheStats } from "./statement-cache.ts";
 import { storedDate } from "./stored-dates.ts";
 
 /*
@@ -42,6 +43,7 @@ function readTimestamp(text: string): Date {
   return storedDate(text) ?? new Date(`${text.replace(" ", "T")}Z`);
 }
 
+/** Where a statement is sent: a read lane, a pooled connection, or the connection of a unit of work. */
 interface Queryable {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
 }
@@ -60,29 +62,8 @@ async function postgresQuery(
     text,
     values,
     types: POSTGRES_TYPES,
-    name: preparedName(text, values.length),
     ...(asArrays ? { rowMode: "array" } : {}),
   } as pg.QueryConfig);
-}
-
-/**
- * The store's statements are prepared once per connection (node-postgres keeps a connection's named statements
- * and sends only Bind/Execute after the first use), so PostgreSQL stops parsing and planning them on every call:
- * that work ran on the same 2 cores as everything else. Statements with many parameters are the multi-row
- * INSERTs and long IN lists of bulk writes, whose text changes with their row count: they stay unnamed, so the
- * statements a connection keeps stay few. Transaction control ("BEGIN", "COMMIT") has nothing to plan.
- */
-const PREPARED_MAX_PARAMETERS = 24;
-const preparedNames = new Map<string, string>();
-
-function preparedName(text: string, parameters: number): string | undefined {
-  if (parameters === 0 || parameters > PREPARED_MAX_PARAMETERS) return undefined;
-  let name = preparedNames.get(text);
-  if (name === undefined) {
-    name = `reftrail_${createHash("sha1").update(text).digest("hex")}`;
-    preparedNames.set(text, name);
-  }
-  return name;
 }
 
 /** Connections of each pool, at most (node-postgres's default). */
@@ -120,14 +101,39 @@ export class PostgresExecutor implements TransactionalExecutor {
   private readonly pool: pg.Pool;
   /** Units of work only: a write never waits for a connection behind the reads' statements. */
   private readonly unitPool: pg.Pool;
+  /** The names of the statements prepared on each connection (postgres-statement-names.ts). */
+  private readonly names = new PostgresStatementNames();
+  /** Statements outside units of work that are not plain reads: on a connection of the pool. */
+  private readonly pooled: Queryable;
 
   constructor(
     url: string,
     private readonly onStatement?: StatementListener,
   ) {
-    this.reads = new PostgresReadLanes(url, READ_LANES);
+    this.reads = new PostgresReadLanes(url, READ_LANES, this.names);
     this.pool = openPool(url);
     this.unitPool = openPool(url);
+    this.pooled = { query: (config) => this.onPooledConnection(config) };
+  }
+
+  statementCaches(): StatementCacheStats[] {
+    return [this.names.stats()];
+  }
+
+  /**
+   * `pool.query`, with the statement named for the connection it lands on. As there, a connection whose
+   * statement failed is not given back.
+   */
+  private async onPooledConnection(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    const connection = await this.pool.connect();
+    try {
+      const result = await connection.query(this.names.on(connection, config));
+      connection.release();
+      return result;
+    } catch (error) {
+      connection.release(error as Error);
+      throw error;
+    }
   }
 
   async all<Row>(query: Prisma.Sql): Promise<Row[]> {
@@ -149,11 +155,12 @@ export class PostgresExecutor implements TransactionalExecutor {
   /** A statement outside units of work: a plain read down the read lanes, anything else through the pool. */
   private send(query: Prisma.Sql, asArrays = false): Promise<pg.QueryResult> {
     const text = query.text;
-    return postgresQuery(goesDownLanes(text) ? this.reads : this.pool, query, this.onStatement, asArrays, text);
+    return postgresQuery(goesDownLanes(text) ? this.reads : this.pooled, query, this.onStatement, asArrays, text);
   }
 
   async transaction<T>(work: (unit: SqlExecutor) => Promise<T>): Promise<T> {
     const connection = await this.unitPool.connect();
+    const onConnection: Queryable = { query: (config) => connection.query(this.names.on(connection, config)) };
     // A connection that breaks while checked out emits "error"; unhandled, that would end the process. The
     // statement running then rejects on its own, and the connection goes back to the pool as broken.
     const ignore = () => {};
@@ -164,7 +171,7 @@ export class PostgresExecutor implements TransactionalExecutor {
       // reads (the reference's lock and read, say). Anything else waits for BEGIN's answer, so that nothing can
       // ever write outside the transaction: had BEGIN failed, the reads sent behind it would have run on their
       // own, harmlessly, and their results are never used.
-      const begun = postgresQuery(connection, "BEGIN", this.onStatement).catch((error: Error) => {
+      const begun = postgresQuery(onConnection, "BEGIN", this.onStatement).catch((error: Error) => {
         broken = error;
         throw error;
       });
@@ -172,13 +179,13 @@ export class PostgresExecutor implements TransactionalExecutor {
       let pipelining = true;
       const send = async (query: Prisma.Sql, asArrays = false): Promise<pg.QueryResult> => {
         if (pipelining && isPlainRead(query.text)) {
-          const [, result] = await Promise.all([begun, postgresQuery(connection, query, this.onStatement, asArrays)]);
+          const [, result] = await Promise.all([begun, postgresQuery(onConnection, query, this.onStatement, asArrays)]);
           return result;
         }
         // In the order asked: once one statement waits for BEGIN, every later one does.
         pipelining = false;
         await begun;
-        return postgresQuery(connection, query, this.onStatement, asArrays);
+        return postgresQuery(onConnection, query, this.onStatement, asArrays);
       };
       const unit: SqlExecutor = {
         all: async <Row>(query: Prisma.Sql) => (await send(query)).rows as Row[],
@@ -188,7 +195,7 @@ export class PostgresExecutor implements TransactionalExecutor {
       try {
         const result = await work(unit);
         await begun;
-        const commit = await postgresQuery(connection, "COMMIT", this.onStatement);
+        const commit = await postgresQuery(onConnection, "COMMIT", this.onStatement);
         // PostgreSQL answers the COMMIT of a transaction that a failed statement aborted with ROLLBACK, not an
         // error: had work caught that statement's error, the unit would otherwise pass for committed.
         if (commit.command !== "COMMIT")
@@ -197,7 +204,7 @@ export class PostgresExecutor implements TransactionalExecutor {
       } catch (error) {
         // A connection that cannot even roll back is not given to anyone else.
         if (!broken) {
-          await postgresQuery(connection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
+          await postgresQuery(onConnection, "ROLLBACK", this.onStatement).catch((rollbackError: Error) => {
             broken = rollbackError;
           });
         }

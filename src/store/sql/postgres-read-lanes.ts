@@ -1,6 +1,7 @@
 import pg from "pg";
 import { isDatabaseUnavailableError } from "../database-availability.ts";
 import { SESSION_SETTINGS } from "./postgres-session.ts";
+import type { PostgresStatementNames } from "./postgres-statement-names.ts";
 
 /*
  * PostgreSQL reads outside units of work go down a few long-lived, pipelined connections ("lanes") instead of
@@ -58,6 +59,8 @@ export class PostgresReadLanes {
   constructor(
     private readonly url: string,
     private readonly laneCount: number,
+    /** Names each statement for the lane it goes down (statements are prepared per connection). */
+    private readonly names: PostgresStatementNames,
   ) {
     if (!(laneCount >= 1)) throw new RangeError("at least one read connection is needed");
   }
@@ -87,7 +90,7 @@ export class PostgresReadLanes {
     lane.unanswered++;
     if (lane.connected && !lane.corked) this.cork(lane);
     try {
-      return await lane.client.query(config);
+      return await lane.client.query(this.names.on(lane.client, config));
     } catch (error) {
       // The client rejects its statements before it emits "error" or "end" (which mark the lane broken), but
       // does both in one go, before any of those rejections is seen here. The statement the server was running

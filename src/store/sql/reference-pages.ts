@@ -3,7 +3,9 @@ import type {
   ReferenceListQuery,
   ReferenceTagFilter,
 } from "../../domain/references/reference-repository.ts";
+import type { DatabaseProvider } from "../database.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf, valueTable } from "./value-lists.ts";
 
 /*
  * The pages of references (ReferenceRepository.listReferences) as one statement each: `referencePage` gives what
@@ -11,6 +13,10 @@ import { Prisma } from "./sql-template.ts";
  * The tags of each row are read from its own `tag_list` (src/store/sql/tag-lists.ts): a page costs the same
  * whatever its rows carry. The listed tags, to include and to exclude, are resolved inside the statement (ids and
  * name keys of the organization).
+ *
+ * A client chooses how many tags it lists: lists are bound as one parameter each (value-lists.ts), so that a
+ * filter's statement has one text whatever their lengths (issue 34). Only a `tag_match=any` page of at most
+ * MAX_MERGED_TAG_WALKS tags has a text per number of tags, a few dozen texts in all.
  */
 
 /** The column filters of a reference listing, on the alias `r`. */
@@ -28,13 +34,19 @@ function referenceConditions(query: ReferenceListQuery): Prisma.Sql[] {
 }
 
 /** FROM, WHERE, ORDER BY and LIMIT of a page of references (alias `r`). */
-export function referencePage(organizationId: string, query: ReferenceListQuery): Prisma.Sql {
+export function referencePage(
+  provider: DatabaseProvider,
+  organizationId: string,
+  query: ReferenceListQuery,
+): Prisma.Sql {
   if (!query.tags) {
     // Without a tag to include, walk the organization's references newest first (the (organization_id, id)
     // index) and drop each that carries an excluded tag: a NOT EXISTS probe of the (reference_id, tag_id)
     // primary key.
     const conditions = [Prisma.sql`r."organization_id" = ${organizationId}`, ...referenceConditions(query)];
-    if (query.excludedTags) conditions.push(carriesNone(organizationId, Prisma.sql`r."id"`, query.excludedTags));
+    if (query.excludedTags) {
+      conditions.push(carriesNone(provider, organizationId, Prisma.sql`r."id"`, query.excludedTags));
+    }
     if (query.beforeId) conditions.push(Prisma.sql`r."id" < ${query.beforeId}`);
     return Prisma.sql`
       FROM "shipping_references" r WHERE ${Prisma.join(conditions, " AND ")}
@@ -44,7 +56,7 @@ export function referencePage(organizationId: string, query: ReferenceListQuery)
   // candidate. Walking all references newest first and probing each one's tags would take about 33,000 probes to
   // find 50 carriers of a tag held by 0.15 % of 100,000 references.
   return Prisma.sql`
-    FROM (${carriersOfListedTags(organizationId, query, query.tags)}) AS page
+    FROM (${carriersOfListedTags(provider, organizationId, query, query.tags)}) AS page
     JOIN "shipping_references" r ON r."id" = page."reference_id"
     ORDER BY r."id" DESC`;
 }
@@ -53,19 +65,29 @@ export function referencePage(organizationId: string, query: ReferenceListQuery)
  * The ids of a page of references as a SELECT of one column, `id`, newest first: the rows `referencePage` gives,
  * without reading the references' rows where the filter does not need them.
  */
-export function referencePageIds(organizationId: string, query: ReferenceListQuery): Prisma.Sql {
-  if (!query.tags) return Prisma.sql`SELECT r."id" ${referencePage(organizationId, query)}`;
+export function referencePageIds(
+  provider: DatabaseProvider,
+  organizationId: string,
+  query: ReferenceListQuery,
+): Prisma.Sql {
+  if (!query.tags) return Prisma.sql`SELECT r."id" ${referencePage(provider, organizationId, query)}`;
   return Prisma.sql`
-    SELECT "reference_id" AS "id" FROM (${carriersOfListedTags(organizationId, query, query.tags)}) AS "page"
+    SELECT "reference_id" AS "id" FROM (${carriersOfListedTags(provider, organizationId, query, query.tags)}) AS "page"
     ORDER BY "reference_id" DESC`;
 }
 
 /** The page's ids (column `reference_id`, newest first) when it is filtered by tags: `referenceIdsByTags`. */
-function carriersOfListedTags(organizationId: string, query: ReferenceListQuery, tags: ReferenceTagFilter): Prisma.Sql {
+function carriersOfListedTags(
+  provider: DatabaseProvider,
+  organizationId: string,
+  query: ReferenceListQuery,
+  tags: ReferenceTagFilter,
+): Prisma.Sql {
   const candidate = query.excludedTags
-    ? [carriesNone(organizationId, Prisma.sql`rt."reference_id"`, query.excludedTags)]
+    ? [carriesNone(provider, organizationId, Prisma.sql`rt."reference_id"`, query.excludedTags)]
     : [];
-  return referenceIdsByTags(organizationId, tags, query.beforeId, candidate, referenceConditions(query), query.limit);
+  const columns = referenceConditions(query);
+  return referenceIdsByTags(provider, organizationId, tags, query.beforeId, candidate, columns, query.limit);
 }
 
 /**
@@ -76,6 +98,7 @@ function carriersOfListedTags(organizationId: string, query: ReferenceListQuery,
  * instead of 0.2 ms on 100,000 references). PostgreSQL plans a CROSS JOIN with a join condition like any inner join.
  */
 function referenceIdsByTags(
+  provider: DatabaseProvider,
   organizationId: string,
   filter: ReferenceTagFilter,
   beforeId: string | undefined,
@@ -105,7 +128,7 @@ function referenceIdsByTags(
   if (filter.match === "any" && entries.length > MAX_MERGED_TAG_WALKS) {
     return Prisma.sql`
       SELECT DISTINCT rt."reference_id" FROM ${links}
-      WHERE ${where(Prisma.sql`rt."tag_id" IN (${tagsOf(organizationId, filter)})`)}
+      WHERE ${where(Prisma.sql`rt."tag_id" IN (${tagsOf(provider, organizationId, filter)})`)}
       ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
   }
   if (filter.match === "any") {
@@ -122,14 +145,26 @@ function referenceIdsByTags(
     // collecting them all in a temporary B-tree for DISTINCT and sorting them again.
     return Prisma.sql`${Prisma.join(walks, " UNION ")} ORDER BY "reference_id" DESC LIMIT ${limit}`;
   }
-  // `all`: the first listed tag drives the walk; each other one must be on the candidate. A listed tag that
-  // does not exist makes its subquery NULL, so nothing matches, as the contract says.
-  const [first, ...others] = entries;
+  // `all`: the first listed tag drives the walk; the candidate must carry each other one: no other listed id or
+  // name lacks a link on it (a probe of the (reference_id, tag_id) key per listed tag). A listed tag that does
+  // not exist makes the first one's subquery NULL, or finds no link, so nothing matches, as the contract says.
+  const [first] = entries;
+  const drivenById = filter.ids.length > 0;
+  const otherIds = filter.ids.slice(drivenById ? 1 : 0);
+  const otherNameKeys = filter.nameKeys.slice(drivenById ? 0 : 1);
   const all: Prisma.Sql[] = [Prisma.sql`rt."tag_id" = ${tagOf(first!)}`];
-  for (const other of others) {
-    all.push(Prisma.sql`EXISTS (
-      SELECT 1 FROM "reference_tags" other
-      WHERE other."reference_id" = rt."reference_id" AND other."tag_id" = ${tagOf(other)})`);
+  if (otherIds.length > 0) {
+    all.push(Prisma.sql`NOT EXISTS (
+      SELECT 1 FROM ${valueTable(provider, otherIds)} WHERE NOT EXISTS (
+        SELECT 1 FROM "reference_tags" other
+        WHERE other."reference_id" = rt."reference_id" AND other."tag_id" = "listed"."value"))`);
+  }
+  if (otherNameKeys.length > 0) {
+    all.push(Prisma.sql`NOT EXISTS (
+      SELECT 1 FROM ${valueTable(provider, otherNameKeys)} WHERE NOT EXISTS (
+        SELECT 1 FROM "reference_tags" other JOIN "tags" t ON t."id" = other."tag_id"
+        WHERE other."reference_id" = rt."reference_id" AND t."organization_id" = ${organizationId}
+          AND t."name_key" = "listed"."value"))`);
   }
   return Prisma.sql`
     SELECT rt."reference_id" FROM ${links} WHERE ${where(Prisma.join(all, " AND "))}
@@ -143,28 +178,32 @@ function referenceIdsByTags(
 const MAX_MERGED_TAG_WALKS = 8;
 
 /** A subquery giving the ids of the organization's tags listed by id or by name key; unknown ones give none. */
-function tagsOf(organizationId: string, listed: ListedTags): Prisma.Sql {
+function tagsOf(provider: DatabaseProvider, organizationId: string, listed: ListedTags): Prisma.Sql {
   return Prisma.sql`
-    SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed("t", listed)}`;
+    SELECT t."id" FROM "tags" t WHERE t."organization_id" = ${organizationId} AND ${isListed(provider, "t", listed)}`;
 }
 
 /**
  * The reference `referenceId` carries none of the excluded tags, resolved in the same statement (ids and name
  * keys of the organization): a probe of the (reference_id, tag_id) key joined to the tag's primary key.
  */
-function carriesNone(organizationId: string, referenceId: Prisma.Sql, excluded: ListedTags): Prisma.Sql {
+function carriesNone(
+  provider: DatabaseProvider,
+  organizationId: string,
+  referenceId: Prisma.Sql,
+  excluded: ListedTags,
+): Prisma.Sql {
   return Prisma.sql`NOT EXISTS (
     SELECT 1 FROM "reference_tags" excluded JOIN "tags" et ON et."id" = excluded."tag_id"
     WHERE excluded."reference_id" = ${referenceId} AND et."organization_id" = ${organizationId}
-      AND ${isListed("et", excluded)})`;
+      AND ${isListed(provider, "et", excluded)})`;
 }
 
 /** The tag aliased `alias` is one of those listed by id or by name key (at least one id or name key is given). */
-function isListed(alias: string, listed: ListedTags): Prisma.Sql {
+function isListed(provider: DatabaseProvider, alias: string, listed: ListedTags): Prisma.Sql {
   const tag = Prisma.raw(`"${alias}"`);
-  const byId = listed.ids.length > 0 ? Prisma.sql`${tag}."id" IN (${Prisma.join([...listed.ids])})` : null;
-  const byName =
-    listed.nameKeys.length > 0 ? Prisma.sql`${tag}."name_key" IN (${Prisma.join([...listed.nameKeys])})` : null;
+  const byId = listed.ids.length > 0 ? isOneOf(provider, Prisma.sql`${tag}."id"`, listed.ids) : null;
+  const byName = listed.nameKeys.length > 0 ? isOneOf(provider, Prisma.sql`${tag}."name_key"`, listed.nameKeys) : null;
   return Prisma.sql`(${Prisma.join(
     [byId, byName].filter((part): part is Prisma.Sql => part !== null),
     " OR ",

@@ -3,10 +3,11 @@ import type { ReferenceListQuery, ReferenceRepository } from "../../domain/refer
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { referencePage, referencePageIds } from "./reference-pages.ts";
-import { chunksOf, fromJson, jsonParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
+import { chunksOf, fromJson, jsonParameter, timestampParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
 import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
 import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf, valueTable } from "./value-lists.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
@@ -134,7 +135,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
     if (ids.length === 0) return Promise.resolve([]);
     return findInChunks(ids, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}`),
+        FROM "shipping_references" r
+        WHERE ${this.isOneOf(Prisma.sql`r."id"`, chunk)} AND r."organization_id" = ${organizationId}`),
     );
   }
 
@@ -181,7 +183,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
   }
 
   listReferences(organizationId: string, query: ReferenceListQuery): Promise<TaggedReference[]> {
-    return this.selectTaggedReferences(referencePage(organizationId, query), { page: true });
+    return this.selectTaggedReferences(referencePage(this.database.provider, organizationId, query), { page: true });
   }
 
   async readReferenceJsonPage(organizationId: string, query: ReferenceListQuery): Promise<ReferenceJsonPage> {
@@ -198,7 +200,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
           // tests of page order hold SQLite to its order (test/reference-rest-json.test.ts compares every page's
           // bytes with the single reads).
           Prisma.sql`
-            WITH "found" AS MATERIALIZED (${referencePageIds(organizationId, asked)})
+            WITH "found" AS MATERIALIZED (${referencePageIds(this.database.provider, organizationId, asked)})
             SELECT CAST(string_agg(r."rest_json", ',') AS BLOB), min(r."id"), (SELECT count(*) FROM "found")
             FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${query.limit}) AS "shown"
             CROSS JOIN "shipping_references" r WHERE r."id" = "shown"."id"`
@@ -210,7 +212,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
               max(CASE WHEN "n" = ${query.limit} THEN "id" END), CAST(count(*) AS INTEGER)
             FROM (
               SELECT "id", "rest_json", row_number() OVER (ORDER BY "id" DESC) AS "n"
-              FROM (SELECT r."id", r."rest_json" ${referencePage(organizationId, asked)}) AS "page"
+              FROM (SELECT r."id", r."rest_json" ${referencePage(this.database.provider, organizationId, asked)}) AS "page"
             ) AS "found"`,
       { page: true },
     );
@@ -246,7 +248,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
                ROW_NUMBER() OVER (PARTITION BY rt."tag_id" ORDER BY rt."reference_id" DESC) AS "rank_in_tag"
         FROM "reference_tags" AS rt
         JOIN "tags" AS t ON t."id" = rt."tag_id"
-        WHERE t."organization_id" = ${organizationId} AND rt."tag_id" IN (${Prisma.join(chunk)})
+        WHERE t."organization_id" = ${organizationId} AND ${this.isOneOf(Prisma.sql`rt."tag_id"`, chunk)}
       ) AS ranked
       WHERE ranked."rank_in_tag" <= ${limitPerTag}
       ORDER BY ranked."tag_id", ranked."reference_id" DESC`),
@@ -260,7 +262,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
     if (parentIds.length === 0) return byParent;
     const children = await findInChunks(parentIds, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."parent_reference_id" IN (${Prisma.join(chunk)})
+        FROM "shipping_references" r WHERE ${this.isOneOf(Prisma.sql`r."parent_reference_id"`, chunk)}
         ORDER BY r."id"`),
     );
     for (const child of children) byParent.get(child.parentReferenceId!)?.push(child);
@@ -270,11 +272,14 @@ export class SqlReferenceRepository implements ReferenceRepository {
   async linkTags(referenceId: string, tagIds: readonly string[], at: Date): Promise<void> {
     // The caller holds the reference (locked, or inserted by its own transaction); each new link's foreign key
     // check then takes its tag FOR KEY SHARE: references before tags, the store's lock order
-    // (src/store/sql/sql-store.ts). In id order, as everything that locks several rows of one table.
-    for (const chunk of chunksOf([...tagIds].sort(), 3)) {
+    // (src/store/sql/sql-store.ts). In id order, as everything that locks several rows of one table; the ids as
+    // one list parameter: one text however many tags a client links at once.
+    if (tagIds.length > 0) {
       await this.sql.run(Prisma.sql`
         INSERT INTO "reference_tags" ("reference_id", "tag_id", "created_at")
-        VALUES ${Prisma.join(chunk.map((tagId) => Prisma.sql`(${referenceId}, ${tagId}, ${at})`))}
+        SELECT ${this.text(referenceId)}, "listed"."value", ${this.timestamp(at)}
+        FROM ${valueTable(this.database.provider, [...tagIds].sort())}
+        WHERE TRUE -- SQLite: an upsert's SELECT needs a WHERE, else ON CONFLICT would read as a join's ON
         ON CONFLICT ("reference_id", "tag_id") DO NOTHING`);
     }
     await this.sql.run(rewriteTagList(this.database.provider, referenceId));
@@ -317,9 +322,23 @@ export class SqlReferenceRepository implements ReferenceRepository {
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.all<ReferenceUpdateRow>(Prisma.sql`
         SELECT ${REFERENCE_UPDATE_COLUMNS} FROM "reference_updates"
-        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+        WHERE "organization_id" = ${organizationId} AND ${this.isOneOf(Prisma.sql`"id"`, chunk)}`),
     );
     return rows.map(referenceUpdateFromRow);
+  }
+
+  /** `expression` is one of `values`, the list bound as one parameter (value-lists.ts). */
+  private isOneOf(expression: Prisma.Sql, values: readonly string[]): Prisma.Sql {
+    return isOneOf(this.database.provider, expression, values);
+  }
+
+  /** Parameters in a SELECT list, where PostgreSQL cannot infer their types from a column. */
+  private text(value: string): Prisma.Sql {
+    return this.database.provider === "postgres" ? Prisma.sql`CAST(${value} AS TEXT)` : Prisma.sql`${value}`;
+  }
+
+  private timestamp(value: Date): Prisma.Sql {
+    return timestampParameter(this.database.provider, value);
   }
 
   /** A JSON parameter: text on SQLite, jsonb on PostgreSQL. */
@@ -348,7 +367,8 @@ export class SqlReferenceRepository implements ReferenceRepository {
     const sorted = [...ids].sort();
     return findInChunks(sorted, (chunk) =>
       this.selectTaggedReferences(Prisma.sql`
-        FROM "shipping_references" r WHERE r."id" IN (${Prisma.join(chunk)}) AND r."organization_id" = ${organizationId}
+        FROM "shipping_references" r
+        WHERE ${this.isOneOf(Prisma.sql`r."id"`, chunk)} AND r."organization_id" = ${organizationId}
         ORDER BY r."id"
         FOR NO KEY UPDATE`),
     );

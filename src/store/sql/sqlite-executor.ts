@@ -2,6 +2,7 @@ import Sqlite from "better-sqlite3";
 import type { Prisma } from "./sql-template.ts";
 import type { ReadOptions, SqlExecutor, StatementListener, TransactionalExecutor } from "./executor.ts";
 import { SqliteReadThread } from "./sqlite-read-thread.ts";
+import { SQLITE_STATEMENTS_PER_CONNECTION, StatementCache, type StatementCacheStats } from "./statement-cache.ts";
 
 /*
  * SQLite: the executor runs on the connection Prisma's better-sqlite3 adapter opened (src/store/prisma/), not on
@@ -26,13 +27,21 @@ function sqliteValue(value: unknown): unknown {
 }
 
 export class SqliteExecutor implements TransactionalExecutor {
-  /** Prepared statements by SQL text: preparing is most of a short statement's cost. */
-  private statements = new Map<string, Sqlite.Statement>();
+  /**
+   * Prepared statements by SQL text: preparing is most of a short statement's cost. Bounded (statement-cache.ts):
+   * a Statement dropped is finalized when it is collected.
+   */
+  private statements = new StatementCache<Sqlite.Statement>("sqlite_writer", SQLITE_STATEMENTS_PER_CONNECTION);
   private statementsOf: Sqlite.Database | null = null;
+  /** Evictions of the shared connection's caches before Prisma reconnected it. */
+  private writerEvictionsBefore = 0;
 
   /** Reads outside units of work, on a connection of their own: see `all`. Opened on first use. */
   private reader: Sqlite.Database | null = null;
-  private readonly readerStatements = new Map<string, Sqlite.Statement>();
+  private readonly readerStatements = new StatementCache<Sqlite.Statement>(
+    "sqlite_reader",
+    SQLITE_STATEMENTS_PER_CONNECTION,
+  );
   /** With `readThread`, pages are read on a connection of a thread of their own (sqlite-read-thread.ts). */
   private readonly readThread: SqliteReadThread | null;
 
@@ -98,11 +107,8 @@ export class SqliteExecutor implements TransactionalExecutor {
       // A reader waits only while SQLite recovers or resets the WAL, never for writers.
       this.reader.pragma("busy_timeout = 5000");
     }
-    let statement = this.readerStatements.get(sql);
-    if (!statement) {
-      statement = this.reader.prepare(sql);
-      this.readerStatements.set(sql, statement);
-    }
+    const reader = this.reader;
+    const statement = this.readerStatements.get(sql, () => reader.prepare(sql));
     // A statement's raw mode (rows as arrays) stays set: every call sets the one it wants.
     return statement.raw(asArrays).all(...values.map(sqliteValue));
   }
@@ -152,15 +158,21 @@ export class SqliteExecutor implements TransactionalExecutor {
   private prepared(sql: string): Sqlite.Statement {
     const connection = this.adapter().client;
     if (this.statementsOf !== connection) {
-      this.statements = new Map();
+      this.writerEvictionsBefore += this.statements.evictions;
+      this.statements = new StatementCache("sqlite_writer", SQLITE_STATEMENTS_PER_CONNECTION);
       this.statementsOf = connection;
     }
-    let statement = this.statements.get(sql);
-    if (!statement) {
-      // Prisma's adapter turns safe integers on for the whole connection; the store's rows want numbers.
-      statement = connection.prepare(sql).safeIntegers(false);
-      this.statements.set(sql, statement);
-    }
-    return statement;
+    // Prisma's adapter turns safe integers on for the whole connection; the store's rows want numbers.
+    return this.statements.get(sql, () => connection.prepare(sql).safeIntegers(false));
+  }
+
+  statementCaches(): StatementCacheStats[] {
+    const writer = this.statements.stats();
+    const caches = [
+      { ...writer, evictions: writer.evictions + this.writerEvictionsBefore },
+      this.readerStatements.stats(),
+    ];
+    if (this.readThread) caches.push(this.readThread.statementCache());
+    return caches;
   }
 }

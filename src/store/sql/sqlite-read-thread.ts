@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { SQLITE_STATEMENTS_PER_CONNECTION, type StatementCacheStats } from "./statement-cache.ts";
 
 /*
  * SQLite reads outside units of work, run on a thread of their own (docs/decisions.md, "SQLite reads on a thread
@@ -14,16 +15,27 @@ import { Worker } from "node:worker_threads";
  * a time, in the order sent.
  *
  * The thread's code is plain JavaScript given as text (`eval`): a worker's entry file would need the TypeScript
- * loader under tests and a build step of its own, and the code is this short. The driver is loaded by the path
- * resolved here, whatever the process's working directory.
+ * loader under tests and a build step of its own, and the code is this short. The driver and lru-cache are
+ * loaded by the paths resolved here, whatever the process's working directory.
+ *
+ * Its prepared statements are bounded like the executor's (statement-cache.ts); every answer tells the cache's
+ * size and evictions, for /metrics.
  */
 const READER_CODE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const Sqlite = require(workerData.driver);
+const { LRUCache } = require(workerData.lruCache);
 const connection = new Sqlite(workerData.file, { readonly: true, fileMustExist: true });
 // A reader waits only while SQLite recovers or resets the WAL, never for writers.
 connection.pragma("busy_timeout = 5000");
-const statements = new Map();
+let evictions = 0;
+const statements = new LRUCache({
+  max: workerData.maxStatements,
+  dispose: (statement, sql, reason) => {
+    if (reason === "evict") evictions++;
+  },
+});
+const cache = () => ({ size: statements.size, evictions });
 parentPort.on("message", (message) => {
   if (message.close) {
     connection.close();
@@ -36,12 +48,22 @@ parentPort.on("message", (message) => {
       statement = connection.prepare(message.sql);
       statements.set(message.sql, statement);
     }
-    parentPort.postMessage({ id: message.id, rows: statement.raw(message.asArrays).all(...message.values) });
+    const rows = statement.raw(message.asArrays).all(...message.values);
+    parentPort.postMessage({ id: message.id, rows, cache: cache() });
   } catch (error) {
-    parentPort.postMessage({ id: message.id, error: { message: String(error && error.message), code: error && error.code } });
+    const failure = { message: String(error && error.message), code: error && error.code };
+    parentPort.postMessage({ id: message.id, error: failure, cache: cache() });
   }
 });
 `;
+
+/** A reply of the thread: the rows or the error of read `id`, and its statement cache's figures then. */
+interface Reply {
+  readonly id: number;
+  readonly rows?: unknown[];
+  readonly error?: { message: string; code?: string };
+  readonly cache: { readonly size: number; readonly evictions: number };
+}
 
 interface Pending {
   resolve(rows: unknown[]): void;
@@ -63,6 +85,9 @@ export class SqliteReadThread {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
+  /** The thread's statement cache as its last answer told it (threads restarted before included in evictions). */
+  private cache = { size: 0, evictions: 0 };
+  private evictionsBefore = 0;
 
   constructor(private readonly file: string) {}
 
@@ -78,6 +103,15 @@ export class SqliteReadThread {
     });
   }
 
+  statementCache(): StatementCacheStats {
+    return {
+      cache: "sqlite_read_thread",
+      size: this.worker ? this.cache.size : 0,
+      max: SQLITE_STATEMENTS_PER_CONNECTION,
+      evictions: this.evictionsBefore + this.cache.evictions,
+    };
+  }
+
   /** Stops the thread once the reads sent have been answered; later reads start it again. */
   async close(): Promise<void> {
     const worker = this.worker;
@@ -90,9 +124,18 @@ export class SqliteReadThread {
   }
 
   private start(): Worker {
-    const driver = createRequire(import.meta.url).resolve("better-sqlite3");
-    const worker = new Worker(READER_CODE, { eval: true, workerData: { driver, file: this.file } });
-    worker.on("message", (message: { id: number; rows?: unknown[]; error?: { message: string; code?: string } }) => {
+    const require = createRequire(import.meta.url);
+    const workerData = {
+      driver: require.resolve("better-sqlite3"),
+      lruCache: require.resolve("lru-cache"),
+      file: this.file,
+      maxStatements: SQLITE_STATEMENTS_PER_CONNECTION,
+    };
+    const worker = new Worker(READER_CODE, { eval: true, workerData });
+    this.evictionsBefore += this.cache.evictions;
+    this.cache = { size: 0, evictions: 0 };
+    worker.on("message", (message: Reply) => {
+      this.cache = message.cache;
       const waiting = this.pending.get(message.id);
       if (!waiting) return;
       this.pending.delete(message.id);

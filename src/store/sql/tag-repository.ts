@@ -7,6 +7,7 @@ import type { SqlExecutor } from "./executor.ts";
 import { lockCarriers, rewriteTagListsOfCarriers, tagsFromList } from "./tag-lists.ts";
 import { isUniqueViolation } from "./unique-violation.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * The tags table (and the reference_tags links as seen from tags). Built by the unit of work
@@ -59,7 +60,7 @@ export class SqlTagRepository implements TagRepository {
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.all<TagRow>(Prisma.sql`
         SELECT ${TAG_COLUMNS} FROM "tags" t
-        WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join(chunk)})`),
+        WHERE t."organization_id" = ${organizationId} AND ${isOneOf(this.database.provider, Prisma.sql`t."id"`, chunk)}`),
     );
     return rows.map(tagFromRow);
   }
@@ -74,7 +75,8 @@ export class SqlTagRepository implements TagRepository {
     return findInChunks(nameKeys, async (chunk) => {
       const rows = await this.sql.all<TagRow & { name_key: string }>(Prisma.sql`
         SELECT ${TAG_COLUMNS} FROM "tags" t
-        WHERE t."organization_id" = ${organizationId} AND t."name_key" IN (${Prisma.join(chunk)})`);
+        WHERE t."organization_id" = ${organizationId}
+          AND ${isOneOf(this.database.provider, Prisma.sql`t."name_key"`, chunk)}`);
       return rows.map(keyedTagFromRow);
     });
   }
@@ -224,7 +226,7 @@ export class SqlTagRepository implements TagRepository {
     const rows = await findInChunks(referenceIds, (chunk) =>
       this.sql.all<{ id: string; organization_id: string; tag_list: unknown }>(Prisma.sql`
       SELECT r."id", r."organization_id", r."tag_list" FROM "shipping_references" r
-      WHERE r."id" IN (${Prisma.join(chunk)})`),
+      WHERE ${isOneOf(this.database.provider, Prisma.sql`r."id"`, chunk)}`),
     );
     for (const row of rows) byReference.set(row.id, tagsFromList(row.tag_list, row.organization_id));
     return byReference;

@@ -1,5 +1,6 @@
 import type { WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
 import type { DeliveryListQuery } from "../../domain/webhooks/webhook-repository.ts";
+import type { DatabaseProvider } from "../database.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf } from "./rows.ts";
@@ -12,6 +13,7 @@ import {
   type DeliveryColumns,
 } from "./webhook-delivery-rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * The outbox, "webhook_deliveries", with the attempts of each delivery ("webhook_attempts"), as the API and
@@ -22,6 +24,7 @@ import { Prisma } from "./sql-template.ts";
 
 export class SqlWebhookDeliveryRepository {
   constructor(
+    private readonly provider: DatabaseProvider,
     /** Runs every statement: the driver, or the transaction of the unit of work that built this repository. */
     private readonly sql: SqlExecutor,
   ) {}
@@ -54,7 +57,7 @@ export class SqlWebhookDeliveryRepository {
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.all<DeliveryColumns>(Prisma.sql`
         SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
-        WHERE "organization_id" = ${organizationId} AND "id" IN (${Prisma.join(chunk)})`),
+        WHERE "organization_id" = ${organizationId} AND ${isOneOf(this.provider, Prisma.sql`"id"`, chunk)}`),
     );
     return rows.map(toDeliveryFromColumns);
   }
@@ -75,7 +78,7 @@ export class SqlWebhookDeliveryRepository {
       this.sql.all<AttemptColumns>(Prisma.sql`
         SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
         JOIN "webhook_deliveries" d ON d."id" = a."delivery_id"
-        WHERE a."id" IN (${Prisma.join(chunk)}) AND d."organization_id" = ${organizationId}`),
+        WHERE ${isOneOf(this.provider, Prisma.sql`a."id"`, chunk)} AND d."organization_id" = ${organizationId}`),
     );
     return rows.map(toAttemptFromColumns);
   }
@@ -86,7 +89,7 @@ export class SqlWebhookDeliveryRepository {
     const rows = await findInChunks(deliveryIds, (chunk) =>
       this.sql.all<AttemptColumns>(Prisma.sql`
         SELECT ${ATTEMPT_COLUMNS} FROM "webhook_attempts" a
-        WHERE a."delivery_id" IN (${Prisma.join(chunk)})
+        WHERE ${isOneOf(this.provider, Prisma.sql`a."delivery_id"`, chunk)}
         ORDER BY a."attempted_at", a."id"`),
     );
     for (const row of rows) byDelivery.get(row.delivery_id)?.push(toAttemptFromColumns(row));

@@ -12,6 +12,7 @@ import {
   type EndpointColumns,
 } from "./webhook-endpoint-rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * The "webhook_endpoints" table with its tag filter rows ("webhook_endpoint_tags"): the endpoints an
@@ -109,7 +110,7 @@ export class SqlWebhookEndpointRepository {
     const rows = await this.sql.all<{ tag_id: string }>(Prisma.sql`
       INSERT INTO "webhook_endpoint_tags" ("endpoint_id", "tag_id")
       SELECT CAST(${endpointId} AS TEXT), t."id" FROM "tags" t
-      WHERE t."organization_id" = ${organizationId} AND t."id" IN (${Prisma.join([...tagIds])})
+      WHERE t."organization_id" = ${organizationId} AND ${isOneOf(this.provider, Prisma.sql`t."id"`, tagIds)}
       RETURNING "tag_id"`);
     return rows.map((row) => row.tag_id);
   }
@@ -137,7 +138,7 @@ export class SqlWebhookEndpointRepository {
     if (ids.length === 0) return Promise.resolve([]);
     // The worker reads its endpoints after every claim: one statement per chunk of ids.
     return findInChunks(ids, (chunk) =>
-      this.findEndpointsWithTags(Prisma.sql`e."id" IN (${Prisma.join(chunk)})`, Prisma.sql`e."id"`),
+      this.findEndpointsWithTags(isOneOf(this.provider, Prisma.sql`e."id"`, chunk), Prisma.sql`e."id"`),
     );
   }
 

@@ -15,6 +15,7 @@ import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
+import { isOneOf } from "./value-lists.ts";
 
 /*
  * Recovery, replay and the ordering summary, in raw SQL on the store's executor (in the unit of work's transaction
@@ -153,7 +154,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
     const rows = await findInChunks(eventIds, (chunk) =>
       this.sql.all<{ id: string; event_id: string }>(Prisma.sql`
         SELECT "id", "event_id" FROM "webhook_deliveries"
-        WHERE "endpoint_id" = ${endpointId} AND "event_id" IN (${Prisma.join(chunk)})`),
+        WHERE "endpoint_id" = ${endpointId} AND ${isOneOf(this.provider, Prisma.sql`"event_id"`, chunk)}`),
     );
     // An event has one delivery per endpoint; should there be more, the first made (the smallest UUIDv7) keeps
     // its webhook-id.
@@ -231,19 +232,19 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   /** The selection's events of `lifecycle_events e`: window, types, and tag snapshot. */
   private selected(selection: ReplaySelection): Prisma.Sql {
     const types = selection.eventTypes
-      ? Prisma.sql`AND e."type" IN (${Prisma.join([...selection.eventTypes])})`
+      ? Prisma.sql`AND ${isOneOf(this.provider, Prisma.sql`e."type"`, selection.eventTypes)}`
       : Prisma.empty;
     let tags = Prisma.empty;
     if (selection.tagIds !== null) {
       if (selection.tagIds.length === 0) tags = Prisma.sql`AND 1 = 0`;
       else {
-        const ids = Prisma.join([...selection.tagIds]);
+        const ids = selection.tagIds;
         tags =
           this.provider === "postgres"
             ? Prisma.sql`AND EXISTS (SELECT 1 FROM jsonb_array_elements(e."reference_tags") AS snapshot(tag)
-                WHERE snapshot.tag->>'id' IN (${ids}))`
+                WHERE ${isOneOf(this.provider, Prisma.sql`snapshot.tag->>'id'`, ids)})`
             : Prisma.sql`AND EXISTS (SELECT 1 FROM json_each(e."reference_tags") AS snapshot
-                WHERE json_extract(snapshot."value", '$.id') IN (${ids}))`;
+                WHERE ${isOneOf(this.provider, Prisma.sql`json_extract(snapshot."value", '$.id')`, ids)})`;
       }
     }
     return Prisma.sql`e."organization_id" = ${selection.organizationId}

@@ -41,7 +41,7 @@ export class SqlWebhookRepository implements WebhookRepository {
     private readonly onDeliveriesQueued?: (count: number) => void,
   ) {
     this.endpoints = new SqlWebhookEndpointRepository(provider, sql, secrets);
-    this.deliveries = new SqlWebhookDeliveryRepository(sql);
+    this.deliveries = new SqlWebhookDeliveryRepository(provider, sql);
     this.claims = new SqlWebhookClaimRepository(provider, sql);
   }
 
