@@ -105,8 +105,9 @@ describe.each(DATABASE_KINDS)("outcomes the database refuses (%s)", (kind) => {
     receiver = await WebhookReceiver.start();
     server = await startTestServer(kind, {
       env: {
-        WEBHOOK_TIMEOUT: "3s",
-        WEBHOOK_LEASE: "4s",
+        // Long enough that no request times out on a busy machine: every attempt's outcome is refused, not missing.
+        WEBHOOK_TIMEOUT: "5s",
+        WEBHOOK_LEASE: "6s",
         WEBHOOK_POLL_INTERVAL: "100ms",
         WEBHOOK_RETRY_SCHEDULE: "0s,100ms,100ms",
       },
