@@ -64,8 +64,10 @@ describe("batch claims by two instances on one PostgreSQL database", () => {
       for (;;) {
         const claimed = await services.webhookDeliveries.claim(owner, 25, new Map(), 25);
         if (claimed.length === 0) return;
-        for (const { delivery } of claimed) {
-          expect(delivery.leaseOwner).toBe(owner);
+        for (const { delivery, leaseToken } of claimed) {
+          // Each claim leases under a token of its own, named after the claiming instance.
+          expect(delivery.leaseOwner).toBe(leaseToken);
+          expect(leaseToken.startsWith(`${owner}:`)).toBe(true);
           claimedBy.set(delivery.id, [...(claimedBy.get(delivery.id) ?? []), owner]);
         }
       }

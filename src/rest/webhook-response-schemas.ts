@@ -53,9 +53,10 @@ const webhookDeliveryProperties = {
   attempt_count: {
     type: "integer",
     description:
-      "Attempts made for the delivery whose outcome was recorded, re-sends included: the length of its attempts " +
-      "list once no attempt is in flight. A re-send, a recovery or a replay starts the retry schedule again " +
-      "but does not reset this count",
+      "Attempts made for the delivery whose outcome was recorded or lost (an instance stopped before recording " +
+      "it: such an attempt counts as a failure), re-sends included: the length of its attempts list once no " +
+      "attempt is in flight. A re-send, a recovery or a replay starts the retry schedule again but does not " +
+      "reset this count",
   },
   next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
   body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
@@ -69,7 +70,12 @@ const webhookAttempt = record("One HTTP request of a delivery", {
   status_code: { type: ["integer", "null"], description: "The HTTP status received; null when none arrived" },
   error: { type: ["string", "null"], description: "Why it failed without a status (timeout, refused target…)" },
   latency_ms: { type: "integer" },
-  response_body: { type: ["string", "null"], description: "The first 2 KB of the response body" },
+  response_body: {
+    type: ["string", "null"],
+    description:
+      "The first 2 KB of the response body, as UTF-8: NUL bytes and invalid sequences are shown as U+FFFD, and " +
+      "a character cut by the 2 KB limit is left out",
+  },
 });
 
 /** The webhook components, in the order they appear in the document. */

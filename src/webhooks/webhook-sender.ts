@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { Agent } from "undici";
+import { ATTEMPT_TEXT_MAX_BYTES } from "../domain/webhooks/attempt-text.ts";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 
@@ -23,7 +24,7 @@ const PACKAGE_VERSION = (
 export const WEBHOOK_USER_AGENT = `reftrail-webhooks/${PACKAGE_VERSION}`;
 
 /** The part of a response kept in the attempt log. */
-export const RESPONSE_LOG_BYTES = 2_048;
+const RESPONSE_LOG_BYTES = ATTEMPT_TEXT_MAX_BYTES;
 /** Past this many response bytes the connection is dropped instead of drained for reuse. */
 const RESPONSE_DRAIN_BYTES = 64 * 1024;
 const MAX_ERROR_LENGTH = 500;
@@ -45,7 +46,10 @@ export interface SendResult {
   readonly statusCode: number | null;
   readonly error: string | null;
   readonly latencyMs: number;
-  /** The first 2 KB of the response body. */
+  /**
+   * The first 2 KB of the response body, decoded as UTF-8 with replacement (the receiver's bytes may be anything;
+   * the attempt log makes the text storable, src/domain/webhooks/attempt-text.ts).
+   */
   readonly responseBody: string | null;
   readonly retryAfter: string | undefined;
   /** True when `signal` stopped the request (shutdown): not an attempt to record. */
@@ -79,6 +83,14 @@ function describeError(error: unknown): string {
   return failure.code && !failure.message.includes(failure.code)
     ? `${failure.code}: ${failure.message}`
     : failure.message;
+}
+
+/**
+ * The kept bytes of a response as text: invalid UTF-8 becomes U+FFFD. When the 2 KB cut ended inside a character
+ * (`cut`), that character is left out rather than logged as a replacement the receiver never sent.
+ */
+function excerptOf(kept: readonly Buffer[], cut: boolean): string {
+  return new TextDecoder().decode(Buffer.concat(kept), { stream: cut });
 }
 
 export class WebhookSender {
@@ -147,6 +159,7 @@ export class WebhookSender {
     let retryAfter: string | undefined;
     const kept: Buffer[] = [];
     let keptBytes = 0;
+    let readBytes = 0;
     try {
       const response = await agent.request({
         origin: target.origin,
@@ -165,7 +178,6 @@ export class WebhookSender {
       statusCode = response.statusCode;
       const header = response.headers["retry-after"];
       retryAfter = Array.isArray(header) ? header[0] : header;
-      let readBytes = 0;
       try {
         for await (const chunk of response.body as AsyncIterable<Buffer>) {
           readBytes += chunk.length;
@@ -188,7 +200,7 @@ export class WebhookSender {
         statusCode,
         error: statusCode >= 300 && statusCode < 400 ? "redirects are not followed" : null,
         latencyMs: elapsed(),
-        responseBody: Buffer.concat(kept).toString("utf8"),
+        responseBody: excerptOf(kept, readBytes > keptBytes),
         retryAfter,
         aborted: false,
       };

@@ -3,12 +3,8 @@ import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
 import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
-import type {
-  AttemptResult,
-  AttemptToRecord,
-  ClaimedDelivery,
-  WebhookDeliveryService,
-} from "../domain/webhooks/webhook-delivery-service.ts";
+import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
+import { OutcomeRecorder } from "./outcome-recorder.ts";
 import type { WebhookMetrics } from "./webhook-metrics.ts";
 import type { WebhookSender } from "./webhook-sender.ts";
 
@@ -26,17 +22,6 @@ export interface WebhookWorkerOptions {
    */
   readonly isDatabaseUnavailable: (error: unknown) => boolean;
 }
-
-/** Outcomes are recorded in batches of at most this many... */
-const RECORD_BATCH_SIZE = 128;
-/** ...gathered for at most this long (unless every request in flight has finished: then at once). */
-const RECORD_BATCH_DELAY_MS = 5;
-/**
- * Batches being written at once, at most. Each holds a connection of the pool the API shares: against a database
- * that stalls, a new batch every few milliseconds would take them all. Outcomes that arrive meanwhile go into the
- * next batch, written when one of these ends (so batches grow instead).
- */
-const MAX_BATCHES_WRITING = 2;
 
 /** Slots freed within this long are filled by one claim. */
 const CLAIM_BATCH_DELAY_MS = 3;
@@ -63,17 +48,6 @@ const MAX_UNRECORDED_FACTOR = 2;
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
 
-/** An outcome whose write failed because the database was away is written again after this long... */
-const RECORD_RETRY_DELAY_MS = 100;
-/** ...as long as its lease outlasts that by this much (else the delivery may be claimed again meanwhile). */
-const RECORD_RETRY_LEASE_MARGIN_MS = 100;
-
-interface PendingRecord {
-  readonly item: AttemptToRecord;
-  resolve(result: AttemptResult): void;
-  reject(error: unknown): void;
-}
-
 interface InFlight {
   readonly endpointId: string;
   readonly abort: AbortController;
@@ -96,13 +70,13 @@ interface InFlight {
  *   started round-robin over the endpoints, each within its endpoint's limit: a slow or dead endpoint holds a
  *   bounded number of slots and claims, and the others keep flowing. A delivery whose lease would no longer cover
  *   a whole request (timeout plus a margin) is handed back instead of sent.
- * - Records outcomes in small batches (a few milliseconds' worth): a success costs a share of one
- *   transaction instead of one of its own. A batch whose write failed because the database was away is written
- *   again, a moment later, for the outcomes whose leases still hold: an outcome given up is a request sent again
- *   once its lease expires (a duplicate for the receiver, and an attempt logged with its outcome unknown).
+ * - Records outcomes in small batches, through the OutcomeRecorder (src/webhooks/outcome-recorder.ts): one
+ *   outcome whose write fails never decides another's.
+ * - Each claim leases under a token of its own (the instance's name and a claim id), so a late outcome of an
+ *   earlier claim of a delivery never settles a later one.
  */
 export class WebhookWorker {
-  /** This instance's name in `lease_owner`. */
+  /** This instance's name: its claims' lease tokens in `lease_owner` start with it. */
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly inFlight = new Map<string, InFlight>();
   /** Requests in flight per endpoint. */
@@ -125,14 +99,8 @@ export class WebhookWorker {
   private drained = false;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  private readonly toRecord: PendingRecord[] = [];
-  private recording = 0;
-  private batchesWriting = 0;
-  private recordTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
-  /** Outcomes waiting to be written again (see `retryOrReject`). */
-  private readonly toRetry = new Set<PendingRecord>();
-  private retryTimer: NodeJS.Timeout | null = null;
+  private readonly outcomes: OutcomeRecorder;
 
   constructor(
     private readonly deliveries: WebhookDeliveryService,
@@ -141,7 +109,12 @@ export class WebhookWorker {
     private readonly metrics: WebhookMetrics,
     private readonly log: FastifyBaseLogger,
     private readonly options: WebhookWorkerOptions,
-  ) {}
+  ) {
+    this.outcomes = new OutcomeRecorder(deliveries, clock, log, {
+      isDatabaseUnavailable: options.isDatabaseUnavailable,
+      inFlight: () => this.inFlight.size,
+    });
+  }
 
   start(): void {
     if (this.timer || this.stopped) return;
@@ -195,13 +168,13 @@ export class WebhookWorker {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    this.flushRetries();
+    this.outcomes.stop();
     await this.pumping;
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
     await this.deliveries
-      .release(notStarted, this.owner)
+      .release(notStarted)
       .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
     const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
     let graceTimer: NodeJS.Timeout | undefined;
@@ -278,7 +251,7 @@ export class WebhookWorker {
     }
     if (expired.length > 0)
       this.deliveries
-        .release(expired, this.owner)
+        .release(expired)
         .then(() => {
           this.drained = false;
         })
@@ -320,7 +293,7 @@ export class WebhookWorker {
   private async deliver(claimed: ClaimedDelivery, signal: AbortSignal, releaseEndpointSlot: () => void): Promise<void> {
     const { delivery } = claimed;
     if (!this.deliveries.isSendable(claimed)) {
-      await this.deliveries.abandon(claimed, this.owner);
+      await this.deliveries.abandon(claimed);
       this.drained = false;
       this.metrics.failed.inc({ reason: claimed.endpoint ? "endpoint_disabled" : "endpoint_deleted" });
       return;
@@ -338,11 +311,11 @@ export class WebhookWorker {
     );
     releaseEndpointSlot();
     if (result.aborted) {
-      await this.deliveries.release([claimed], this.owner, true);
+      await this.deliveries.release([claimed], true);
       return;
     }
     this.metrics.attemptDuration.observe(result.latencyMs / 1000);
-    const { verdict, disabledReason } = await this.record({
+    const { verdict, disabledReason } = await this.outcomes.record({
       claimed,
       report: {
         attemptedAt,
@@ -368,67 +341,5 @@ export class WebhookWorker {
         "webhook endpoint disabled",
       );
     }
-  }
-
-  /** Queues an outcome for the next batch; resolves once it is recorded. */
-  private record(item: AttemptToRecord): Promise<AttemptResult> {
-    return new Promise<AttemptResult>((resolve, reject) => {
-      this.toRecord.push({ item, resolve, reject });
-      const stillSending = this.inFlight.size - this.recording - this.toRecord.length - this.toRetry.size;
-      if (this.toRecord.length >= RECORD_BATCH_SIZE || stillSending <= 0) this.flushRecords();
-      else this.recordTimer ??= setTimeout(() => this.flushRecords(), RECORD_BATCH_DELAY_MS);
-    });
-  }
-
-  private flushRecords(): void {
-    if (this.recordTimer) clearTimeout(this.recordTimer);
-    this.recordTimer = null;
-    if (this.batchesWriting >= MAX_BATCHES_WRITING) return;
-    const batch = this.toRecord.splice(0);
-    if (batch.length === 0) return;
-    this.batchesWriting += 1;
-    this.recording += batch.length;
-    this.deliveries
-      .recordAttempts(
-        this.owner,
-        batch.map((pending) => pending.item),
-      )
-      .then(
-        (results) => batch.forEach((pending, index) => pending.resolve(results[index]!)),
-        (error: unknown) => this.retryOrReject(batch, error),
-      )
-      .finally(() => {
-        this.recording -= batch.length;
-        this.batchesWriting -= 1;
-        // What gathered while the writes were busy goes now.
-        if (this.toRecord.length > 0) this.flushRecords();
-      });
-  }
-
-  /**
-   * A batch whose write failed: when the database was away, its outcomes whose leases hold long enough are
-   * written again in a moment (gathered with whatever else is waiting then); the others fail, and their
-   * deliveries are sent again once their leases expire. Writing an outcome twice is harmless: a delivery whose
-   * first write did commit no longer carries this instance's lease, and its attempt row is keyed by its id.
-   */
-  private retryOrReject(batch: readonly PendingRecord[], error: unknown): void {
-    const retryable = !this.stopped && this.options.isDatabaseUnavailable(error);
-    const retryBy = this.clock.now().getTime() + RECORD_RETRY_DELAY_MS + RECORD_RETRY_LEASE_MARGIN_MS;
-    for (const pending of batch) {
-      const leaseExpiresAt = pending.item.claimed.delivery.leaseExpiresAt?.getTime() ?? 0;
-      if (retryable && leaseExpiresAt > retryBy) this.toRetry.add(pending);
-      else pending.reject(error);
-    }
-    if (this.toRetry.size > 0) this.retryTimer ??= setTimeout(() => this.flushRetries(), RECORD_RETRY_DELAY_MS);
-  }
-
-  /** Moves the outcomes waiting to be written again into the next batch (at once on stop: no more waiting). */
-  private flushRetries(): void {
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = null;
-    if (this.toRetry.size === 0) return;
-    this.toRecord.push(...this.toRetry);
-    this.toRetry.clear();
-    this.flushRecords();
   }
 }

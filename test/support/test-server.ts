@@ -71,7 +71,7 @@ export interface TestServices {
   close(): Promise<void>;
 }
 
-export async function startTestServices(kind: DatabaseKind): Promise<TestServices> {
+export async function startTestServices(kind: DatabaseKind, clock?: Clock): Promise<TestServices> {
   const testDatabase = await createTestDatabase(kind);
   const database = await openDatabase(testDatabase.url);
   const config = loadConfig({
@@ -81,7 +81,7 @@ export async function startTestServices(kind: DatabaseKind): Promise<TestService
   });
   return {
     database,
-    services: buildServices(config, database),
+    services: buildServices(config, database, clock),
     close: async () => {
       await database.close();
       await testDatabase.drop();

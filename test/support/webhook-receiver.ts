@@ -30,7 +30,8 @@ export interface ReceivedWebhook {
 export interface Reply {
   readonly status?: number;
   readonly headers?: Record<string, string>;
-  readonly body?: string;
+  /** Text, or bytes as they are (a receiver answering invalid UTF-8). */
+  readonly body?: string | Buffer;
   readonly delayMs?: number;
   readonly until?: Promise<unknown>;
 }

@@ -1,10 +1,13 @@
 import type { Clock } from "../shared/clock.ts";
 import { newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
+import { ANSWER_NOT_STORED, storableText } from "./attempt-text.ts";
 import type { DeliveryChange } from "./delivery-activity.ts";
+import { judgeLostAttempts, type LostAttempt } from "./lost-attempts.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
+import type { OpenAttempt } from "./webhook-attempt-log.ts";
 import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
-import type { DeliveryTransition } from "./webhook-repository.ts";
+import type { CountedLostAttempts, DeliveryLease, DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
   /** Delays of the retry schedule; its length is the number of attempts. */
@@ -23,6 +26,8 @@ export interface ClaimedDelivery {
   readonly endpoint: WebhookEndpoint | null;
   /** The attempt opened for it by the claim (src/domain/webhooks/webhook-attempt-log.ts), completed by its outcome. */
   readonly attemptId: string;
+  /** The claim's own token in `lease_owner`: what its outcome, release or abandon must still find there. */
+  readonly leaseToken: string;
 }
 
 /** What the sender observed. */
@@ -38,6 +43,14 @@ export interface AttemptReport {
 export interface AttemptToRecord {
   readonly claimed: ClaimedDelivery;
   readonly report: AttemptReport;
+}
+
+/**
+ * The same outcome without the receiver's text: what is recorded when the outcome as received could not be
+ * written, so that the delivery is still settled (its attempt counted, its state moved) instead of sent again.
+ */
+export function withoutReceiverText(item: AttemptToRecord): AttemptToRecord {
+  return { ...item, report: { ...item.report, error: ANSWER_NOT_STORED, responseBody: null } };
 }
 
 export interface AttemptResult {
@@ -82,8 +95,10 @@ export class WebhookDeliveryService {
   }
 
   /**
-   * Leases up to `limit` due deliveries to `owner`, at most `perEndpointLimit.get(id) ?? defaultPerEndpointLimit`
-   * per endpoint, with their endpoints.
+   * Leases up to `limit` due deliveries to instance `owner`, at most `perEndpointLimit.get(id) ??
+   * defaultPerEndpointLimit` per endpoint, with their endpoints, under a lease token of this claim's own. A
+   * delivery claimed again after its lease expired has its lost attempts counted first: one whose schedule ran
+   * out is given up, one whose retry is not due yet is put back, neither is returned.
    */
   async claim(
     owner: string,
@@ -93,28 +108,67 @@ export class WebhookDeliveryService {
   ): Promise<ClaimedDelivery[]> {
     if (limit <= 0) return [];
     const now = this.clock.now();
-    const deliveries = await this.store.webhooks.claimDueDeliveries({
-      owner,
+    const leaseToken = `${owner}:${newId()}`;
+    const claimed = await this.store.webhooks.claimDueDeliveries({
+      owner: leaseToken,
       now,
       leaseExpiresAt: new Date(now.getTime() + this.rules.leaseMs),
       limit,
       perEndpointLimit,
       defaultPerEndpointLimit,
     });
-    if (deliveries.length === 0) return [];
-    const attempts = deliveries.map((delivery) => ({ id: newId(), deliveryId: delivery.id, openedAt: now }));
-    await this.store.webhookAttemptLog.open(attempts);
-    const endpoints = new Map(
-      (await this.store.webhooks.findEndpointsByIds([...new Set(deliveries.map((d) => d.endpointId))])).map((e) => [
-        e.id,
-        e,
-      ]),
-    );
-    return deliveries.map((delivery, index) => ({
+    if (claimed.length === 0) return [];
+    // Lost attempts are counted in the transaction that closes them: never closed without being counted.
+    const opened = await this.store.transaction(async (store) => {
+      const lost = await store.webhookAttemptLog.closeLost(claimed.map((delivery) => delivery.id));
+      const deliveries = lost.length === 0 ? claimed : await this.countLostAttempts(store, claimed, lost, leaseToken);
+      const attempts = deliveries.map((delivery) => ({ id: newId(), deliveryId: delivery.id, openedAt: now }));
+      await store.webhookAttemptLog.open(attempts);
+      return deliveries.map((delivery, index): [WebhookDelivery, OpenAttempt] => [delivery, attempts[index]!]);
+    });
+    if (opened.length === 0) return [];
+    const endpointIds = [...new Set(opened.map(([delivery]) => delivery.endpointId))];
+    const endpoints = new Map((await this.store.webhooks.findEndpointsByIds(endpointIds)).map((e) => [e.id, e]));
+    return opened.map(([delivery, attempt]) => ({
       delivery,
       endpoint: endpoints.get(delivery.endpointId) ?? null,
-      attemptId: attempts[index]!.id,
+      attemptId: attempt.id,
+      leaseToken,
     }));
+  }
+
+  /** Counts the lost attempts of claimed deliveries; returns those this claim sends, with their counts moved. */
+  private async countLostAttempts(
+    store: Store,
+    claimed: readonly WebhookDelivery[],
+    lost: readonly LostAttempt[],
+    leaseToken: string,
+  ): Promise<WebhookDelivery[]> {
+    const now = this.clock.now();
+    const counted: CountedLostAttempts[] = [];
+    const sent: WebhookDelivery[] = [];
+    for (const delivery of claimed) {
+      const its = lost.filter((attempt) => attempt.deliveryId === delivery.id);
+      if (its.length === 0) {
+        sent.push(delivery);
+        continue;
+      }
+      const verdict = judgeLostAttempts(delivery, its, this.rules.scheduleMs, now, this.random);
+      if (verdict.kind === "send") sent.push(verdict.delivery);
+      const transition: DeliveryTransition =
+        verdict.kind === "settle"
+          ? verdict.transition
+          : {
+              at: now,
+              status: "pending",
+              attemptCount: verdict.delivery.attemptCount,
+              attemptsSinceQueued: verdict.delivery.attemptsSinceQueued,
+              nextAttemptAt: delivery.nextAttemptAt,
+            };
+      counted.push({ deliveryId: delivery.id, leaseToken, keepsLease: verdict.kind === "send", transition });
+    }
+    await store.webhooks.countLostAttempts(counted);
+    return sent;
   }
 
   /**
@@ -133,19 +187,20 @@ export class WebhookDeliveryService {
     return claimed.endpoint !== null && claimed.endpoint.enabled;
   }
 
-  async abandon(claimed: ClaimedDelivery, owner: string): Promise<void> {
+  async abandon(claimed: ClaimedDelivery): Promise<void> {
     await this.store.webhookAttemptLog.drop([claimed.attemptId]);
-    await this.store.webhooks.abandonDelivery(claimed.delivery.id, owner, this.clock.now());
+    await this.store.webhooks.abandonDelivery(leaseOf(claimed), this.clock.now());
   }
 
   /**
    * Records attempts and applies their verdicts, all in one transaction of a few statements whatever their
-   * number: the attempts, the deliveries' new states, the endpoints' failure streaks (started by a failure,
-   * ended by a success), and the endpoints disabled by a 410 or by a streak longer than the configured window,
-   * whose other waiting deliveries fail with them. The database decides each of these by a conditional update,
-   * so instances recording at the same time agree. Results are in the order of `items`.
+   * number: the attempts, the deliveries' new states (those their claim still leases), the endpoints' failure
+   * streaks (started by a failure, ended by a success), and the endpoints disabled by a 410 or by a streak longer
+   * than the configured window, whose other waiting deliveries fail with them. The database decides each of these
+   * by a conditional update, so instances recording at the same time agree. The receivers' text is stored
+   * sanitized (src/domain/webhooks/attempt-text.ts). Results are in the order of `items`.
    */
-  async recordAttempts(owner: string, items: readonly AttemptToRecord[]): Promise<AttemptResult[]> {
+  async recordAttempts(items: readonly AttemptToRecord[]): Promise<AttemptResult[]> {
     const now = this.clock.now();
     const judged = items.map(({ claimed, report }) => {
       // Two counts: every attempt of the delivery (what the API shows), and the attempts since it was last
@@ -158,9 +213,9 @@ export class WebhookDeliveryService {
         deliveryId: claimed.delivery.id,
         attemptedAt: report.attemptedAt,
         statusCode: report.statusCode,
-        error: report.error,
+        error: storableText(report.error),
         latencyMs: Math.max(0, Math.round(report.latencyMs)),
-        responseBody: report.responseBody,
+        responseBody: storableText(report.responseBody),
       };
       const transition: DeliveryTransition =
         verdict.kind === "succeeded"
@@ -168,13 +223,13 @@ export class WebhookDeliveryService {
           : verdict.kind === "retry"
             ? { at: now, status: "pending", attemptCount, attemptsSinceQueued, nextAttemptAt: verdict.at }
             : { at: now, status: "failed", attemptCount, attemptsSinceQueued, nextAttemptAt: null };
-      return { claimed, report, verdict, attempt, transition };
+      return { claimed, report, verdict, attempt, transition, leaseToken: claimed.leaseToken };
     });
     const goneReason = "The endpoint answered 410 Gone";
     const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
     const disabledBy = await this.store.transaction(async (store) => {
       const webhooks = store.webhooks;
-      const existing = await webhooks.finishAttempts(judged, owner);
+      const existing = await webhooks.finishAttempts(judged);
       const recorded = judged.filter((item) => existing.has(item.claimed.delivery.id));
       // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
       // ended by the next success instead.
@@ -240,24 +295,27 @@ export class WebhookDeliveryService {
 
   /**
    * Hands leases back (on shutdown, or a lease too short to start a request) so that no instance waits for them
-   * to expire. `sent`: a request went out and was aborted: its attempt stays, as an outcome lost; else the
-   * attempt opened by the claim is dropped.
+   * to expire. `sent`: a request went out and was aborted: its attempt stays, as an outcome lost, and counts;
+   * else the attempt opened by the claim is dropped.
    */
-  async release(claimed: readonly ClaimedDelivery[], owner: string, sent = false): Promise<void> {
+  async release(claimed: readonly ClaimedDelivery[], sent = false): Promise<void> {
     if (claimed.length === 0) return;
     const attemptIds = claimed.map((item) => item.attemptId);
-    if (sent) await this.store.webhookAttemptLog.close(attemptIds);
-    else await this.store.webhookAttemptLog.drop(attemptIds);
-    await this.store.webhooks.releaseDeliveries(
-      claimed.map((item) => item.delivery.id),
-      owner,
-    );
+    await this.store.transaction(async (store) => {
+      if (sent) await store.webhookAttemptLog.close(attemptIds);
+      else await store.webhookAttemptLog.drop(attemptIds);
+      await store.webhooks.releaseDeliveries(claimed.map(leaseOf), sent);
+    });
   }
 
   /** Deliveries waiting to be sent (due or scheduled), all organizations. */
   countPending(): Promise<number> {
     return this.store.webhooks.countPendingDeliveries();
   }
+}
+
+function leaseOf(claimed: ClaimedDelivery): DeliveryLease {
+  return { deliveryId: claimed.delivery.id, leaseToken: claimed.leaseToken };
 }
 
 /** `432000000` -> `5 days`; `90000` -> `90 seconds`. */

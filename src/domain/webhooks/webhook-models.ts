@@ -84,8 +84,9 @@ export interface WebhookDelivery {
   readonly body: string;
   readonly status: DeliveryStatus;
   /**
-   * Attempts whose outcome was recorded, over the delivery's whole life: a re-send by hand, a recovery or a
-   * replay does not reset it, so it equals the finished attempts its log lists.
+   * Attempts whose outcome was recorded or lost (src/domain/webhooks/lost-attempts.ts), over the delivery's whole
+   * life: a re-send by hand, a recovery or a replay does not reset it, so it equals the finished attempts its log
+   * lists.
    */
   readonly attemptCount: number;
   /**

@@ -21,7 +21,10 @@ export interface DeliveryListQuery {
 }
 
 export interface ClaimRequest {
-  /** The claiming instance, written to `lease_owner`. */
+  /**
+   * This claim's lease token, written to `lease_owner`: unique per claim, so that an outcome (or a release) of an
+   * older claim of the same delivery, arriving after its lease expired, never settles a newer one.
+   */
   readonly owner: string;
   readonly now: Date;
   readonly leaseExpiresAt: Date;
@@ -42,10 +45,24 @@ export interface DeliveryTransition {
   readonly nextAttemptAt: Date | null;
 }
 
-/** An attempt and the state its delivery moves to. */
+/** A delivery as leased by one claim: its id and that claim's lease token. */
+export interface DeliveryLease {
+  readonly deliveryId: string;
+  readonly leaseToken: string;
+}
+
+/** An attempt and the state its delivery moves to, under the lease of the claim that made it. */
 export interface FinishedAttempt {
   readonly attempt: WebhookAttempt;
   readonly transition: DeliveryTransition;
+  readonly leaseToken: string;
+}
+
+/** A claimed delivery whose earlier attempts were lost, counted (src/domain/webhooks/lost-attempts.ts). */
+export interface CountedLostAttempts extends DeliveryLease {
+  readonly transition: DeliveryTransition;
+  /** True when this claim sends it now (the lease stays); false when it is settled unsent (the lease ends). */
+  readonly keepsLease: boolean;
 }
 
 export interface WebhookRepository {
@@ -102,20 +119,26 @@ export interface WebhookRepository {
    */
   claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]>;
   /**
-   * Records attempts and moves their deliveries to their transitions, those `owner` still leases (an attempt
-   * whose lease was lost is still recorded), in a few statements whatever their number. Attempts of deliveries
-   * that no longer exist (deleted with their endpoint) are dropped. Returns the ids of the deliveries that exist.
+   * Records attempts and moves their deliveries to their transitions, those still leased by the item's lease
+   * token (an attempt whose lease was lost is still recorded), in a few statements whatever their number.
+   * Attempts of deliveries that no longer exist (deleted with their endpoint) are dropped. Returns the ids of the
+   * deliveries that exist.
    */
-  finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>>;
+  finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>>;
+  /** Moves these leased deliveries' counts (and states) by their lost attempts, in one statement. */
+  countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void>;
   /** Ends a delivery without an attempt (its endpoint was disabled or deleted meanwhile). */
-  abandonDelivery(id: string, owner: string, at: Date): Promise<void>;
+  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void>;
   /**
    * Fails the endpoint's pending deliveries that no instance is sending right now (those finish on their own
    * and are abandoned when claimed again). Returns how many were failed.
    */
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number>;
-  /** Gives leases back (shutdown) so that another instance need not wait for them to expire. */
-  releaseDeliveries(ids: readonly string[], owner: string): Promise<void>;
+  /**
+   * Gives leases back (shutdown) so that another instance need not wait for them to expire. `attemptMade`: a
+   * request went out (and was aborted), which counts as an attempt.
+   */
+  releaseDeliveries(leases: readonly DeliveryLease[], attemptMade: boolean): Promise<void>;
 
   /** Sets each endpoint's `failing_since` to its time unless it is set already. */
   markEndpointsFailing(since: ReadonlyMap<string, Date>): Promise<void>;

@@ -1307,7 +1307,10 @@ export type WebhookAttempt = Node & {
   id: Scalars['ID']['output'];
   /** How long the request took, in milliseconds. */
   latencyMs: Scalars['Int']['output'];
-  /** The first 2 KB of the response body. */
+  /**
+   * The first 2 KB of the response body, as UTF-8: NUL bytes and invalid sequences are shown as U+FFFD, and a
+   * character cut by the 2 KB limit is left out.
+   */
   responseBody?: Maybe<Scalars['String']['output']>;
   /** The HTTP status received; null when no response arrived. */
   statusCode?: Maybe<Scalars['Int']['output']>;
@@ -1320,9 +1323,9 @@ export type WebhookAttempt = Node & {
 export type WebhookDelivery = Node & {
   __typename?: 'WebhookDelivery';
   /**
-   * Attempts made for the delivery whose outcome was recorded, re-sends included: the length of `attempts` once no
-   * attempt is in flight. A re-send, a recovery or a replay starts the retry schedule again but does not reset this
-   * count.
+   * Attempts made for the delivery whose outcome was recorded or lost (an instance stopped before recording it: such
+   * an attempt counts as a failure), re-sends included: the length of `attempts` once no attempt is in flight. A
+   * re-send, a recovery or a replay starts the retry schedule again but does not reset this count.
    */
   attemptCount: Scalars['Int']['output'];
   /** Every attempt, oldest first. */

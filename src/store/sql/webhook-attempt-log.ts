@@ -4,8 +4,9 @@ import {
   type OpenAttempt,
   type WebhookAttemptLog,
 } from "../../domain/webhooks/webhook-attempt-log.ts";
+import type { LostAttempt } from "../../domain/webhooks/lost-attempts.ts";
 import { findInChunks } from "./in-chunks.ts";
-import { chunksOf } from "./rows.ts";
+import { chunksOf, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
 
@@ -13,17 +14,17 @@ import { Prisma } from "./sql-template.ts";
 export class SqlWebhookAttemptLog implements WebhookAttemptLog {
   constructor(private readonly sql: SqlExecutor) {}
 
-  async open(attempts: readonly OpenAttempt[]): Promise<void> {
-    if (attempts.length === 0) return;
-    await findInChunks(
-      attempts.map((attempt) => attempt.deliveryId),
-      async (chunk) => {
-        await this.sql.run(Prisma.sql`
-          UPDATE "webhook_attempts" SET "error" = ${OUTCOME_LOST}
-          WHERE "delivery_id" IN (${Prisma.join(chunk)}) AND "status_code" IS NULL AND "error" = ${IN_FLIGHT}`);
-        return [];
-      },
+  async closeLost(deliveryIds: readonly string[]): Promise<LostAttempt[]> {
+    const rows = await findInChunks(deliveryIds, (chunk) =>
+      this.sql.all<{ delivery_id: string; attempted_at: unknown }>(Prisma.sql`
+        UPDATE "webhook_attempts" SET "error" = ${OUTCOME_LOST}
+        WHERE "delivery_id" IN (${Prisma.join(chunk)}) AND "status_code" IS NULL AND "error" = ${IN_FLIGHT}
+        RETURNING "delivery_id", "attempted_at"`),
     );
+    return rows.map((row) => ({ deliveryId: row.delivery_id, attemptedAt: toDate(row.attempted_at) }));
+  }
+
+  async open(attempts: readonly OpenAttempt[]): Promise<void> {
     for (const chunk of chunksOf(attempts, 4)) {
       await this.sql.run(Prisma.sql`
         INSERT INTO "webhook_attempts" ("id", "delivery_id", "attempted_at", "status_code", "error", "latency_ms",

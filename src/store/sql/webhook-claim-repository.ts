@@ -1,5 +1,11 @@
 import type { WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
-import type { ClaimRequest, FinishedAttempt } from "../../domain/webhooks/webhook-repository.ts";
+import type {
+  ClaimRequest,
+  CountedLostAttempts,
+  DeliveryLease,
+  DeliveryTransition,
+  FinishedAttempt,
+} from "../../domain/webhooks/webhook-repository.ts";
 import type { DatabaseProvider } from "../database.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { findInChunks } from "./in-chunks.ts";
@@ -11,8 +17,29 @@ import { Prisma } from "./sql-template.ts";
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
  * attempts, and ending or giving back leases. Part of the webhook repository (src/store/sql/webhook-repository.ts);
- * every statement runs on the executor it is given.
+ * every statement runs on the executor it is given. A lease is matched by the token of the claim that took it
+ * (`lease_owner`), never by the instance alone: a late outcome of an older claim must not settle a newer one.
  */
+
+/** A delivery's move to its transition, under its claim's lease. */
+interface DeliveryMove extends DeliveryLease {
+  readonly transition: DeliveryTransition;
+  readonly keepsLease: boolean;
+}
+
+/** `CASE "id" WHEN <id> THEN <value> … END`: one value per delivery, in one statement. */
+function caseById<T extends DeliveryLease>(items: readonly T[], value: (item: T) => Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`CASE "id" ${Prisma.join(
+    items.map((item) => Prisma.sql`WHEN ${item.deliveryId} THEN ${value(item)}`),
+    " ",
+  )} END`;
+}
+
+/** Rows among `leases` still held by their claims. */
+function heldBy(leases: readonly DeliveryLease[]): Prisma.Sql {
+  return Prisma.sql`"id" IN (${Prisma.join(leases.map((lease) => lease.deliveryId))})
+    AND "lease_owner" = ${caseById(leases, (lease) => Prisma.sql`${lease.leaseToken}`)}`;
+}
 
 export class SqlWebhookClaimRepository {
   constructor(
@@ -73,24 +100,12 @@ export class SqlWebhookClaimRepository {
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
-  async finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
+  async finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>> {
     if (items.length === 0) return new Set();
     const ids = items.map((item) => item.attempt.deliveryId);
-    const caseOf = (value: (item: FinishedAttempt) => Prisma.Sql) =>
-      Prisma.sql`CASE "id" ${Prisma.join(
-        items.map((item) => Prisma.sql`WHEN ${item.attempt.deliveryId} THEN ${value(item)}`),
-        " ",
-      )} END`;
-    // One statement for the whole batch: each delivery's new state is picked by its id.
-    const updated = await this.sql.run(Prisma.sql`
-      UPDATE "webhook_deliveries" SET
-        "status" = ${caseOf((item) => Prisma.sql`${item.transition.status}`)},
-        "attempt_count" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
-        "attempts_since_queued" = ${caseOf((item) => Prisma.sql`CAST(${item.transition.attemptsSinceQueued} AS INTEGER)`)},
-        "next_attempt_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.nextAttemptAt))},
-        "updated_at" = ${caseOf((item) => timestampParameter(this.provider, item.transition.at))},
-        "lease_owner" = NULL, "lease_expires_at" = NULL
-      WHERE "id" IN (${Prisma.join(ids)}) AND "lease_owner" = ${owner}`);
+    const updated = await this.moveDeliveries(
+      items.map((item) => ({ ...item, deliveryId: item.attempt.deliveryId, keepsLease: false })),
+    );
     let existing = new Set(ids);
     if (updated < items.length) {
       // Some lease was lost, or a delivery was deleted with its endpoint: an attempt of a deleted delivery
@@ -118,11 +133,35 @@ export class SqlWebhookClaimRepository {
     return existing;
   }
 
-  async abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
+  async countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void> {
+    if (items.length > 0) await this.moveDeliveries(items);
+  }
+
+  /**
+   * One statement for a batch: each delivery's new state is picked by its id, for those their claim still
+   * leases. Returns how many moved.
+   */
+  private moveDeliveries(items: readonly DeliveryMove[]): Promise<number> {
+    const lease = (column: string) =>
+      items.every((item) => !item.keepsLease)
+        ? Prisma.sql`NULL`
+        : caseById(items, (item) => (item.keepsLease ? Prisma.raw(`"${column}"`) : Prisma.sql`NULL`));
+    return this.sql.run(Prisma.sql`
+      UPDATE "webhook_deliveries" SET
+        "status" = ${caseById(items, (item) => Prisma.sql`${item.transition.status}`)},
+        "attempt_count" = ${caseById(items, (item) => Prisma.sql`CAST(${item.transition.attemptCount} AS INTEGER)`)},
+        "attempts_since_queued" = ${caseById(items, (item) => Prisma.sql`CAST(${item.transition.attemptsSinceQueued} AS INTEGER)`)},
+        "next_attempt_at" = ${caseById(items, (item) => timestampParameter(this.provider, item.transition.nextAttemptAt))},
+        "updated_at" = ${caseById(items, (item) => timestampParameter(this.provider, item.transition.at))},
+        "lease_owner" = ${lease("lease_owner")}, "lease_expires_at" = ${lease("lease_expires_at")}
+      WHERE ${heldBy(items)}`);
+  }
+
+  async abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
     await this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
         "lease_expires_at" = NULL, "updated_at" = ${at}
-      WHERE "id" = ${id} AND "lease_owner" = ${owner}`);
+      WHERE "id" = ${lease.deliveryId} AND "lease_owner" = ${lease.leaseToken}`);
   }
 
   async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
@@ -138,12 +177,15 @@ export class SqlWebhookClaimRepository {
     return counts.reduce((sum, count) => sum + count, 0);
   }
 
-  async releaseDeliveries(ids: readonly string[], owner: string): Promise<void> {
-    if (ids.length === 0) return;
-    await findInChunks(ids, async (chunk) => {
+  async releaseDeliveries(leases: readonly DeliveryLease[], attemptMade: boolean): Promise<void> {
+    // An aborted request counts as an attempt (its outcome is lost); its retry is judged by its next outcome.
+    const counted = attemptMade
+      ? Prisma.sql`, "attempt_count" = "attempt_count" + 1, "attempts_since_queued" = "attempts_since_queued" + 1`
+      : Prisma.empty;
+    await findInChunks(leases, async (chunk) => {
       await this.sql.run(Prisma.sql`
-        UPDATE "webhook_deliveries" SET "lease_owner" = NULL, "lease_expires_at" = NULL
-        WHERE "id" IN (${Prisma.join(chunk)}) AND "lease_owner" = ${owner}`);
+        UPDATE "webhook_deliveries" SET "lease_owner" = NULL, "lease_expires_at" = NULL ${counted}
+        WHERE ${heldBy(chunk)}`);
       return [];
     });
   }

@@ -6,6 +6,8 @@ import type {
 } from "../../domain/webhooks/webhook-models.ts";
 import type {
   ClaimRequest,
+  CountedLostAttempts,
+  DeliveryLease,
   DeliveryListQuery,
   FinishedAttempt,
   WebhookRepository,
@@ -117,16 +119,19 @@ export class SqlWebhookRepository implements WebhookRepository {
   claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
     return this.claims.claimDueDeliveries(request);
   }
-  finishAttempts(items: readonly FinishedAttempt[], owner: string): Promise<Set<string>> {
-    return this.claims.finishAttempts(items, owner);
+  finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>> {
+    return this.claims.finishAttempts(items);
   }
-  abandonDelivery(id: string, owner: string, at: Date): Promise<void> {
-    return this.claims.abandonDelivery(id, owner, at);
+  countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void> {
+    return this.claims.countLostAttempts(items);
+  }
+  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
+    return this.claims.abandonDelivery(lease, at);
   }
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     return this.claims.failPendingDeliveries(endpointIds, at);
   }
-  releaseDeliveries(ids: readonly string[], owner: string): Promise<void> {
-    return this.claims.releaseDeliveries(ids, owner);
+  releaseDeliveries(leases: readonly DeliveryLease[], attemptMade: boolean): Promise<void> {
+    return this.claims.releaseDeliveries(leases, attemptMade);
   }
 }
