@@ -28,6 +28,9 @@ WHERE "status" = 'pending' AND "ordering_key" IS NOT NULL AND EXISTS (
 
 CREATE INDEX "webhook_deliveries_due_heads_idx" ON "webhook_deliveries"("endpoint_id", "next_attempt_at", "id")
     WHERE "status" = 'pending' AND NOT "held";
+-- Each reference's head (one row per reference with pending deliveries): what a delivery joining the order holds.
+CREATE INDEX "webhook_deliveries_order_heads_idx" ON "webhook_deliveries"("endpoint_id", "ordering_key")
+    WHERE "status" = 'pending' AND "ordering_key" IS NOT NULL AND NOT "held";
 
 -- A delivery that becomes pending in a reference's order (inserted, or requeued with a key).
 CREATE TRIGGER "webhook_deliveries_join_order" AFTER INSERT ON "webhook_deliveries"
