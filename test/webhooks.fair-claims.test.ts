@@ -47,6 +47,10 @@ describe.each(DATABASE_KINDS)("fair claims on %s", (kind) => {
     server = await startTestServer(kind, {
       env: {
         WEBHOOK_POLL_INTERVAL: "50ms",
+        // The worker's slots, not an endpoint's share of them, bound what it claims: no endpoint is ever full, so
+        // a claim in due order would always find the big organization's backlog first.
+        WEBHOOK_CONCURRENCY: "8",
+        WEBHOOK_CONCURRENCY_PER_ENDPOINT: "8",
         // Queued for later: the backlogs are made due all at once below; a failing delivery is tried every second.
         WEBHOOK_RETRY_SCHEDULE: "1h,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s",
       },
@@ -65,9 +69,9 @@ describe.each(DATABASE_KINDS)("fair claims on %s", (kind) => {
       await services.webhooks.createEndpoint(big.organizationId, { url: receiver.url(path) });
     const small = await server.newOrganization("small");
     await services.webhooks.createEndpoint(small.organizationId, { url: receiver.url("/small") });
-    // 30 × 101 events × 3 endpoints: 9,090 deliveries, all due before the small organization's one.
-    await queueEvents(services, big.organizationId, `BIG-${kind}`, 30);
-    const backlog = 30 * 101 * bigPaths.length;
+    // 10 × 101 events × 3 endpoints: 3,030 deliveries, all due before the small organization's one.
+    await queueEvents(services, big.organizationId, `BIG-${kind}`, 10);
+    const backlog = 10 * 101 * bigPaths.length;
     const makeDue = (organizationId: string) =>
       server.database.sql.run(Prisma.sql`
         UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at" WHERE "organization_id" = ${organizationId}`);
