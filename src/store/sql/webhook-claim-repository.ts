@@ -52,7 +52,10 @@ export class SqlWebhookClaimRepository {
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
     // Read per endpoint: the most any endpoint may get (the per-endpoint limits are applied to the ranks below).
-    const readPerEndpoint = Math.min(limit, Math.max(request.defaultPerEndpointLimit, ...limited.map(([, max]) => max)));
+    const readPerEndpoint = Math.min(
+      limit,
+      Math.max(request.defaultPerEndpointLimit, ...limited.map(([, max]) => max)),
+    );
     const dueHeads = (endpoint: Prisma.Sql) => Prisma.sql`
       x."endpoint_id" = ${endpoint} AND x."status" = 'pending' AND NOT x."held" AND x."next_attempt_at" <= ${now}
         AND (x."lease_expires_at" IS NULL OR x."lease_expires_at" < ${now})
