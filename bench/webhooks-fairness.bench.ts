@@ -108,8 +108,8 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
     const small = await organizationWithEndpoints(app, receiver, "bench-fair-small", [`/${kind}/fair/small`]);
     const smallPath = `/${kind}/fair/small`;
     let smallSeen = 0;
-    const smallRow = async (scenario: string, busy: () => boolean, minimum = 30) => {
-      const written = await smallEvents(app, small, `${kind}-${scenario}`, busy, minimum);
+    const smallRow = async (tag: string, scenario: string, busy: () => boolean, minimum = 30) => {
+      const written = await smallEvents(app, small, `${kind}-${tag}`, busy, minimum);
       await receiver.waitForCount([smallPath], smallSeen + written, 60_000);
       const records = (await receiver.records([smallPath])).slice(smallSeen);
       smallSeen += records.length;
@@ -131,7 +131,7 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
     });
 
     log(`${kind}: the small organization alone (load ${fmtLoad()})`);
-    const quiet = await smallRow("small organization, 1 event / 100 ms, quiet", () => false);
+    const quiet = await smallRow("QUIET", "small organization, 1 event / 100 ms, quiet", () => false);
     rows.push(quiet);
 
     log(`${kind}: the small organization beside a drain of ${settings.backlog} (load ${fmtLoad()})`);
@@ -139,7 +139,11 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
     let bigDone = false;
     await makeDue(kind, url, ids.big!);
     const bigDrained = receiver.waitForCount(bigPaths, bigTotal, 600_000).then(() => (bigDone = true));
-    const beside = await smallRow(`  same, while another organization drains ${bigTotal} (p99 ratio)`, () => !bigDone);
+    const beside = await smallRow(
+      "BULK",
+      `  same, while another organization drains ${bigTotal} (p99 ratio)`,
+      () => !bigDone,
+    );
     await bigDrained;
     rows.push({ ...beside, ratio: beside.p99! / quiet.p99! });
     const big = await receiver.records(bigPaths);
@@ -175,6 +179,7 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
     );
     await sleep(1_000);
     const held = await smallRow(
+      "HELD",
       `  same, beside ${settings.held} deliveries held behind a failing reference`,
       () => false,
     );
