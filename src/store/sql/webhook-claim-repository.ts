@@ -11,7 +11,6 @@ import type { SqlExecutor } from "./executor.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
-import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 
 /*
@@ -49,50 +48,71 @@ export class SqlWebhookClaimRepository {
   ) {}
 
   /**
-   * One statement on both databases: pick the due, unleased deliveries in due order, rank them within their
-   * endpoint, lease those within the endpoint's limit, and return them whole. On PostgreSQL `FOR UPDATE SKIP
-   * LOCKED` makes concurrent instances pass over each other's rows instead of waiting for them or taking them too;
-   * a row leased by another instance that committed first no longer matches (its lease is in the future). SQLite
-   * has one writer at a time, so the statement alone is atomic there. The window looked at is twice the limit, so
-   * that one endpoint's long backlog at the head of the queue cannot fill a claim meant for several endpoints.
-   * An ordered delivery is a candidate only while no earlier delivery of its (endpoint, ordering key) is pending
-   * (`pendingPredecessorIsAbsent`): so one reference's deliveries are leased one at a time, in log order, by
-   * whichever instance claims, and a retry waiting holds back only its own reference.
+   * One statement on both databases (docs/decisions.md, "Webhook claims: heads only, fair shares"):
+   *
+   * - Candidates are read per endpoint: each endpoint's oldest due, unleased deliveries, at most its limit, from the
+   *   partial index "webhook_deliveries_due_heads_idx" (a LATERAL subquery on PostgreSQL, a correlated `IN` on
+   *   SQLite, which has no LATERAL). So a claim reads a few rows per endpoint with work, whatever the backlogs.
+   * - Only heads are in that index: an ordered delivery behind an earlier pending one of its reference is `held`
+   *   (kept by triggers, migration 0014), so one reference's deliveries are leased one at a time, in log order, by
+   *   whichever instance claims, and a backlog held behind a failing reference is never read.
+   * - The candidates are leased round-robin: first organization by organization, then within an organization
+   *   endpoint by endpoint (each round takes every organization's next delivery, oldest due first). A small
+   *   organization's delivery is in the first round of the next claim, however long a big one's backlog is.
+   *
+   * On PostgreSQL `FOR UPDATE SKIP LOCKED` makes concurrent instances pass over each other's rows instead of
+   * waiting for them or taking them too; a row leased by another instance that committed first no longer matches
+   * (its lease is in the future). SQLite has one writer at a time, so the statement alone is atomic there.
    */
   async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
     const { owner, now, leaseExpiresAt, limit } = request;
     const limits = [...request.perEndpointLimit];
     const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
     const limited = limits.filter(([, max]) => max > 0);
-    const exclusion =
-      excluded.length > 0 ? Prisma.sql`AND d."endpoint_id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
+    const exclusion = excluded.length > 0 ? Prisma.sql`WHERE e."id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
     const defaultLimit = Prisma.sql`CAST(${request.defaultPerEndpointLimit} AS INTEGER)`;
     const perEndpoint =
       limited.length > 0
-        ? Prisma.sql`CASE ranked."endpoint_id" ${Prisma.join(
+        ? Prisma.sql`CASE c."endpoint_id" ${Prisma.join(
             limited.map(([id, max]) => Prisma.sql`WHEN ${id} THEN CAST(${max} AS INTEGER)`),
             " ",
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
-    const lock = this.provider === "postgres" ? Prisma.sql`FOR UPDATE OF d SKIP LOCKED` : Prisma.empty;
+    // Read per endpoint: the most any endpoint may get (the per-endpoint limits are applied to the ranks below).
+    const readPerEndpoint = Math.min(
+      limit,
+      Math.max(request.defaultPerEndpointLimit, ...limited.map(([, max]) => max)),
+    );
+    const dueHeads = (endpoint: Prisma.Sql) => Prisma.sql`
+      x."endpoint_id" = ${endpoint} AND x."status" = 'pending' AND NOT x."held" AND x."next_attempt_at" <= ${now}
+        AND (x."lease_expires_at" IS NULL OR x."lease_expires_at" < ${now})
+      ORDER BY x."next_attempt_at", x."id" LIMIT ${readPerEndpoint}`;
+    const candidates =
+      this.provider === "postgres"
+        ? Prisma.sql`
+          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at"
+          FROM "webhook_endpoints" e CROSS JOIN LATERAL (
+            SELECT x."id", x."endpoint_id", x."next_attempt_at" FROM "webhook_deliveries" x
+            WHERE ${dueHeads(Prisma.sql`e."id"`)}
+            FOR UPDATE SKIP LOCKED
+          ) d ${exclusion}`
+        : Prisma.sql`
+          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at"
+          FROM "webhook_endpoints" e JOIN "webhook_deliveries" d ON d."id" IN (
+            SELECT x."id" FROM "webhook_deliveries" x WHERE ${dueHeads(Prisma.sql`e."id"`)}
+          ) ${exclusion}`;
     const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
-      WITH candidates AS (
-        SELECT d."id", d."endpoint_id", d."next_attempt_at" FROM "webhook_deliveries" d
-        WHERE d."status" = 'pending' AND d."next_attempt_at" <= ${now}
-          AND (d."lease_expires_at" IS NULL OR d."lease_expires_at" < ${now}) ${exclusion}
-          AND ${pendingPredecessorIsAbsent("d")}
-        ORDER BY d."next_attempt_at", d."id"
-        LIMIT ${limit * 2}
-        ${lock}
-      ), ranked AS (
-        SELECT "id", "endpoint_id", "next_attempt_at",
-               ROW_NUMBER() OVER (PARTITION BY "endpoint_id" ORDER BY "next_attempt_at", "id") AS "rank_in_endpoint"
-        FROM candidates
+      WITH candidates AS (${candidates}), by_endpoint AS (
+        SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c."endpoint_id" ORDER BY c."next_attempt_at", c."id") AS "rank"
+        FROM candidates c
+      ), by_organization AS (
+        SELECT c."id", c."next_attempt_at", ROW_NUMBER() OVER (
+          PARTITION BY c."organization_id" ORDER BY c."rank", c."next_attempt_at", c."id") AS "round"
+        FROM by_endpoint c WHERE c."rank" <= ${perEndpoint}
       )
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
       WHERE "id" IN (
-        SELECT ranked."id" FROM ranked WHERE ranked."rank_in_endpoint" <= ${perEndpoint}
-        ORDER BY ranked."next_attempt_at", ranked."id" LIMIT ${limit}
+        SELECT c."id" FROM by_organization c ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
       )
       RETURNING ${DELIVERY_COLUMNS}`);
     return rows

@@ -3,11 +3,10 @@ import { Prisma } from "./sql-template.ts";
 /*
  * Ordered delivery per reference, decided by the database (docs/decisions.md, "Webhook ordering"). A delivery
  * with an `ordering_key` may be leased only while no earlier delivery of the same endpoint and key is pending
- * (waiting for its first attempt or a retry, or in flight): the claim statement carries this predicate, so the
- * order holds whichever instance claims, across restarts and crashes (a crashed sender's delivery stays pending
- * until its lease expires and it is sent again, still ahead of the others). "Earlier" is the log's order,
- * (event_occurred_at, event_id). The partial index "webhook_deliveries_pending_order_idx" (migration 0008) answers
- * the predicate from the pending ordered rows alone.
+ * (waiting for its first attempt or a retry, or in flight). "Earlier" is the log's order, (event_occurred_at,
+ * event_id). The claim reads this as the delivery's `held` flag, kept by triggers (migration 0014); the predicate
+ * below asks it row by row, for the held-back summary. The partial index "webhook_deliveries_pending_order_idx"
+ * (migration 0008) answers it from the pending ordered rows alone.
  */
 
 /** True for the row `alias` of "webhook_deliveries" when nothing ahead of it in its reference's order is pending. */
