@@ -62,7 +62,7 @@ function steadyIntervals(outcome: SoakOutcome) {
   return { first, last: outcome.intervals.at(-1) };
 }
 
-/** Answers by status over the whole run (reads and writes). */
+/** Answers by status over the whole run (reads, writes and replays). */
 export function statusTotals(outcome: SoakOutcome): Record<string, number> {
   const totals: Record<string, number> = {};
   for (const row of outcome.intervals) {
@@ -70,6 +70,7 @@ export function statusTotals(outcome: SoakOutcome): Record<string, number> {
       for (const [status, n] of Object.entries(stats?.statuses ?? {})) totals[status] = (totals[status] ?? 0) + n;
     }
   }
+  for (const { status } of outcome.replays) totals[status] = (totals[status] ?? 0) + 1;
   return totals;
 }
 
@@ -142,11 +143,10 @@ export function verdicts(outcome: SoakOutcome): Verdict[] {
 const pair = (stats: { p50: number; p99: number } | undefined) =>
   stats ? `${fmtMs(stats.p50)} / ${fmtMs(stats.p99)}` : "—";
 
-function nonOk(stats: RowStats | undefined): number {
-  if (!stats) return 0;
-  const answered = Object.entries(stats.statuses).reduce((sum, [s, n]) => sum + (s.startsWith("2") ? 0 : n), 0);
-  return answered + stats.errors + stats.skipped;
-}
+const non2xx = (stats: RowStats | undefined) =>
+  Object.entries(stats?.statuses ?? {}).reduce((sum, [status, n]) => sum + (status.startsWith("2") ? 0 : n), 0);
+/** Requests that got no answer (reset, refused, 30 s without headers) or were never sent (too many in flight). */
+const noAnswer = (stats: RowStats | undefined) => (stats ? stats.errors + stats.skipped : 0);
 
 /** The server's CPU time over the interval's wall time (100 % = one core busy). */
 function cpuShare(samples: readonly ServerSample[]): string {
@@ -171,7 +171,7 @@ export function formatSoak(outcome: SoakOutcome): string {
       "writes p50 / p99 ms",
       "webhooks p50 / p99 ms",
       "queue",
-      "not 2xx",
+      "non-2xx / no answer",
     ],
     outcome.intervals.map((row) => [
       `${row.fromMinute}–${row.toMinute}`,
@@ -185,7 +185,7 @@ export function formatSoak(outcome: SoakOutcome): string {
       pair(row.writes.all),
       pair(row.webhooks.steady),
       fmtInt(max(row.samples.map((s) => s.webhookQueueDepth))),
-      fmtInt(nonOk(row.reads.all) + nonOk(row.writes.all)),
+      `${fmtInt(non2xx(row.reads.all) + non2xx(row.writes.all))} / ${fmtInt(noAnswer(row.reads.all) + noAnswer(row.writes.all))}`,
     ]),
     [false, true, true, true, true, true, true, true, true, true, true, true],
   );
@@ -237,7 +237,7 @@ export function formatSoak(outcome: SoakOutcome): string {
       `${outcome.subscriptions.errors.length ? `, errors: ${outcome.subscriptions.errors.slice(0, 3).join("; ")}` : ""}.` +
       ` Replays: ${outcome.replays.map((r) => `minute ${r.minute} → ${r.status} (${r.count})`).join(", ") || "none"}.` +
       ` Connections terminated: ${outcome.terminated.length}` +
-      `${outcome.terminated.length ? ` (${[...new Set(outcome.terminated.map((t) => t.application || "?"))].join(", ")})` : ""}.` +
+      `${outcome.terminated.length ? ` (${[...new Set(outcome.terminated.map((t) => t.application || "unnamed"))].join(", ")})` : ""}.` +
       ` Drained in ${outcome.drainSeconds.toFixed(0)} s. Load average ${load(outcome.loadAverage.start)} → ${load(outcome.loadAverage.end)}.`,
     "",
     goals,

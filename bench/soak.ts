@@ -186,17 +186,19 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
     );
     const terminated: SoakOutcome["terminated"][number][] = [];
     if (kind === "postgres" && settings.terminateSeconds > 0) {
-      timers.push(
-        setInterval(() => {
-          const minute = minuteNow();
-          pending.push(
-            terminateOneConnection(database.url).then(
-              (application) => application !== null && terminated.push({ minute, application }),
-              (error: unknown) => log(`terminating a connection failed: ${String(error)}`),
-            ),
-          );
-        }, settings.terminateSeconds * 1000),
-      );
+      const terminate = () => {
+        const minute = minuteNow();
+        pending.push(
+          terminateOneConnection(database.url).then(
+            (application) => application !== null && terminated.push({ minute, application }),
+            (error: unknown) => log(`terminating a connection failed: ${String(error)}`),
+          ),
+        );
+      };
+      // Half a period out of step with the replays, which would otherwise always meet a termination (and often
+      // be answered 503, as a request whose connection is cut is).
+      const every = settings.terminateSeconds * 1000;
+      timers.push(setTimeout(() => timers.push(setInterval(terminate, every)), every / 2));
     }
 
     const intervals: IntervalRow[] = [];
