@@ -37,6 +37,8 @@ export interface SoakOutcome {
   readonly replays: readonly { readonly minute: number; readonly status: number; readonly count: number }[];
   readonly terminated: readonly { readonly minute: number; readonly application: string }[];
   readonly drainSeconds: number;
+  /** Deliveries still queued when the drain gave up (0 when everything arrived). */
+  readonly queuedAtEnd: number;
   readonly loadAverage: { readonly start: readonly number[]; readonly end: readonly number[] };
 }
 
@@ -238,7 +240,11 @@ export function formatSoak(outcome: SoakOutcome): string {
       ` Replays: ${outcome.replays.map((r) => `minute ${r.minute} → ${r.status} (${r.count})`).join(", ") || "none"}.` +
       ` Connections terminated: ${outcome.terminated.length}` +
       `${outcome.terminated.length ? ` (${[...new Set(outcome.terminated.map((t) => t.application || "unnamed"))].join(", ")})` : ""}.` +
-      ` Drained in ${outcome.drainSeconds.toFixed(0)} s. Load average ${load(outcome.loadAverage.start)} → ${load(outcome.loadAverage.end)}.`,
+      (outcome.queuedAtEnd
+        ? ` The drain gave up after ${outcome.drainSeconds.toFixed(0)} s with ${fmtInt(outcome.queuedAtEnd)} deliveries` +
+          " still queued: the lost count includes them."
+        : ` Drained in ${outcome.drainSeconds.toFixed(0)} s.`) +
+      ` Load average ${load(outcome.loadAverage.start)} → ${load(outcome.loadAverage.end)}.`,
     "",
     goals,
   ].join("\n");

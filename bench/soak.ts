@@ -157,6 +157,9 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
     await writes.start({ origin, ratePerSecond: settings.writeRate, rows: writeRows(apiKey, seeded), connections: 32 });
     const capacity = settings.readRate === undefined ? await measureCapacity(specs) : undefined;
     const readRate = settings.readRate ?? Math.max(1, Math.round(capacity! / 2));
+    if (capacity !== undefined && !(capacity >= 2)) {
+      log(`${kind}: the server answered (almost) no reads while the writes ran: the writes alone saturate it`);
+    }
     log(`${kind}: ${readRate} reads/s and ${settings.writeRate} writes/s for ${settings.minutes} minutes`);
     // What happened while capacity was measured is not part of the soak.
     await writes.takeInterval();
@@ -249,8 +252,14 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
         expectedLive.every((id) => live.receipts.has(id))
       );
     };
-    while (!(await drained()) && Date.now() - drainStarted < settings.drainSeconds * 1000) await sleep(1000);
+    let complete = await drained();
+    while (!complete && Date.now() - drainStarted < settings.drainSeconds * 1000) {
+      await sleep(1000);
+      complete = await drained();
+    }
     const drainSeconds = (Date.now() - drainStarted) / 1000;
+    // When the drain ran out of time, what is still queued is not lost: the report says how much that is.
+    const queuedAtEnd = complete ? 0 : await serverMetric(origin, "reftrail_webhook_queue_depth");
     // Replays that are still going out would count as duplicates only after this: give them the same drain.
     sampler.stop();
 
@@ -282,6 +291,7 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
       replays,
       terminated,
       drainSeconds,
+      queuedAtEnd,
       loadAverage: { start: loadAtStart, end: loadavg() },
     };
   } finally {
