@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { expectStatus, http } from "./support/http.ts";
-import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
+import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver, type Reply } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
@@ -160,4 +160,58 @@ describe.each(DATABASE_KINDS)("recovery and re-sends on an ordered endpoint on %
     );
     expect(await heldBackDeliveries(server, endpoint.id)).toBe(0);
   }, 60_000);
+});
+
+describe("recovery on an ordered endpoint with two instances on one PostgreSQL database", () => {
+  let first: TestServer;
+  let second: TestServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    first = await startTestServer("postgres", { env: ENV });
+    second = await startInstanceOn(first, { env: ENV });
+  });
+  afterAll(async () => {
+    await second?.close();
+    await first?.close();
+    await receiver?.close();
+  });
+
+  it("sends each reference's recovered head before its held-back deliveries, whichever instance claims", async () => {
+    const path = "/instances/recover-heads";
+    let down = true;
+    receiver.respond(path, () => (down ? PARKED : {}));
+    const endpoint = await createEndpoint(first, { url: receiver.url(path), ordering: "reference" });
+    const references = await Promise.all(
+      Array.from({ length: 6 }, (_, index) => createReference(index % 2 === 0 ? first : second)),
+    );
+    await Promise.all(
+      references.map((reference, index) => writeExtractions(index % 2 === 0 ? second : first, reference.id, 3)),
+    );
+    const logs = new Map<string, string[]>();
+    for (const reference of references) logs.set(reference.id, await logOf(first, reference.id));
+    await eventually(
+      async () => {
+        const dryRun = await http(first, "POST", `/v1/webhooks/${endpoint.id}/recover`, {
+          body: { since: hourAgo(), dry_run: true },
+        });
+        return dryRun.body.count === references.length;
+      },
+      10_000,
+      "every reference's first delivery failed once",
+    );
+    expect(await heldBackDeliveries(first, endpoint.id)).toBe(references.length * 3);
+
+    down = false;
+    const sentBefore = receiver.on(path).length;
+    const recovered = await http(second, "POST", `/v1/webhooks/${endpoint.id}/recover`, { body: { since: hourAgo() } });
+    expect(recovered.body).toEqual({ count: references.length });
+    const hooks = (await receiver.waitForCount(path, sentBefore + references.length * 4, 30_000)).slice(sentBefore);
+    for (const reference of references)
+      expect({
+        reference: reference.id,
+        ids: hooks.filter((hook) => hook.json.reference_id === reference.id).map((hook) => hook.json.id),
+      }).toEqual({ reference: reference.id, ids: logs.get(reference.id) });
+  }, 90_000);
 });
