@@ -78,8 +78,10 @@ export interface WebhookRecoveryRepository {
   /** Deliveries of the endpoint created in the window whose last attempt failed or that were given up. */
   countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number>;
   /**
-   * Makes those deliveries due at `at` with a fresh retry schedule (their attempt count kept) and no order (they go out at once); returns
-   * how many. One statement, so the number is exactly what was scheduled.
+   * Makes those deliveries due at `at` with a fresh retry schedule (their attempt count kept); returns how many.
+   * On an ordered endpoint each takes its place in its reference's order again: it goes out before the later
+   * pending deliveries of its reference, which wait behind it (SPEC 9.1). One statement, so the number is exactly
+   * what was scheduled.
    */
   recover(endpointId: string, window: TimeWindow, at: Date): Promise<number>;
   /** Events of the selection, counted by the database. */

@@ -44,7 +44,8 @@ class ReplayLeaseLost extends Error {}
  * "Webhook recovery and replay"), and the summary of what an ordered endpoint holds back.
  *
  * - recover: the endpoint's deliveries created in the window whose last attempt failed or that were given up are
- *   due again now, with their webhook-id and body, unordered. The count and the scheduling are one transaction.
+ *   due again now, with their webhook-id and body; on an ordered endpoint each goes out before the later pending
+ *   deliveries of its reference, which wait behind it. The count and the scheduling are one transaction.
  * - replay: every event of the log in the window that the endpoint's filters match today is sent again, oldest
  *   first: under the webhook-id of the endpoint's existing delivery of the event if there is one, else as a new
  *   delivery whose body carries the event's tag snapshot. The count is the database's at the call; then a

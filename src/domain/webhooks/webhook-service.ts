@@ -267,7 +267,8 @@ export class WebhookService {
 
   /**
    * Sends a delivery again, now, with the same webhook-id and body, whatever its status; it gets a fresh
-   * retry schedule. Earlier attempts stay in its log.
+   * retry schedule. Earlier attempts stay in its log. On an ordered endpoint it goes out before the later pending
+   * deliveries of its reference, which wait behind it (the database decides, see the repository).
    * @throws NOT_FOUND, CONFLICT when the endpoint is disabled.
    */
   async resendDelivery(

@@ -424,7 +424,9 @@ export type Mutation = {
   /**
    * Sends again every delivery of the endpoint created in `[since, until)` whose last attempt failed or that was
    * given up, now, in the order they were created, each with its original `webhook-id` and body and a fresh retry
-   * schedule (not held to its reference's order). Returns how many. VALIDATION_FAILED when `since` is older than
+   * schedule. On an endpoint ordered by `REFERENCE`, a recovered delivery goes out before the later deliveries of its
+   * reference that have not succeeded yet, which wait behind it (a request already in flight is not recalled); one
+   * whose later deliveries all succeeded goes out at once. Returns how many. VALIDATION_FAILED when `since` is older than
    * the log's retention or after `until`; LIMIT_EXCEEDED beyond 100,000 deliveries (`extensions.matched` says how
    * many matched); NOT_FOUND for an unknown endpoint; CONFLICT when it is disabled.
    */
@@ -452,7 +454,10 @@ export type Mutation = {
   reportChildContainers: ReportChildContainersPayload;
   /**
    * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule; its
-   * `attemptCount` goes on counting from its earlier attempts. CONFLICT when its endpoint is disabled.
+   * `attemptCount` goes on counting from its earlier attempts. On an endpoint ordered by `REFERENCE` it goes out
+   * before the later deliveries of its reference that have not succeeded yet, which wait behind it (a request
+   * already in flight is not recalled), and after an earlier one still pending; with none of those it goes out at
+   * once. CONFLICT when its endpoint is disabled.
    */
   resendWebhookDelivery: ResendWebhookDeliveryPayload;
   /**
@@ -1522,7 +1527,8 @@ export type WebhookOrdering =
    * The deliveries of one reference's events go out one at a time, in the order of the reference's log: each is
    * attempted only after the previous one succeeded or was given up (retries exhausted, endpoint disabled or
    * deleted). A delivery waiting for its retry holds back only the later deliveries of its own reference. The order
-   * holds across restarts, crashes and several instances. Re-sent and recovered deliveries go out at once, unordered.
+   * holds across restarts, crashes and several instances. A re-sent or recovered delivery goes out before the later
+   * deliveries of its reference that have not succeeded yet, which wait behind it.
    */
   | 'reference';
 

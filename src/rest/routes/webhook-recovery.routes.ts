@@ -59,7 +59,10 @@ export function registerWebhookRecoveryRoutes(app: FastifyInstance, services: Se
         description:
           "Every delivery of the endpoint created in the window whose last attempt failed or that was given up is " +
           "sent again now, in the order they were created, each with its original webhook-id and body and a fresh " +
-          "retry schedule. Recovered deliveries are not held to their reference's order. " +
+          "retry schedule. On an endpoint ordered by reference, a recovered delivery goes out before the later " +
+          "deliveries of its reference that have not succeeded yet, which wait behind it as behind the head of the " +
+          "order (a request already in flight is not recalled); one whose later deliveries all succeeded goes out " +
+          "at once. " +
           limitNote,
         params: webhookIdParam,
         body: windowBody,

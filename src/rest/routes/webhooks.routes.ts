@@ -337,6 +337,12 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         operationId: "resendWebhookDelivery",
         summary: "Send a delivery again now, with the same webhook-id and body",
+        description:
+          "The delivery gets a fresh retry schedule; its attempt_count goes on counting. On an endpoint ordered by " +
+          "reference it goes out before the later deliveries of its reference that have not succeeded yet, which " +
+          "wait behind it as behind the head of the order (a request already in flight is not recalled), and " +
+          "after an earlier one still pending; with none of those it goes out at once. 409 when the endpoint is " +
+          "disabled.",
         params: deliveryParams,
         headers: idempotencyKeyHeader,
         response: {

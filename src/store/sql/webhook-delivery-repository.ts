@@ -12,6 +12,7 @@ import {
   type AttemptColumns,
   type DeliveryColumns,
 } from "./webhook-delivery-rows.ts";
+import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -99,11 +100,12 @@ export class SqlWebhookDeliveryRepository {
   async requeueDelivery(id: string, at: Date): Promise<WebhookDelivery | null> {
     // The retry schedule starts again from its first step; attempt_count goes on counting (it is every attempt
     // of the delivery). The lease is dropped too: a request still in flight then records its attempt without
-    // overriding the re-send, which goes out on its own. A re-send goes out at once, outside its reference's
-    // order (and holds nothing back): its ordering key is cleared.
+    // overriding the re-send, which goes out on its own. On an ordered endpoint the re-send keeps its reference's
+    // order: it goes out before the later deliveries of its reference still pending, and holds them back.
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
-        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
+        "ordering_key" = ${orderingKeyWhenSentAgain()}
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);
     return row ? toDeliveryFromColumns(row) : null;

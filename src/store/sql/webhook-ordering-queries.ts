@@ -19,3 +19,15 @@ export function pendingPredecessorIsAbsent(alias: string): Prisma.Sql {
       AND (earlier."event_occurred_at" < ${row}."event_occurred_at"
         OR (earlier."event_occurred_at" = ${row}."event_occurred_at" AND earlier."event_id" < ${row}."event_id"))))`;
 }
+
+/**
+ * The `ordering_key` of a row of "webhook_deliveries" sent again (re-send, recovery): its event's reference when
+ * its endpoint is ordered, else NULL (test events have no reference). With the key, the row takes its place in
+ * its reference's order again (migration 0014's triggers): it waits behind an earlier pending delivery and holds
+ * back the later ones that are pending, so it goes out before them; with none of those, it goes out at once.
+ */
+export function orderingKeyWhenSentAgain(): Prisma.Sql {
+  return Prisma.sql`(SELECT e."reference_id" FROM "lifecycle_events" e
+    JOIN "webhook_endpoints" w ON w."id" = "webhook_deliveries"."endpoint_id" AND w."ordering" = 'reference'
+    WHERE e."id" = "webhook_deliveries"."event_id")`;
+}

@@ -13,7 +13,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
+import { orderingKeyWhenSentAgain, pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -116,10 +116,13 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   }
 
   recover(endpointId: string, window: TimeWindow, at: Date): Promise<number> {
-    // A fresh retry schedule; attempt_count keeps every earlier attempt (as for a re-send by hand).
+    // A fresh retry schedule; attempt_count keeps every earlier attempt (as for a re-send by hand). On an ordered
+    // endpoint each keeps its reference's order: of one reference's recovered deliveries the earliest is the head,
+    // and the later pending ones (recovered or not) wait behind it (migration 0014's triggers).
     return this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
-        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "ordering_key" = NULL
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
+        "ordering_key" = ${orderingKeyWhenSentAgain()}
       WHERE ${recoverable(endpointId, window, at)}`);
   }
 
