@@ -23,6 +23,7 @@ import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
 import { registerSubscriptions } from "./live/subscription-server.ts";
+import { registerSseSubscriptions } from "./live/sse-server.ts";
 import { loggerOptions } from "./logging.ts";
 import { countContendedUnits, registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
@@ -169,6 +170,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   // "Events committed" for the live side and the webhook worker: in-process on SQLite, LISTEN/NOTIFY on PostgreSQL.
   const commitSignals = await openCommitSignals(database, http.log.child({ component: "commit-signals" }));
   const subscriptions = await startLiveSubscriptions(services, config, database, commitSignals, http);
+  const deliveryActivity = new DeliveryActivityService(deliverySignals, services.webhooks);
   await registerSubscriptions(http, {
     schema,
     services,
@@ -176,7 +178,16 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     config,
     subscriptions,
     metrics: metricsRegistry,
-    deliveryActivity: new DeliveryActivityService(deliverySignals, services.webhooks),
+    deliveryActivity,
+  });
+  // The same subscriptions over Server-Sent Events (graphql-sse), at /graphql/stream.
+  await registerSseSubscriptions(http, {
+    schema,
+    services,
+    isServiceUnavailable: isDatabaseUnavailableError,
+    config,
+    subscriptions,
+    deliveryActivity,
   });
 
   const encrypted = await new SqlWebhookEndpointRepository(

@@ -75,6 +75,8 @@ export interface Config {
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
   readonly subscriptionMaxOperationsPerConnection: number;
+  /** Server-Sent Events streams open at once per organization on one instance (src/live/sse-server.ts). */
+  readonly subscriptionMaxStreamsPerOrganization: number;
   /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
   /** SQLite: whether pages of references are read on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
@@ -208,6 +210,7 @@ export function loadConfig(
       parseDuration(env.SUBSCRIPTION_AUTH_RECHECK_INTERVAL ?? "5s", "SUBSCRIPTION_AUTH_RECHECK_INTERVAL"),
     ),
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
+    subscriptionMaxStreamsPerOrganization: parseInteger(env, "SUBSCRIPTION_MAX_STREAMS_PER_ORGANIZATION", 100, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
     sqliteReadThread: parseSwitch(env, "SQLITE_READ_THREAD", true),
     readsPerTurn: parseInteger(env, "READS_PER_TURN", 64, 1),

@@ -1,3 +1,4 @@
+import { request as httpRequest, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import WebSocket from "ws";
 import { LiveFeed } from "../src/live/live-feed.ts";
@@ -19,7 +20,8 @@ import {
 /*
  * Slow consumers are bounded: a subscription holds at most SUBSCRIPTION_MAX_QUEUED_EVENTS live
  * events for its client. Past that it drops them and reads the log again from its position once the client
- * reads on, so memory stays bounded and the client still gets every event, in order, once.
+ * reads on, so memory stays bounded and the client still gets every event, in order, once. Over graphql-ws and
+ * over Server-Sent Events alike: each transport takes the next event only once the last has left for the socket.
  */
 
 describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
@@ -150,5 +152,76 @@ describe("a graphql-ws client that stops reading its socket", () => {
       ...Array(total).keys(),
     ]);
     socket.close();
+  }, 60_000);
+});
+
+describe("an SSE client that stops reading its stream", () => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer("sqlite", {
+      env: { SUBSCRIPTION_POLL_INTERVAL: "50ms", SUBSCRIPTION_MAX_QUEUED_EVENTS: "5", WEBHOOK_WORKER: "off" },
+    });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it("costs the server a bounded queue, and still receives everything once it reads again", async () => {
+    const { organizationId } = server;
+    const { references } = server.app.services;
+    const reference = await references.createReference(organizationId, {
+      bookingNumber: "BK-PAUSED-SSE",
+      carrierCode: "MAEU",
+    });
+
+    // The graphql-sse protocol by hand (distinct connections mode), so the response can be paused.
+    let text = "";
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      const request = httpRequest(`${server.url}/graphql/stream`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "text/event-stream", "x-api-key": server.apiKey },
+      });
+      request.once("response", resolve).once("error", reject);
+      request.end(
+        JSON.stringify({
+          query: "subscription ($id: ID) { lifecycleEvents(referenceId: $id) { cursor node { id detail } } }",
+          variables: { id: reference.id },
+        }),
+      );
+    });
+    expect(response.statusCode).toBe(200);
+    response.setEncoding("utf8");
+    response.on("data", (chunk: string) => (text += chunk));
+    await eventually(async () => (await metricValue(server, "reftrail_subscriptions_open")) === 1);
+    response.pause();
+
+    // ~25 MB of messages: more than the kernel's socket buffers hold, so the server's writes wait.
+    const document = { padding: "x".repeat(250_000) };
+    const total = 100;
+    for (let i = 0; i < total; i++) await references.recordUpdate(organizationId, reference.id, { ...document, n: i });
+    await eventually(async () => (await metricValue(server, "reftrail_subscription_fell_behind_total")) > 0, 15_000);
+    expect(await metricValue(server, "reftrail_subscription_buffered_events")).toBeLessThanOrEqual(5);
+
+    response.resume();
+    const nexts = () =>
+      text
+        .split("\n\n")
+        .filter((message) => message.startsWith("event: next\n"))
+        .map((message) => JSON.parse(message.slice(message.indexOf("data: ") + "data: ".length)));
+    await eventually(
+      () => text.split("event: next\n").length - 1 >= total && text.endsWith("\n\n"),
+      20_000,
+      () => `${total} messages`,
+    );
+    const log = (
+      await server.app.services.lifecycleLog.listEvents(organizationId, reference.id, { limit: 500 })
+    ).items.slice(1);
+    expect(nexts().map((message) => message.data.lifecycleEvents.node.id)).toEqual(log.map((event) => event.id));
+    expect(nexts().map((message) => message.data.lifecycleEvents.node.detail.update.n)).toEqual([
+      ...Array(total).keys(),
+    ]);
+    response.destroy();
   }, 60_000);
 });

@@ -5,10 +5,10 @@ import { ReadAdmission, type ReadAdmissionLimits } from "./read-admission.ts";
 /*
  * Where the API's reads meet the read admission (read-admission.ts): after the read cache, so that a response the
  * cache holds is sent at once, and before the work of computing one. REST reads (GET and HEAD under /v1/) wait
- * in preHandler, after authentication and the cache's preValidation hook. GraphQL reads wait in their route,
- * once the cache has missed (src/graphql/graphql-server.ts calls `holdGraphqlRead`), because the route
- * authenticates and answers cache hits itself, and only the document tells a query from a mutation. Everything
- * else passes untouched: writes, WebSocket upgrades (long-lived, they would hold a place for their whole life),
+ * in preHandler, after authentication and the cache's preValidation hook. GraphQL queries wait in Apollo's
+ * pipeline, just before execution (graphql-plugin.ts): only the parsed document, and the operation its request
+ * selects, tells a query from a mutation, and Apollo parses it once (or finds it parsed already). Everything else
+ * passes untouched: mutations, WebSocket upgrades (long-lived, they would hold a place for their whole life),
  * health checks, metrics and the explorer's assets.
  *
  * A read whose client closed its connection while the read waited is dropped when its turn comes, unrun: nobody
@@ -18,26 +18,14 @@ import { ReadAdmission, type ReadAdmissionLimits } from "./read-admission.ts";
  * counts them.
  */
 
-/**
- * A mutation, told from the document's text without parsing it: any `mutation` keyword counts. A query that
- * merely mentions the word passes as a write, which only means it is not held; nothing else depends on it.
- */
-const MUTATION_KEYWORD = /\bmutation\b/;
-
 function isRestRead(request: FastifyRequest): boolean {
   return (request.method === "GET" || request.method === "HEAD") && request.url.startsWith("/v1/");
-}
-
-function isGraphqlRead(request: FastifyRequest): boolean {
-  if (request.headers.upgrade !== undefined) return false;
-  if (request.method === "GET") return true;
-  const body = request.body as { query?: unknown } | undefined;
-  return typeof body?.query !== "string" || !MUTATION_KEYWORD.test(body.query);
 }
 
 export class ReadAdmissionGate {
   private readonly admission: ReadAdmission;
   private readonly abandoned: Counter | null;
+  private readonly admitted: Counter | null;
 
   constructor(limits: ReadAdmissionLimits, registry?: Registry) {
     const admission = new ReadAdmission(limits);
@@ -46,6 +34,13 @@ export class ReadAdmissionGate {
       ? new Counter({
           name: "reftrail_reads_abandoned_total",
           help: "API reads dropped unrun because their client closed the connection while they waited for admission",
+          registers: [registry],
+        })
+      : null;
+    this.admitted = registry
+      ? new Counter({
+          name: "reftrail_reads_admitted_total",
+          help: "API reads admitted to run: REST reads and GraphQL queries the read cache did not answer",
           registers: [registry],
         })
       : null;
@@ -78,9 +73,11 @@ export class ReadAdmissionGate {
     });
   }
 
-  /** Resolves once a GraphQL request may run: at once for a mutation, after admission for a query. */
-  holdGraphqlRead(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined {
-    if (!isGraphqlRead(request)) return undefined;
+  /**
+   * Resolves once the read that `reply` answers may run (a GraphQL query, told by graphql-plugin.ts); never when
+   * its client left meanwhile.
+   */
+  holdRead(reply: FastifyReply): Promise<void> {
     return new Promise((resolve) => this.hold(reply, resolve));
   }
 
@@ -98,6 +95,7 @@ export class ReadAdmissionGate {
       // "close" follows the response's end, and an aborted request's too: the place is always given back.
       if (reply.raw.writableFinished) done();
       else reply.raw.once("close", done);
+      this.admitted?.inc();
       next();
     });
   }

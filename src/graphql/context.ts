@@ -14,6 +14,8 @@ export interface GraphqlContext {
   readonly log: FastifyBaseLogger;
   /** Over HTTP, when the response may be kept by the read cache (src/read-cache/graphql-plugin.ts). */
   readonly readCacheSlot?: ReadCacheSlot;
+  /** Over HTTP: waits for a query's turn in the read admission (src/admission/graphql-plugin.ts). */
+  readonly holdRead?: () => Promise<void>;
 }
 
 export interface ContextSource {
@@ -24,6 +26,7 @@ export interface ContextSource {
   /** The caller, when the transport has authenticated the credentials already. */
   readonly caller?: Caller;
   readonly readCacheSlot?: ReadCacheSlot;
+  readonly holdRead?: () => Promise<void>;
 }
 
 /**
@@ -32,7 +35,7 @@ export interface ContextSource {
  * @throws a GraphQLError UNAUTHENTICATED (HTTP 401) for a missing, unknown or revoked key.
  */
 export async function createGraphqlContext(source: ContextSource): Promise<GraphqlContext> {
-  const { services, credentials, log, readCacheSlot } = source;
+  const { services, credentials, log, readCacheSlot, holdRead } = source;
   const caller = source.caller ?? (await authenticateHeaders(services, credentials));
   if (!caller) {
     throw unauthenticated(
@@ -41,5 +44,6 @@ export async function createGraphqlContext(source: ContextSource): Promise<Graph
         : "The API key is invalid or revoked",
     );
   }
-  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, readCacheSlot };
+  const loaders = createLoaders(services, caller.organizationId);
+  return { caller, services, loaders, log, readCacheSlot, holdRead };
 }

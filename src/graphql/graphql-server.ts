@@ -29,6 +29,7 @@ import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
 import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
+import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -42,7 +43,7 @@ export interface GraphqlDependencies {
   readonly isServiceUnavailable: (error: unknown) => boolean;
   readonly readCache: ReadCache;
   /** Holds a query that the cache could not answer until the read admission lets it run (src/admission/). */
-  readonly readAdmission: Pick<ReadAdmissionGate, "holdGraphqlRead">;
+  readonly readAdmission: Pick<ReadAdmissionGate, "holdRead">;
 }
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
@@ -173,6 +174,7 @@ export async function registerGraphql(
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
+      readAdmissionPlugin<GraphqlContext>(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
       // close already stops accepting requests and lets in-flight ones finish.
@@ -205,7 +207,7 @@ export async function registerGraphql(
     readCacheHttp.register(scope);
 
     const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
-      context: async (request) => {
+      context: async (request, reply) => {
         try {
           return await createGraphqlContext({
             services,
@@ -213,6 +215,7 @@ export async function registerGraphql(
             log: request.log,
             caller: request.caller,
             readCacheSlot: request.graphqlReadCache,
+            holdRead: () => readAdmission.holdRead(reply),
           });
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
@@ -242,7 +245,8 @@ export async function registerGraphql(
           request.caller = caller;
           if (readCacheHttp.answer(request, reply, caller)) return reply;
         }
-        await readAdmission.holdGraphqlRead(request, reply);
+        // A query the cache could not answer waits for admission inside Apollo, before execution
+        // (src/admission/graphql-plugin.ts); a mutation does not.
         return executeGraphql.call(this, request, reply);
       },
     });

@@ -13,6 +13,8 @@ declare module "fastify" {
 export interface ReadCacheSlot {
   /** The request's key in the read cache (read-cache.ts). */
   readonly key: string;
+  /** Set by the plugin: the operation is a query (a mutation's lookup is not counted as a read that missed). */
+  read: boolean;
   /** Set by the plugin: the response is a cacheable query's, without errors. */
   cacheable: boolean;
 }
@@ -30,9 +32,9 @@ function operationKey(request: FastifyRequest): string | null {
   if (typeof query !== "string" || extensions !== undefined) return null;
   // A malformed operation name is Apollo's to refuse (400): it must not share the key of a request without one.
   if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
-  // A plain mutation is never kept: not looked up either (nor counted as a read that missed). Any other document,
-  // a mutation behind a comment included, is looked up and, once Apollo has parsed it, not kept if not a read.
-  if (/^\s*mutation\b/.test(query)) return null;
+  // Every document is looked up, whatever its text says: only the parsed operation tells a query from a mutation,
+  // and only a query's response is ever kept (graphql-plugin.ts), so a mutation never finds an entry. Its lookup
+  // counts as a miss only once the plugin has seen a query.
   // GET carries variables as JSON text already; POST as a value, which may be too deep to serialize here: such
   // a request is refused by the variables guard anyway, so it is simply not cached.
   let variablesText: string;
@@ -60,13 +62,13 @@ export class GraphqlReadCache {
     const operation = operationKey(request);
     if (operation === null) return false;
     const key = this.cache.keyOf(caller, operation);
-    const hit = this.cache.find(key);
+    const hit = this.cache.findHit(key);
     if (hit) {
       // Apollo sends no-store on every GraphQL response (graphql-server.ts); so does a hit.
       void reply.header("cache-control", "no-store").type(hit.contentType).send(hit.body);
       return true;
     }
-    request.graphqlReadCache = { key, cacheable: false };
+    request.graphqlReadCache = { key, read: false, cacheable: false };
     return false;
   }
 
@@ -74,6 +76,7 @@ export class GraphqlReadCache {
   register(scope: FastifyInstance): void {
     scope.addHook("onSend", async (request, reply, payload) => {
       const slot = request.graphqlReadCache;
+      if (slot?.read) this.cache.countMiss();
       const contentType = reply.getHeader("content-type");
       if (
         slot?.cacheable &&

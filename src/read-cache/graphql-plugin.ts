@@ -65,6 +65,10 @@ export function readCachePlugin(): ApolloServerPlugin<GraphqlContext> {
   return {
     async requestDidStart() {
       return {
+        async didResolveOperation({ contextValue, operation }) {
+          const slot = contextValue.readCacheSlot;
+          if (slot) slot.read = operation?.operation === "query";
+        },
         async willSendResponse({ contextValue, document, operation, schema, response }) {
           // contextValue is typed as present, but is a bare object when the context itself failed.
           const slot = (contextValue as Partial<GraphqlContext>).readCacheSlot;

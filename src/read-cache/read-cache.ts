@@ -65,9 +65,24 @@ export class ReadCache {
 
   /** The response kept under `key`, counted as a hit or a miss. */
   find(key: string): CachedResponse | undefined {
-    const entry = this.entries?.get(key);
-    this.lookups?.inc({ result: entry ? "hit" : "miss" });
+    const entry = this.findHit(key);
+    if (!entry) this.countMiss();
     return entry;
+  }
+
+  /**
+   * The response kept under `key`, counted when found. For a caller that learns only later whether the request
+   * was a read at all (GraphQL: once its document is parsed), and then calls {@link countMiss}.
+   */
+  findHit(key: string): CachedResponse | undefined {
+    const entry = this.entries?.get(key);
+    if (entry) this.lookups?.inc({ result: "hit" });
+    return entry;
+  }
+
+  /** Counts a read that was looked up and not found. */
+  countMiss(): void {
+    this.lookups?.inc({ result: "miss" });
   }
 
   /**

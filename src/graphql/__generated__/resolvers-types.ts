@@ -1145,6 +1145,10 @@ export type SendTestWebhookPayload = {
  * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
  * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
  * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ * The same subscriptions run over Server-Sent Events at `http(s)://HOST:PORT/graphql/stream` (the graphql-sse
+ * protocol, distinct connections mode: one request per subscription, its response the event stream), with the key
+ * in a header (`X-API-Key` or `Authorization: Bearer`): a missing, invalid or revoked key is HTTP 401 before the
+ * stream opens, a refused document HTTP 400 with its errors, and a key revoked later ends the stream.
  */
 export type Subscription = {
   __typename?: 'Subscription';
@@ -1174,6 +1178,10 @@ export type Subscription = {
  * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
  * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
  * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ * The same subscriptions run over Server-Sent Events at `http(s)://HOST:PORT/graphql/stream` (the graphql-sse
+ * protocol, distinct connections mode: one request per subscription, its response the event stream), with the key
+ * in a header (`X-API-Key` or `Authorization: Bearer`): a missing, invalid or revoked key is HTTP 401 before the
+ * stream opens, a refused document HTTP 400 with its errors, and a key revoked later ends the stream.
  */
 export type SubscriptionLifecycleEventsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -1187,6 +1195,10 @@ export type SubscriptionLifecycleEventsArgs = {
  * Live updates over graphql-ws (protocol `graphql-transport-ws`) on the GraphQL endpoint itself,
  * `ws(s)://HOST:PORT/graphql`. Authenticate in `connectionParams` with `{ "x-api-key": "<key>" }` or
  * `{ "authorization": "Bearer <key>" }`; a missing, invalid or revoked key closes the connection with code 4401.
+ * The same subscriptions run over Server-Sent Events at `http(s)://HOST:PORT/graphql/stream` (the graphql-sse
+ * protocol, distinct connections mode: one request per subscription, its response the event stream), with the key
+ * in a header (`X-API-Key` or `Authorization: Bearer`): a missing, invalid or revoked key is HTTP 401 before the
+ * stream opens, a refused document HTTP 400 with its errors, and a key revoked later ends the stream.
  */
 export type SubscriptionWebhookDeliveryAttemptsArgs = {
   endpointId?: InputMaybe<Scalars['ID']['input']>;

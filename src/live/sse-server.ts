@@ -1,0 +1,317 @@
+import type { ServerResponse } from "node:http";
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
+import { createHandler, type ExecutionResult, type Response } from "graphql-sse";
+import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../authentication.ts";
+import type { Config } from "../config.ts";
+import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { Services } from "../domain/services.ts";
+import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
+import {
+  createGraphqlErrorMasking,
+  SERVICE_UNAVAILABLE,
+  SERVICE_UNAVAILABLE_MESSAGE,
+} from "../graphql/error-masking.ts";
+import { createLoaders } from "../graphql/loaders.ts";
+import type { LiveSubscriptions } from "./live-subscriptions.ts";
+import { OperationPreparation } from "./operation-preparation.ts";
+import type { SubscriptionContext } from "./subscription.resolvers.ts";
+
+/*
+ * Subscriptions over Server-Sent Events (the graphql-sse protocol, "distinct connections mode": one HTTP request
+ * per operation, its response the operation's event stream) at SSE_ENDPOINT. The same subscriptions as over
+ * graphql-ws (subscription-server.ts), with the same checks by the same code:
+ *
+ * - authentication: the key in a header (X-API-Key or Authorization: Bearer), as for every HTTP request; a
+ *   missing, unknown or revoked key is a 401 before any stream opens, and a key revoked while streaming ends the
+ *   stream (checked every SUBSCRIPTION_AUTH_RECHECK_INTERVAL, as graphql-ws's 4401);
+ * - the document: parsed and validated once, with the same limits (operation-preparation.ts); a refused one is a
+ *   400 with its GraphQL errors, coded as over graphql-ws. Only subscriptions run here: queries and mutations
+ *   belong to /graphql, where the read cache, read admission and idempotency apply;
+ * - errors: the HTTP path's masking (src/graphql/error-masking.ts);
+ * - bounds: SUBSCRIPTION_MAX_STREAMS_PER_ORGANIZATION streams at once per organization and instance (graphql-ws
+ *   bounds the operations of one connection; here every stream is a connection of its own), and a slow reader
+ *   is paced like a graphql-ws client: the next event is taken from the subscription only once the last one has
+ *   left for the socket, so a reader that falls behind leaves its events in the subscription's bounded queue,
+ *   which then falls back to reading the log (live-subscriptions.ts).
+ *
+ * At shutdown every stream ends (preClose), like graphql-ws's 1001: the client resumes with its last cursor.
+ */
+
+/** Where subscriptions are served over Server-Sent Events. */
+export const SSE_ENDPOINT = "/graphql/stream";
+
+export interface SseDependencies {
+  readonly schema: GraphQLSchema;
+  readonly services: Services;
+  readonly config: Config;
+  readonly subscriptions: LiveSubscriptions;
+  readonly deliveryActivity?: DeliveryActivityService;
+  readonly isServiceUnavailable: (error: unknown) => boolean;
+}
+
+/** One open stream: whose it is, the key it presented (checked again), and how to end it. */
+interface OpenStream {
+  readonly caller: Caller;
+  readonly key: string;
+  readonly response: ServerResponse;
+  readonly log: FastifyBaseLogger;
+}
+
+/** What graphql-sse hands its hooks about a request: ours carries the authenticated stream. */
+interface StreamRequestContext {
+  readonly stream: OpenStream;
+}
+
+type SseContext = SubscriptionContext & Record<PropertyKey, unknown>;
+
+export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDependencies): Promise<void> {
+  const { schema, services, config, subscriptions } = deps;
+  const log = app.log.child({ component: "sse-subscriptions" });
+  const masking = createGraphqlErrorMasking(deps.isServiceUnavailable);
+  const preparation = new OperationPreparation(schema, config, log);
+  const streams = new Set<OpenStream>();
+  const perOrganization = new Map<string, number>();
+  let closing = false;
+
+  const format = (errors: readonly GraphQLError[]): GraphQLFormattedError[] =>
+    errors.map((error) => masking.format(error.toJSON(), error));
+
+  const handler = createHandler<FastifyRequest, StreamRequestContext, SseContext>({
+    // Distinct connections mode only: no stream is reserved for later operations.
+    authenticate: () => null,
+    // The document is validated once, in onSubscribe, with every rule graphql-ws applies.
+    validate: () => [],
+    onSubscribe: (request, params) => {
+      const { stream } = request.context;
+      const prepared = preparation.prepare({ ...params, query: params.query ?? "" });
+      if (Array.isArray(prepared)) {
+        masking.logUnexpected(stream.log, prepared, params.operationName);
+        return errorResponse(400, format(prepared));
+      }
+      if (prepared.kind !== "subscription") {
+        const error = new GraphQLError(`Only subscriptions are served here; send a ${prepared.kind} to /graphql`, {
+          extensions: { code: "BAD_REQUEST" },
+        });
+        return errorResponse(400, format([error]));
+      }
+      const contextValue: SseContext = {
+        caller: stream.caller,
+        services,
+        loaders: createLoaders(services, stream.caller.organizationId),
+        log: stream.log,
+        lifecycleStreams: subscriptions,
+        deliveryActivity: deps.deliveryActivity,
+      };
+      stream.log.info({ operationName: params.operationName ?? null }, "SSE subscription started");
+      return {
+        schema,
+        document: prepared.document,
+        variableValues: params.variables ?? {},
+        operationName: params.operationName ?? null,
+        contextValue,
+      };
+    },
+    // Paced by the socket: see the top.
+    onOperation: (_context, request, _args, result) =>
+      isAsyncIterator(result) ? pacedBy(request.context.stream.response, result) : undefined,
+    onNext: (_context, request, result) => {
+      const errors = (result as ExecutionResult).errors as readonly GraphQLError[] | undefined;
+      if (!errors || errors.length === 0) return;
+      masking.logUnexpected(request.context.stream.log, errors, null);
+      // Sent as JSON: the formatted errors take the place of the errors (typed as GraphQLError by graphql-sse).
+      return { ...result, errors: format(errors) } as unknown as ExecutionResult;
+    },
+    onComplete: (_context, request) => {
+      request.context.stream.log.info("SSE subscription completed");
+    },
+  });
+
+  const serve = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (closing) return reply.code(503).send(errorBody([{ message: "The server is shutting down" }]));
+    const key = presentedApiKey(request.headers);
+    let caller: Caller | null = null;
+    try {
+      if (key !== null) caller = await authenticateHeaders(services, request.headers);
+    } catch (error) {
+      if (!deps.isServiceUnavailable(error)) throw error;
+      request.log.error({ err: error }, "database unavailable");
+      return reply
+        .code(503)
+        .header("retry-after", "5")
+        .send(errorBody([{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }]));
+    }
+    if (!caller || key === null) {
+      const message =
+        key === null ? "Send an API key in X-API-Key or Authorization: Bearer" : "The API key is invalid or revoked";
+      return reply
+        .code(401)
+        .header("www-authenticate", AUTHENTICATION_CHALLENGE)
+        .send(errorBody([{ message, extensions: { code: "UNAUTHENTICATED" } }]));
+    }
+    const open = perOrganization.get(caller.organizationId) ?? 0;
+    const limit = config.subscriptionMaxStreamsPerOrganization;
+    if (open >= limit) {
+      return reply.code(429).send(
+        errorBody([
+          {
+            message: `At most ${limit} streams may be open at once per organization`,
+            extensions: { code: "LIMIT_EXCEEDED", limit },
+          },
+        ]),
+      );
+    }
+    const stream: OpenStream = { caller, key, response: reply.raw, log: request.log };
+    streams.add(stream);
+    perOrganization.set(caller.organizationId, open + 1);
+    reply.raw.once("close", () => {
+      streams.delete(stream);
+      const left = (perOrganization.get(caller.organizationId) ?? 1) - 1;
+      if (left > 0) perOrganization.set(caller.organizationId, left);
+      else perOrganization.delete(caller.organizationId);
+    });
+    // The response is written here, event by event, not by Fastify.
+    reply.hijack();
+    try {
+      const [body, init] = await handler({
+        method: request.method,
+        url: request.url,
+        headers: { get: (name) => headerValue(request.headers[name.toLowerCase()]) },
+        body: (request.body ?? null) as Record<string, unknown> | string | null,
+        raw: request,
+        context: { stream },
+      });
+      await writeResponse(reply.raw, body, init);
+    } catch (error) {
+      request.log.error({ err: error }, "SSE subscription failed");
+      if (!reply.raw.headersSent) {
+        reply.raw.writeHead(500, { "content-type": "application/json; charset=utf-8" });
+        reply.raw.end(
+          JSON.stringify(
+            errorBody([{ message: "Internal server error", extensions: { code: "INTERNAL_SERVER_ERROR" } }]),
+          ),
+        );
+      } else reply.raw.end();
+    }
+  };
+  app.route({ method: ["GET", "POST"], url: SSE_ENDPOINT, handler: serve });
+
+  // Keys can be revoked while a stream is open: check the keys in use again, one lookup per distinct key.
+  let rechecking = false;
+  const recheckTimer = setInterval(() => {
+    if (rechecking || streams.size === 0) return;
+    rechecking = true;
+    void recheckKeys()
+      .catch((error: unknown) => log.error({ err: error }, "re-checking SSE subscription API keys failed"))
+      .finally(() => {
+        rechecking = false;
+      });
+  }, config.subscriptionAuthRecheckIntervalMs);
+  recheckTimer.unref();
+
+  async function recheckKeys(): Promise<void> {
+    for (const key of new Set([...streams].map((stream) => stream.key))) {
+      if (await services.organizations.authenticate(key)) continue;
+      for (const stream of streams) {
+        if (stream.key !== key) continue;
+        stream.log.info("ending SSE subscription: its API key was revoked");
+        stream.response.end();
+      }
+    }
+  }
+
+  app.addHook("preClose", async () => {
+    closing = true;
+    clearInterval(recheckTimer);
+    for (const stream of streams) stream.response.end();
+  });
+}
+
+/**
+ * Writes graphql-sse's response: a refusal at once, or the event stream as its messages come, each after the
+ * last has been taken by the socket. Ends the operation when the client goes away.
+ */
+async function writeResponse(response: ServerResponse, body: Response[0], init: Response[1]): Promise<void> {
+  response.writeHead(init.status, init.statusText, init.headers);
+  if (body === null || typeof body === "string") {
+    response.end(body ?? undefined);
+    return;
+  }
+  const stop = () => void body.return(undefined);
+  if (response.destroyed) return stop();
+  response.once("close", stop);
+  try {
+    for await (const message of body) {
+      if (!response.writable) break;
+      if (!response.write(message)) await drained(response);
+    }
+  } finally {
+    response.off("close", stop);
+    response.end();
+  }
+}
+
+/** Resolves once `response` may take more (or is gone). */
+function drained(response: ServerResponse): Promise<void> {
+  if (!response.writableNeedDrain || response.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      response.off("drain", done);
+      response.off("close", done);
+      resolve();
+    };
+    response.once("drain", done);
+    response.once("close", done);
+  });
+}
+
+/**
+ * The subscription's results, each taken only once `response` has room: graphql-sse queues every result it takes
+ * without bound, so what it is not yet able to send stays in the subscription, which bounds it. `return` reaches
+ * the subscription at once, even while a result is awaited.
+ */
+function pacedBy<T>(response: ServerResponse, source: AsyncIterator<T>): AsyncIterableIterator<T, undefined> {
+  // With `return` and `throw`: graphql-sse ends only what looks like an async generator.
+  const paced: Required<AsyncIterableIterator<T, undefined>> = {
+    async next() {
+      await drained(response);
+      return (await source.next()) as IteratorResult<T, undefined>;
+    },
+    async return() {
+      await source.return?.();
+      return { done: true, value: undefined };
+    },
+    async throw(error: unknown) {
+      await source.return?.();
+      throw error;
+    },
+    [Symbol.asyncIterator]() {
+      return paced;
+    },
+  };
+  return paced;
+}
+
+function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> {
+  return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
+}
+
+function errorBody(errors: readonly GraphQLFormattedError[]): { errors: readonly GraphQLFormattedError[] } {
+  return { errors };
+}
+
+function errorResponse(status: number, errors: readonly GraphQLFormattedError[]): Response {
+  return [
+    JSON.stringify(errorBody(errors)),
+    {
+      status,
+      statusText: status === 400 ? "Bad Request" : "Error",
+      headers: { "content-type": "application/json; charset=utf-8" },
+    },
+  ];
+}
+
+function headerValue(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  return Array.isArray(value) ? value.join(", ") : value;
+}
