@@ -4,13 +4,14 @@ import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
-import type { CommitSignals } from "./domain/live/live-feed.ts";
+import type { CommitSignals } from "./domain/live/live-feed-ports.ts";
 import { LiveFeed } from "./live/live-feed.ts";
 import { LiveSubscriptions } from "./live/live-subscriptions.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { IngestionService } from "./domain/references/ingestion-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
+import { ReferenceTrackingService } from "./domain/references/reference-tracking-service.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { CursorCodec } from "./domain/shared/cursor.ts";
@@ -72,6 +73,8 @@ export function buildServices(
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,
+    }),
+    referenceTracking: new ReferenceTrackingService(store, clock, cursors, recorder, {
       extractionFailureThreshold: config.extractionFailureThreshold,
     }),
     ingestion: new IngestionService(store, clock, recorder, {

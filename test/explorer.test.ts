@@ -308,14 +308,14 @@ describe("GraphQL explorer", () => {
     }, 120_000);
 
     it("runs a subscription over graphql-ws on the same host and path, authenticated by the key bar", async () => {
-      const { references, lifecycleLog } = server.app.services;
+      const { references, referenceTracking, lifecycleLog } = server.app.services;
       const reference = await references.createReference(server.organizationId, {
         bookingNumber: "BK-EXPLORER",
         carrierCode: "MAEU",
       });
       const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
       // Written before the subscription starts: the subscription replays it from the cursor.
-      await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
+      await referenceTracking.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
 
       await withIsolatedBrowser(browser, async ({ context, blocked }) => {
         const sockets: string[] = [];
@@ -343,7 +343,7 @@ describe("GraphQL explorer", () => {
         );
         expect(editorText(await resultPane.innerText())).toContain(reference.id);
         // Then live: GraphiQL shows the latest message.
-        await references.recordExtraction(server.organizationId, reference.id, {
+        await referenceTracking.recordExtraction(server.organizationId, reference.id, {
           status: "failed",
           error: { code: "E", message: "down" },
         });

@@ -44,7 +44,7 @@ describe.each(DATABASE_KINDS)("pruning webhook deliveries on %s", (kind) => {
       carrierCode: "MAEU",
     });
     for (let i = 0; i < 5; i++) {
-      await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      await services.referenceTracking.recordExtraction(organization.id, reference.id, { status: "succeeded" });
     }
     const prisma = database.prisma;
     const deliveries = await prisma.webhookDelivery.findMany({

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Registry } from "prom-client";
 import type { Config } from "../config.ts";
-import type { CommitSignals } from "../domain/live/live-feed.ts";
+import type { CommitSignals } from "../domain/live/live-feed-ports.ts";
 import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
