@@ -40,7 +40,11 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     const page = await fetch(`${server.url}/operator`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
-    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
+    const policy = page.headers.get("content-security-policy") ?? "";
+    expect(policy).toContain("default-src 'self'");
+    // The page keeps the API key in localStorage: it may connect to its own origin only, no WebSocket elsewhere.
+    expect(policy.split(";").map((directive) => directive.trim())).toContain("connect-src 'self'");
+    expect(policy).not.toMatch(/\bwss?:/);
     const html = await page.text();
     expect(html).not.toMatch(/https?:\/\//);
     for (const asset of ["operator.js", "operator.css", "graphql-ws.js"]) {
@@ -58,6 +62,34 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     afterAll(async () => {
       await browser?.close();
     });
+
+    it("lets the page open a WebSocket to its own origin only", async () => {
+      const page = await browser.newPage();
+      try {
+        const response = await page.goto(`${server.url}/operator`);
+        expect(response?.headers()["content-security-policy"]).toContain("connect-src 'self'");
+        const port = new URL(server.url).port;
+        // Same server, another origin (localhost, not 127.0.0.1): the policy refuses it before it connects; the
+        // page's own origin opens. A socket either opens or is refused, so each answer below is final.
+        const tryWebSocket = (url: string) =>
+          page.evaluate(
+            (target) =>
+              new Promise<string>((resolve) => {
+                document.addEventListener("securitypolicyviolation", () => resolve("refused"), { once: true });
+                const socket = new WebSocket(target, "graphql-transport-ws");
+                socket.addEventListener("open", () => {
+                  socket.close();
+                  resolve("opened");
+                });
+              }),
+            url,
+          );
+        expect(await tryWebSocket(`ws://localhost:${port}/graphql`)).toBe("refused");
+        expect(await tryWebSocket(`ws://127.0.0.1:${port}/graphql`)).toBe("opened");
+      } finally {
+        await page.close();
+      }
+    }, 30_000);
 
     it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
       const { apiKey } = await server.newOrganization("operator");
