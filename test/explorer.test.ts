@@ -214,6 +214,39 @@ describe("GraphQL explorer", () => {
       });
     }, 120_000);
 
+    it("a pasted key is used at once, and so is a typed one when the field is left: no Enter, no click", async () => {
+      await withIsolatedBrowser(browser, async ({ context, blocked }) => {
+        await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: host.origin });
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const keyStatus = page.locator("#key-status");
+
+        // Pasted (Ctrl+V from the clipboard, as a person does it): the explorer starts and remembers the key.
+        await page.goto(`${host.origin}${ENDPOINT}`);
+        const input = page.locator("#api-key");
+        await input.waitFor({ state: "visible", timeout: 30_000 });
+        await page.evaluate((key) => navigator.clipboard.writeText(key), server.apiKey);
+        await input.focus();
+        await page.keyboard.press("ControlOrMeta+V");
+        await keyStatus.waitFor({ state: "visible", timeout: 30_000 });
+        expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBe(server.apiKey);
+
+        // Typed, then the field left (its change event): used too; a half-typed key checks nothing before.
+        await page.getByRole("button", { name: "Forget key" }).click();
+        await input.waitFor({ state: "visible", timeout: 30_000 });
+        await input.pressSequentially(server.apiKey.slice(0, 5));
+        expect(await page.locator("#key-error").innerText()).toBe("");
+        await input.pressSequentially(server.apiKey.slice(5));
+        await input.blur();
+        await keyStatus.waitFor({ state: "visible", timeout: 30_000 });
+        expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBe(server.apiKey);
+
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
+      });
+    }, 120_000);
+
     it("after a reload with a remembered key, reopens the tab that was open and adds none", async () => {
       await withIsolatedBrowser(browser, async ({ context, blocked }) => {
         const page = await context.newPage();
