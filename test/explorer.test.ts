@@ -226,7 +226,7 @@ describe("GraphQL explorer", () => {
         await page.goto(`${host.origin}${ENDPOINT}`);
         const input = page.locator("#api-key");
         await input.waitFor({ state: "visible", timeout: 30_000 });
-        await page.evaluate((key) => navigator.clipboard.writeText(key), server.apiKey);
+        await page.evaluate(`navigator.clipboard.writeText(${JSON.stringify(server.apiKey)})`);
         await input.focus();
         await page.keyboard.press("ControlOrMeta+V");
         await keyStatus.waitFor({ state: "visible", timeout: 30_000 });
