@@ -41,7 +41,9 @@ export const referenceResolvers: Resolvers = {
     // One service call per reference: a page of updates is read for one reference at a time (like events).
     updates: async (reference, args, { caller, services }) => {
       const { limit, cursor } = forwardPage(args);
-      return toConnection(await services.referenceTracking.listUpdates(caller.organizationId, reference.id, limit, cursor));
+      return toConnection(
+        await services.referenceTracking.listUpdates(caller.organizationId, reference.id, limit, cursor),
+      );
     },
   },
   Mutation: {
@@ -71,7 +73,11 @@ export const referenceResolvers: Resolvers = {
       }),
     }),
     recordReferenceUpdate: async (_, { input }, { caller, services }) => {
-      const update = await services.referenceTracking.recordUpdate(caller.organizationId, input.referenceId, input.update);
+      const update = await services.referenceTracking.recordUpdate(
+        caller.organizationId,
+        input.referenceId,
+        input.update,
+      );
       return { update, reference: await services.references.getReference(caller.organizationId, update.referenceId) };
     },
     reportChildContainers: async (_, { input }, { caller, services }) => ({
