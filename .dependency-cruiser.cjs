@@ -1,5 +1,6 @@
 // The floor plan, enforced (docs/architecture.md): no import circles, and dependencies that point one way —
-// adapters -> domain <- store. `npm run lint` runs this after eslint.
+// adapters -> domain <- store, with the composition root (main.ts, app.ts, build-services.ts) the only code that
+// wires the store. `npm run lint` runs this after eslint.
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -15,9 +16,7 @@ module.exports = {
       severity: "error",
       comment: "The domain depends on nothing outside it; the store and adapters depend on the domain.",
       from: { path: "^src/domain/" },
-      to: {
-        path: "^src/(store|rest|graphql|read-cache|admission|live|webhooks|operator|cli)/|^src/(app|main|authentication|operations)\\.ts$",
-      },
+      to: { path: "^src/", pathNot: "^src/domain/" },
     },
     {
       name: "domain-is-framework-free",
@@ -32,18 +31,33 @@ module.exports = {
     {
       name: "store-sits-below-adapters",
       severity: "error",
-      comment: "The store implements the domain's ports; it sits below every adapter and process.",
+      comment:
+        "The store implements the domain's ports and imports nothing but the domain: no adapter, process, " +
+        "configuration or composition root.",
       from: { path: "^src/store/" },
-      to: {
-        path: "^src/(rest|graphql|read-cache|admission|webhooks|operator|cli)/|^src/(app|main|authentication)\\.ts$",
-      },
+      to: { path: "^src/", pathNot: "^src/(store|domain)/" },
     },
     {
       name: "adapters-call-services-not-the-store",
       severity: "error",
-      comment: "Adapters and processes call domain services; only the composition root (app.ts) wires the store.",
-      from: { path: "^src/(rest|graphql|read-cache|admission|live|webhooks|operator)/" },
+      comment:
+        "Adapters and processes call domain services; only the composition root (main.ts, app.ts, " +
+        "build-services.ts) wires the store.",
+      from: {
+        path:
+          "^src/(rest|graphql|read-cache|admission|live|webhooks|operator|cli)/" +
+          "|^src/(operations|authentication|logging|start-screen|config)\\.ts$",
+      },
       to: { path: "^src/store/" },
+    },
+    {
+      name: "only-entry-points-import-the-composition-root",
+      severity: "error",
+      comment:
+        "The composition root builds the adapters, so an adapter that imported it would import itself; only the " +
+        "entry points (main.ts starts the server, cli/ the command) ask it for what they run.",
+      from: { path: "^src/", pathNot: "^src/(main|app)\\.ts$|^src/cli/" },
+      to: { path: "^src/(app|main|build-services)\\.ts$" },
     },
     {
       name: "transports-are-siblings",

@@ -38,7 +38,7 @@ const config: CodegenConfig = {
           ReferenceUpdate: `${DOMAIN_MODELS}#ReferenceUpdate`,
           LifecycleEvent: "../../domain/lifecycle/lifecycle-event.ts#LifecycleEvent",
           WebhookEndpoint: `${WEBHOOK_MODELS}#WebhookEndpoint`,
-          WebhookDelivery: `${WEBHOOK_MODELS}#WebhookDelivery`,
+          WebhookDelivery: `${WEBHOOK_MODELS}#WebhookDeliveryView`,
           WebhookAttempt: `${WEBHOOK_MODELS}#WebhookAttempt`,
           IngestionItemResult: "../ingestion-results.ts#LocatedIngestionItemResult",
           IngestionItemError: "../ingestion-results.ts#IngestionItemErrorModel",

@@ -5,7 +5,14 @@
 // describe/it/expect from @jest/globals, so no test globals are declared here.
 import tseslint from "typescript-eslint";
 
-const outsideDomain = ["**/store/**", "**/rest/**", "**/graphql/**", "**/cli/**", "**/app.ts"];
+const outsideDomain = ["**/store/**", "**/rest/**", "**/graphql/**", "**/cli/**", "**/app.ts", "**/build-services.ts"];
+// Folders beside the domain that share a room's name (domain/live, domain/webhooks) are matched only as a relative
+// path that climbs straight out of the importing folder into src/<name>/, so "../../domain/live/…" stays allowed.
+const adapterFolders = "(rest|graphql|read-cache|admission|live|webhooks|operator|cli)";
+const aboveTheStore = [
+  `^(\\.\\./)+${adapterFolders}/`,
+  "^(\\.\\./)+(app|main|build-services|operations|authentication|logging|start-screen|config)\\.ts$",
+];
 
 export default tseslint.config(
   { ignores: ["node_modules/**", "src/**/__generated__/**", "data/**", "bench/results*"] },
@@ -46,8 +53,12 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ["**/rest/**", "**/graphql/**", "**/cli/**", "**/app.ts"],
+              regex: aboveTheStore[0],
               message: "The store implements the domain's ports; it sits below every adapter.",
+            },
+            {
+              regex: aboveTheStore[1],
+              message: "The store imports nothing but the domain: no composition root, configuration or adapter.",
             },
           ],
         },
@@ -62,6 +73,13 @@ export default tseslint.config(
       "src/admission/**/*.ts",
       "src/live/**/*.ts",
       "src/webhooks/**/*.ts",
+      "src/operator/**/*.ts",
+      "src/cli/**/*.ts",
+      "src/operations.ts",
+      "src/authentication.ts",
+      "src/logging.ts",
+      "src/start-screen.ts",
+      "src/config.ts",
     ],
     rules: {
       "no-restricted-imports": [
@@ -71,7 +89,7 @@ export default tseslint.config(
             {
               group: ["**/store/**"],
               message:
-                "Adapters and processes call domain services; only the composition root (app.ts) wires the store.",
+                "Adapters and processes call domain services; only the composition root (main.ts, app.ts, build-services.ts) wires the store.",
             },
           ],
         },

@@ -35,7 +35,7 @@ export async function writeBurst(
   });
   try {
     await inParallel(referenceIds, writers, async (referenceId) => {
-      await services.references.recordExtraction(organizationId, referenceId, { status: "succeeded" });
+      await services.referenceTracking.recordExtraction(organizationId, referenceId, { status: "succeeded" });
       // Requests arrive over the network, between turns of the event loop. Without this, on SQLite (whose driver
       // is synchronous) the writers' promise chains would never yield, and no timer could fire during the burst.
       await new Promise((resolve) => setImmediate(resolve));

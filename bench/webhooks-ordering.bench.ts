@@ -95,7 +95,7 @@ async function orderedDrain(kind: Kind, receiver: ReceiverThread, url: string): 
     await Promise.all(
       ids.map(async (id) => {
         for (let index = 1; index < settings.eventsPerReference; index++)
-          await writer.services.references.recordExtraction(organization.id, id, outcome(index));
+          await writer.services.referenceTracking.recordExtraction(organization.id, id, outcome(index));
       }),
     );
     total = ids.length * settings.eventsPerReference;
@@ -155,7 +155,9 @@ async function orderedSteady(kind: Kind, receiver: ReceiverThread, app: App, fai
   for (let index = 0; index < total; index++) {
     const wait = start + (index * 1_000) / settings.rate - performance.now();
     if (wait > 0) await sleep(wait);
-    writes.push(app.services.references.recordExtraction(organization.id, ids[index % ids.length]!, outcome(index)));
+    writes.push(
+      app.services.referenceTracking.recordExtraction(organization.id, ids[index % ids.length]!, outcome(index)),
+    );
   }
   await Promise.all(writes);
   await receiver.waitForCount([path], before + total, 120_000);

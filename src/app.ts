@@ -1,25 +1,15 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { ReadAdmissionGate } from "./admission/admission-hooks.ts";
+import { buildServices } from "./build-services.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
-import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
-import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
-import type { CommitSignals } from "./domain/live/live-feed.ts";
+import type { CommitSignals } from "./domain/live/live-feed-ports.ts";
 import { LiveFeed } from "./live/live-feed.ts";
 import { LiveSubscriptions } from "./live/live-subscriptions.ts";
-import { NodeService } from "./domain/nodes/node-service.ts";
-import { OrganizationService } from "./domain/organizations/organization-service.ts";
-import { IngestionService } from "./domain/references/ingestion-service.ts";
-import { ReferenceService } from "./domain/references/reference-service.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { CursorCodec } from "./domain/shared/cursor.ts";
-import { TagService } from "./domain/tags/tag-service.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
-import { WebhookDeliveryService } from "./domain/webhooks/webhook-delivery-service.ts";
-import { WebhookOutbox } from "./domain/webhooks/webhook-outbox.ts";
-import { WebhookRecoveryService } from "./domain/webhooks/webhook-recovery-service.ts";
-import { WebhookService } from "./domain/webhooks/webhook-service.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
 import { registerSubscriptions } from "./live/subscription-server.ts";
@@ -34,13 +24,13 @@ import { ReadCache } from "./read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/signals/delivery-signals.ts";
 import { openCommitSignals } from "./store/signals/commit-signals.ts";
+import { findPendingMigrations, listMigrations } from "./store/prisma/migration-runner.ts";
 import { SqlLiveLogStore } from "./store/sql/live-log-store.ts";
 import type { Database } from "./store/database.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
-import { SqlStore } from "./store/sql/sql-store.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { SqlWebhookEndpointRepository } from "./store/sql/webhook-endpoint-repository.ts";
-import { createWebhookTargetPolicy, startWebhookWorker } from "./webhooks/webhook-runtime.ts";
+import { startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 
 export interface AppDependencies {
   readonly config: Config;
@@ -55,46 +45,7 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** The composition root: database -> store -> services -> adapters (REST, GraphQL, operations). */
-export function buildServices(
-  config: Config,
-  database: Database,
-  clock: Clock = systemClock,
-  secretCipher = new SecretCipher(() => loadWebhookSecretKey(config)),
-): Services {
-  const store = new SqlStore(database, secretCipher);
-  const cursors = new CursorCodec(config.cursorSecret);
-  // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
-  const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
-  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
-  const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
-  return {
-    organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
-    tags,
-    references: new ReferenceService(store, clock, cursors, tags, recorder, {
-      maxTagsPerReference: config.maxTagsPerReference,
-      extractionFailureThreshold: config.extractionFailureThreshold,
-    }),
-    ingestion: new IngestionService(store, clock, recorder, {
-      extractionFailureThreshold: config.extractionFailureThreshold,
-    }),
-    lifecycleLog,
-    nodes: new NodeService(store, lifecycleLog),
-    commits: store,
-    webhooks: new WebhookService(store, clock, cursors, createWebhookTargetPolicy(config)),
-    webhookDeliveries: new WebhookDeliveryService(store, clock, {
-      scheduleMs: config.webhookRetryScheduleMs,
-      disableAfterMs: config.webhookDisableAfterMs,
-      retentionMs: config.webhookDeliveryRetentionMs,
-      leaseMs: config.webhookLeaseMs,
-    }),
-    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
-      replayBatchSize: config.webhookReplayBatchSize,
-      replayLeaseMs: config.webhookLeaseMs,
-    }),
-  };
-}
-
+/** The composition root: database -> store -> services (build-services.ts) -> adapters (REST, GraphQL, operations). */
 export async function buildApp({ config, database, clock = systemClock }: AppDependencies): Promise<App> {
   // Read now, not on first use: a server without its key must refuse to start (production) rather than fail later.
   const secretCipher = new SecretCipher(loadWebhookSecretKey(config));
@@ -116,7 +67,14 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     forceCloseConnections: "idle",
   });
 
-  const metricsRegistry = await registerOperations(http, { database, config });
+  // Migrations listed once: the files do not change while the process runs.
+  const migrations = listMigrations(database.provider);
+  const metricsRegistry = await registerOperations(http, {
+    config,
+    databaseProvider: database.provider,
+    findPendingMigrations: () => findPendingMigrations(database, migrations),
+    statementCaches: () => database.sql.statementCaches(),
+  });
   const stopCountingContention = countContendedUnits(metricsRegistry, services.commits);
   // Reads that the read cache cannot answer wait for admission; writes never do (src/admission/).
   const readAdmission = new ReadAdmissionGate(

@@ -3,13 +3,24 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Config } from "./config.ts";
 import type { Store } from "./domain/store.ts";
-import type { Database } from "./store/database.ts";
-import { listMigrations } from "./store/prisma/migration-runner.ts";
-import { Prisma } from "./store/sql/sql-template.ts";
 
+/** One cache of prepared statements, as the executor counts it. */
+export interface StatementCacheReading {
+  readonly cache: string;
+  readonly size: number;
+  readonly max: number;
+  readonly evictions: number;
+}
+
+/** What the operations endpoints read, handed in by the composition root (app.ts): they never touch the store. */
 export interface OperationsDependencies {
-  readonly database: Database;
   readonly config: Config;
+  /** The database's name in `/readyz` (`sqlite`, `postgres`). */
+  readonly databaseProvider: string;
+  /** The migrations not applied yet; throws when the database does not answer. */
+  readonly findPendingMigrations: () => Promise<readonly string[]>;
+  /** The executor's caches of prepared statements now. */
+  readonly statementCaches: () => readonly StatementCacheReading[];
 }
 
 /**
@@ -21,7 +32,7 @@ export interface OperationsDependencies {
  */
 export async function registerOperations(
   app: FastifyInstance,
-  { database, config }: OperationsDependencies,
+  { config, databaseProvider, findPendingMigrations, statementCaches }: OperationsDependencies,
 ): Promise<Registry> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -39,17 +50,14 @@ export async function registerOperations(
     );
   });
 
-  registerStatementCacheMetrics(registry, database);
+  registerStatementCacheMetrics(registry, statementCaches);
 
-  const expected = listMigrations(database.provider).map((migration) => migration.name);
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
   app.get("/readyz", { schema: { hide: true } }, async (request, reply) => {
     try {
-      const rows = await database.sql.all<{ name: string }>(Prisma.sql`SELECT "name" FROM "_reftrail_migrations"`);
-      const applied = new Set(rows.map((row) => row.name));
-      const pending = expected.filter((name) => !applied.has(name));
+      const pending = await findPendingMigrations();
       if (pending.length > 0) return reply.code(503).send({ status: "migrations_pending", pending });
-      return { status: "ready", database: database.provider };
+      return { status: "ready", database: databaseProvider };
     } catch (error) {
       request.log.warn({ err: error }, "readiness check failed");
       return reply.code(503).send({ status: "database_unavailable" });
@@ -91,14 +99,17 @@ export async function registerOperations(
  * bound, and how many they dropped to stay within it. Evictions that keep rising tell that the store's statements
  * no longer fit the bound.
  */
-function registerStatementCacheMetrics(registry: Registry, database: Database): void {
+function registerStatementCacheMetrics(
+  registry: Registry,
+  statementCaches: () => readonly StatementCacheReading[],
+): void {
   new Gauge({
     name: "reftrail_statement_cache_size",
     help: "Prepared statements kept, by cache (PostgreSQL: summed over the open connections)",
     labelNames: ["cache"] as const,
     registers: [registry],
     collect() {
-      for (const cache of database.sql.statementCaches()) this.set({ cache: cache.cache }, cache.size);
+      for (const cache of statementCaches()) this.set({ cache: cache.cache }, cache.size);
     },
   });
   new Gauge({
@@ -107,7 +118,7 @@ function registerStatementCacheMetrics(registry: Registry, database: Database): 
     labelNames: ["cache"] as const,
     registers: [registry],
     collect() {
-      for (const cache of database.sql.statementCaches()) this.set({ cache: cache.cache }, cache.max);
+      for (const cache of statementCaches()) this.set({ cache: cache.cache }, cache.max);
     },
   });
   const counted = new Map<string, number>();
@@ -117,7 +128,7 @@ function registerStatementCacheMetrics(registry: Registry, database: Database): 
     labelNames: ["cache"] as const,
     registers: [registry],
     collect() {
-      for (const cache of database.sql.statementCaches()) {
+      for (const cache of statementCaches()) {
         // The executor counts; the counter follows it.
         this.inc({ cache: cache.cache }, cache.evictions - (counted.get(cache.cache) ?? 0));
         counted.set(cache.cache, cache.evictions);

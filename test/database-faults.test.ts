@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import pg from "pg";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import { computeCheckDigit } from "../src/domain/references/container-number.ts";
 import { openDatabase } from "../src/store/database.ts";

@@ -214,6 +214,39 @@ describe("GraphQL explorer", () => {
       });
     }, 120_000);
 
+    it("a pasted key is used at once, and so is a typed one when the field is left: no Enter, no click", async () => {
+      await withIsolatedBrowser(browser, async ({ context, blocked }) => {
+        await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: host.origin });
+        const page = await context.newPage();
+        const pageErrors: string[] = [];
+        page.on("pageerror", (error) => pageErrors.push(error.message));
+        const keyStatus = page.locator("#key-status");
+
+        // Pasted (Ctrl+V from the clipboard, as a person does it): the explorer starts and remembers the key.
+        await page.goto(`${host.origin}${ENDPOINT}`);
+        const input = page.locator("#api-key");
+        await input.waitFor({ state: "visible", timeout: 30_000 });
+        await page.evaluate(`navigator.clipboard.writeText(${JSON.stringify(server.apiKey)})`);
+        await input.focus();
+        await page.keyboard.press("ControlOrMeta+V");
+        await keyStatus.waitFor({ state: "visible", timeout: 30_000 });
+        expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBe(server.apiKey);
+
+        // Typed, then the field left (its change event): used too; a half-typed key checks nothing before.
+        await page.getByRole("button", { name: "Forget key" }).click();
+        await input.waitFor({ state: "visible", timeout: 30_000 });
+        await input.pressSequentially(server.apiKey.slice(0, 5));
+        expect(await page.locator("#key-error").innerText()).toBe("");
+        await input.pressSequentially(server.apiKey.slice(5));
+        await input.blur();
+        await keyStatus.waitFor({ state: "visible", timeout: 30_000 });
+        expect(await page.evaluate('window.localStorage.getItem("reftrail.explorer.apiKey")')).toBe(server.apiKey);
+
+        expect(pageErrors).toEqual([]);
+        expect(blocked).toEqual([]);
+      });
+    }, 120_000);
+
     it("after a reload with a remembered key, reopens the tab that was open and adds none", async () => {
       await withIsolatedBrowser(browser, async ({ context, blocked }) => {
         const page = await context.newPage();
@@ -308,14 +341,14 @@ describe("GraphQL explorer", () => {
     }, 120_000);
 
     it("runs a subscription over graphql-ws on the same host and path, authenticated by the key bar", async () => {
-      const { references, lifecycleLog } = server.app.services;
+      const { references, referenceTracking, lifecycleLog } = server.app.services;
       const reference = await references.createReference(server.organizationId, {
         bookingNumber: "BK-EXPLORER",
         carrierCode: "MAEU",
       });
       const created = await lifecycleLog.listEvents(server.organizationId, reference.id, { limit: 1 });
       // Written before the subscription starts: the subscription replays it from the cursor.
-      await references.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
+      await referenceTracking.recordExtraction(server.organizationId, reference.id, { status: "succeeded" });
 
       await withIsolatedBrowser(browser, async ({ context, blocked }) => {
         const sockets: string[] = [];
@@ -343,7 +376,7 @@ describe("GraphQL explorer", () => {
         );
         expect(editorText(await resultPane.innerText())).toContain(reference.id);
         // Then live: GraphiQL shows the latest message.
-        await references.recordExtraction(server.organizationId, reference.id, {
+        await referenceTracking.recordExtraction(server.organizationId, reference.id, {
           status: "failed",
           error: { code: "E", message: "down" },
         });

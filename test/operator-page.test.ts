@@ -40,7 +40,11 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     const page = await fetch(`${server.url}/operator`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
-    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
+    const policy = page.headers.get("content-security-policy") ?? "";
+    expect(policy).toContain("default-src 'self'");
+    // The page keeps the API key in localStorage: it may connect to its own origin only, no WebSocket elsewhere.
+    expect(policy.split(";").map((directive) => directive.trim())).toContain("connect-src 'self'");
+    expect(policy).not.toMatch(/\bwss?:/);
     const html = await page.text();
     expect(html).not.toMatch(/https?:\/\//);
     for (const asset of ["operator.js", "operator.css", "graphql-ws.js"]) {
@@ -58,6 +62,76 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
     afterAll(async () => {
       await browser?.close();
     });
+
+    it("lets the page open a WebSocket to its own origin only", async () => {
+      const page = await browser.newPage();
+      try {
+        const response = await page.goto(`${server.url}/operator`);
+        expect(response?.headers()["content-security-policy"]).toContain("connect-src 'self'");
+        const port = new URL(server.url).port;
+        // Same server, another origin (localhost, not 127.0.0.1): the policy refuses it before it connects; the
+        // page's own origin opens. A socket either opens or is refused, so each answer below is final.
+        const tryWebSocket = (url: string) =>
+          page.evaluate(`new Promise((resolve) => {
+            document.addEventListener("securitypolicyviolation", () => resolve("refused"), { once: true });
+            const socket = new WebSocket(${JSON.stringify(url)}, "graphql-transport-ws");
+            socket.addEventListener("open", () => {
+              socket.close();
+              resolve("opened");
+            });
+          })`);
+        expect(await tryWebSocket(`ws://localhost:${port}/graphql`)).toBe("refused");
+        expect(await tryWebSocket(`ws://127.0.0.1:${port}/graphql`)).toBe("opened");
+      } finally {
+        await page.close();
+      }
+    }, 30_000);
+
+    it("says that a delivery is held back behind an earlier delivery of its reference", async () => {
+      // A server of its own: its first attempt's retry is an hour away, so what comes after it stays held back.
+      const ordered = await startTestServer(kind, {
+        env: { WEBHOOK_RETRY_SCHEDULE: "0s,1h", WEBHOOK_POLL_INTERVAL: "100ms" },
+      });
+      const context = await browser.newContext();
+      try {
+        const { apiKey } = await ordered.newOrganization("ordered");
+        const caller: Caller = { url: ordered.url, apiKey };
+        const path = `/${kind}/operator-held`;
+        receiver.respond(path, () => ({ status: 503 }));
+        const endpoint = await createEndpoint(caller, { url: receiver.url(path), ordering: "reference" });
+        const reference = await createReference(caller);
+        const extraction = await http(caller, "POST", `/v1/references/${reference.id}/extractions`, {
+          body: { status: "succeeded" },
+        });
+        expect(extraction.status).toBe(201);
+        await receiver.waitFor(() => receiver.on(path).length === 1, 15_000);
+        const first = receiver.on(path)[0]!.webhookId;
+        const deliveries = await eventually(async () => {
+          const listed = await listDeliveries(caller, endpoint.id);
+          return listed.length === 2 ? listed : null;
+        }, 15_000);
+        const held = deliveries.find((delivery) => delivery.id !== first)!;
+
+        const page = await context.newPage();
+        await page.goto(`${ordered.url}/operator`);
+        await page.fill("#api-key", apiKey);
+        await page.click("#key-form button[type=submit]");
+        await page.waitForSelector("body[data-loaded=true]");
+        // The cell under the delivery's status badge says when it goes out, or that it waits.
+        const statusCell = (id: string) =>
+          page
+            .locator(`tr[data-delivery="${id}"] td`)
+            .filter({ has: page.locator("[data-testid=delivery-status]") })
+            .innerText();
+        const heldCell = await statusCell(held.id);
+        expect(heldCell).toContain("held back behind an earlier delivery of its reference");
+        expect(heldCell).not.toContain("next");
+        expect(await statusCell(first)).toMatch(/next \d{4}-/);
+      } finally {
+        await context.close();
+        await ordered.close();
+      }
+    }, 90_000);
 
     it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
       const { apiKey } = await server.newOrganization("operator");

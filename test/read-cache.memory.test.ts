@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { Registry } from "prom-client";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { ReadCache } from "../src/read-cache/read-cache.ts";

@@ -255,15 +255,35 @@ describe.each(DATABASE_KINDS)("the read cache on %s", (kind) => {
     expect(theirs.body.data).toEqual([]);
   });
 
-  it("computes the response afresh for Cache-Control: no-cache", async () => {
+  it("computes the response afresh for Cache-Control: no-cache, and keeps nothing of it", async () => {
+    const noCache = { headers: { "cache-control": "no-cache" } };
+    const cachedBytes = async () => {
+      const metrics = await http(server, "GET", "/metrics", { apiKey: null });
+      return Number(/^reftrail_read_cache_bytes (\d+)$/m.exec(String(metrics.body))?.[1] ?? 0);
+    };
     const path = "/v1/references?limit=10";
-    await http(server, "GET", path);
-    const fresh = await measure(() => http(server, "GET", path, { headers: { "cache-control": "no-cache" } }));
-    expect(fresh.statements).toBeGreaterThan(1);
     const query = `{ references(first: 10) { edges { node { id } } } }`;
+    // Cached already: computed afresh all the same.
+    await http(server, "GET", path);
+    expect((await measure(() => http(server, "GET", path, noCache))).statements).toBeGreaterThan(1);
     await gql(server, query);
-    const freshQuery = await measure(() => gql(server, query, {}, { headers: { "cache-control": "no-cache" } }));
-    expect(freshQuery.statements).toBeGreaterThan(1);
+    expect((await measure(() => gql(server, query, {}, noCache))).statements).toBeGreaterThan(1);
+
+    // Never read before: answered afresh and not kept. The cache holds no more bytes, and the next plain read
+    // computes the response (a miss) and keeps it (the read after it is a hit).
+    const unseenPath = "/v1/references?limit=9";
+    const unseenQuery = `{ references(first: 9) { edges { node { id } } } }`;
+    const reads = [
+      { plain: () => http(server, "GET", unseenPath), fresh: () => http(server, "GET", unseenPath, noCache) },
+      { plain: () => gql(server, unseenQuery), fresh: () => gql(server, unseenQuery, {}, noCache) },
+    ];
+    for (const { plain, fresh } of reads) {
+      const before = await cachedBytes();
+      expect((await measure(fresh)).statements).toBeGreaterThan(1);
+      expect(await cachedBytes()).toBe(before);
+      expect((await measure(plain)).statements).toBeGreaterThan(1);
+      expect((await measure(plain)).statements).toBe(1);
+    }
   });
 
   it("never keeps errors, nor anything about webhooks, which the version does not cover", async () => {

@@ -8,6 +8,7 @@ import type { SqlExecutor } from "../src/store/sql/executor.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { SqlWebhookRepository } from "../src/store/sql/webhook-repository.ts";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
+import { expectEventually } from "./support/expect-eventually.ts";
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from "./support/test-server.ts";
 
 /*
@@ -264,18 +265,25 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
 
   it("answers the reads in flight on connections the server kills, by sending them again on new ones", async () => {
     // 20 reads of 50 ms each, queued down the two lanes (PostgreSQL answers a lane's reads one after another):
-    // when the lanes are killed 120 ms in, most are still waiting on them.
-    const reads = Array.from({ length: 20 }, (_, i) =>
-      database.sql.values(Prisma.sql`SELECT ${i}::int * 2 FROM pg_sleep(0.05)`),
-    );
+    // the lanes are killed once the server runs one of them, while most are still waiting on them.
     const admin = new pg.Client({ connectionString: testDatabase.url });
     await admin.connect();
+    let answered = 0;
+    const reads = Array.from({ length: 20 }, (_, i) =>
+      database.sql.values(Prisma.sql`SELECT ${i}::int * 2 FROM pg_sleep(0.05)`).finally(() => answered++),
+    );
     try {
-      await new Promise((resolve) => setTimeout(resolve, 120));
-      const { rowCount } = await admin.query(
-        `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity"
-         WHERE "datname" = current_database() AND "pid" <> pg_backend_pid() AND "query" LIKE '%pg_sleep%'`,
+      const sleeping = `"datname" = current_database() AND "pid" <> pg_backend_pid() AND "query" LIKE '%pg_sleep%'`;
+      await expectEventually(
+        async () =>
+          (await admin.query(`SELECT 1 FROM "pg_stat_activity" WHERE ${sleeping} AND "state" = 'active'`)).rowCount,
+        (running) => expect(running).toBeGreaterThanOrEqual(1),
       );
+      const { rowCount } = await admin.query(
+        `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity" WHERE ${sleeping}`,
+      );
+      // Reads were in flight on the killed lanes: not every read had its answer yet.
+      expect(answered).toBeLessThan(20);
       expect(rowCount).toBeGreaterThanOrEqual(1);
       const results = await Promise.allSettled(reads);
       expect(results).toEqual(Array.from({ length: 20 }, (_, i) => ({ status: "fulfilled", value: [[i * 2]] })));
@@ -297,12 +305,14 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
         ).rows;
       // Two lanes, plus the connections Prisma and the unit pool may hold open: far fewer than 200.
       expect((await backends()).length).toBeLessThanOrEqual(6);
-      await admin.query(
-        `SELECT pg_terminate_backend("pid") FROM "pg_stat_activity"
-         WHERE "datname" = current_database() AND "pid" <> pg_backend_pid()`,
+      const killed = (await backends()).map((backend) => backend.pid);
+      await admin.query(`SELECT pg_terminate_backend("pid") FROM unnest($1::int[]) AS "pid"`, [killed]);
+      expect(killed.length).toBeGreaterThanOrEqual(1);
+      // The killed connections are gone on the server's side; the next reads get new lanes.
+      await expectEventually(
+        async () => (await backends()).filter((backend) => killed.includes(backend.pid)),
+        (left) => expect(left).toEqual([]),
       );
-      // Once a killed lane's end is noticed, the next reads get a new one.
-      await new Promise((resolve) => setTimeout(resolve, 100));
       const results = await Promise.allSettled(sendReads(20, -1));
       expect(results.map((result) => result.status)).toEqual(Array(20).fill("fulfilled"));
     } finally {

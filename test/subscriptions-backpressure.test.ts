@@ -57,7 +57,7 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
     const stream = await streams.open(organization.id, { referenceId: reference.id });
 
     for (let i = 0; i < 45; i++)
-      await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      await services.referenceTracking.recordExtraction(organization.id, reference.id, { status: "succeeded" });
     const last = (await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 500, order: "desc" }))
       .items[0]!;
     const lastPosition = (await store.findPosition(organization.id, last.id))!;
@@ -71,7 +71,7 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
       const next = await stream.next();
       received.push(next.value!);
       if (i % 10 === 0)
-        await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+        await services.referenceTracking.recordExtraction(organization.id, reference.id, { status: "succeeded" });
       expect(stream.buffered).toBeLessThanOrEqual(10);
     }
     for (let i = 0; i < 5; i++) received.push((await stream.next()).value!);
@@ -102,7 +102,7 @@ describe("a graphql-ws client that stops reading its socket", () => {
 
   it("costs the server a bounded queue, and still receives everything once it reads again", async () => {
     const { organizationId } = server;
-    const { references } = server.app.services;
+    const { references, referenceTracking } = server.app.services;
     const reference = await references.createReference(organizationId, {
       bookingNumber: "BK-PAUSED",
       carrierCode: "MAEU",
@@ -131,7 +131,8 @@ describe("a graphql-ws client that stops reading its socket", () => {
     // ~25 MB of messages: more than the kernel's socket buffers hold, so the server's sends wait.
     const document = { padding: "x".repeat(250_000) };
     const total = 100;
-    for (let i = 0; i < total; i++) await references.recordUpdate(organizationId, reference.id, { ...document, n: i });
+    for (let i = 0; i < total; i++)
+      await referenceTracking.recordUpdate(organizationId, reference.id, { ...document, n: i });
     await eventually(async () => (await metricValue(server, "reftrail_subscription_fell_behind_total")) > 0, 15_000);
     expect(await metricValue(server, "reftrail_subscription_buffered_events")).toBeLessThanOrEqual(5);
 
@@ -170,7 +171,7 @@ describe("an SSE client that stops reading its stream", () => {
 
   it("costs the server a bounded queue, and still receives everything once it reads again", async () => {
     const { organizationId } = server;
-    const { references } = server.app.services;
+    const { references, referenceTracking } = server.app.services;
     const reference = await references.createReference(organizationId, {
       bookingNumber: "BK-PAUSED-SSE",
       carrierCode: "MAEU",
@@ -200,7 +201,8 @@ describe("an SSE client that stops reading its stream", () => {
     // ~25 MB of messages: more than the kernel's socket buffers hold, so the server's writes wait.
     const document = { padding: "x".repeat(250_000) };
     const total = 100;
-    for (let i = 0; i < total; i++) await references.recordUpdate(organizationId, reference.id, { ...document, n: i });
+    for (let i = 0; i < total; i++)
+      await referenceTracking.recordUpdate(organizationId, reference.id, { ...document, n: i });
     await eventually(async () => (await metricValue(server, "reftrail_subscription_fell_behind_total")) > 0, 15_000);
     expect(await metricValue(server, "reftrail_subscription_buffered_events")).toBeLessThanOrEqual(5);
 

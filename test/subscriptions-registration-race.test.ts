@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import type { LiveEvent, LiveLogStore } from "../src/domain/live/live-feed.ts";
+import type { LiveEvent, LiveLogStore } from "../src/domain/live/live-feed-ports.ts";
 import { LiveFeed, type LiveListener } from "../src/live/live-feed.ts";
 import type { LogPosition } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
@@ -87,7 +87,7 @@ describe.each(DATABASE_KINDS)("listeners registering while the live feed wakes, 
       const early = collector(organization.id);
       feed.register(early);
 
-      await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      await services.referenceTracking.recordExtraction(organization.id, reference.id, { status: "succeeded" });
       const [event] = (
         await services.lifecycleLog.listEvents(organization.id, reference.id, { limit: 1, order: "desc" })
       ).items;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { subscribe } from "./support/subscription-client.ts";
+import { eventually, metricValue, subscribe } from "./support/subscription-client.ts";
 import { startInstanceOn, startTestServer, DATABASE_KINDS, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, type Caller } from "./support/webhooks.ts";
@@ -17,6 +17,15 @@ const SUBSCRIPTION = `subscription ($endpointId: ID) {
   }
 }`;
 const ENV = { WEBHOOK_RETRY_SCHEDULE: "0s", WEBHOOK_POLL_INTERVAL: "100ms" };
+
+/** Waits until `count` webhookDeliveryAttempts streams see changes on the server (there is no replay). */
+async function waitForStreams(server: Pick<TestServer, "url">, count: number): Promise<void> {
+  await eventually(
+    async () => (await metricValue(server, "reftrail_delivery_activity_subscriptions_open")) >= count,
+    15_000,
+    () => `${count} open webhookDeliveryAttempts subscriptions`,
+  );
+}
 
 describe.each(DATABASE_KINDS)("webhookDeliveryAttempts on %s", (kind) => {
   let server: TestServer;
@@ -40,8 +49,7 @@ describe.each(DATABASE_KINDS)("webhookDeliveryAttempts on %s", (kind) => {
     const feed = subscribe(caller, SUBSCRIPTION, { endpointId: watched.id });
     const everything = subscribe(caller, SUBSCRIPTION, {});
     try {
-      // Let the subscriptions start before the changes happen (there is no replay).
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await waitForStreams(server, 2);
       expect((await http(caller, "POST", `/v1/webhooks/${other.id}/test`)).status).toBe(202);
       expect((await http(caller, "POST", `/v1/webhooks/${watched.id}/test`)).status).toBe(202);
       await feed.waitFor(() => feed.data.some((message) => message.webhookDeliveryAttempts.status === "SUCCEEDED"));
@@ -94,7 +102,7 @@ describe("webhookDeliveryAttempts across instances on postgres", () => {
       const endpoint = await createEndpoint(server, { url: receiver.url(path) });
       const feed = subscribe(quiet, SUBSCRIPTION, { endpointId: endpoint.id });
       try {
-        await new Promise((resolve) => setTimeout(resolve, 500));
+        await waitForStreams(quiet, 1);
         expect((await http(server, "POST", `/v1/webhooks/${endpoint.id}/test`)).status).toBe(202);
         await feed.waitFor(
           () => feed.data.some((message) => message.webhookDeliveryAttempts.status === "SUCCEEDED"),

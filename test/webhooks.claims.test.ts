@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import pg from "pg";
 import { Prisma } from "../src/store/__generated__/sqlite/client.ts";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import type { Services } from "../src/domain/services.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import type { Services } from "../src/domain/services.ts";
 import { openDatabase, type Database } from "../src/store/database.ts";
@@ -106,8 +106,8 @@ describe.each(DATABASE_KINDS)("fair claims on %s", (kind) => {
     });
     // 1 + 200 events of one reference: the first fails (and is retried), the 200 behind it are held.
     for (let index = 0; index < 100; index++) {
-      await services.references.deactivate(ordered.organizationId, reference.id, "data_not_found");
-      await services.references.reactivate(ordered.organizationId, reference.id);
+      await services.referenceTracking.deactivate(ordered.organizationId, reference.id, "data_not_found");
+      await services.referenceTracking.reactivate(ordered.organizationId, reference.id);
     }
     await server.database.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "next_attempt_at" = "created_at" WHERE "organization_id" = ${ordered.organizationId}`);
@@ -202,8 +202,8 @@ describe("the claim's reads beside a failing ordered reference on postgres", () 
 
     const holdBack = async (pairs: number) => {
       for (let index = 0; index < pairs; index++) {
-        await services.references.deactivate(organization.id, reference.id, "data_not_found");
-        await services.references.reactivate(organization.id, reference.id);
+        await services.referenceTracking.deactivate(organization.id, reference.id, "data_not_found");
+        await services.referenceTracking.reactivate(organization.id, reference.id);
       }
     };
     await holdBack(25);

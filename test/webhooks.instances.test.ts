@@ -3,7 +3,7 @@ import { computeCheckDigit } from "../src/domain/references/container-number.ts"
 import { http } from "./support/http.ts";
 import { startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver } from "./support/webhook-receiver.ts";
-import { createEndpoint } from "./support/webhooks.ts";
+import { createEndpoint, eventually } from "./support/webhooks.ts";
 
 /*
  * Several instances on one PostgreSQL database share the delivery work: 1,000 events written
@@ -72,8 +72,13 @@ describe("two instances on one PostgreSQL database", () => {
     await Promise.all(Array.from({ length: 4 }, writer));
 
     const hooks = await receiver.waitForCount("/shared", EVENTS, 60_000);
-    // Give a duplicate, if there were one, the time to arrive.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Every send is counted by the instance that made it once its answer is in: when the counts cover every
+    // delivery, a duplicate (two instances sending one delivery) has reached the receiver too.
+    await eventually(
+      async () => (await sentBy(first)) + (await sentBy(second)) >= EVENTS,
+      30_000,
+      "every send counted",
+    );
     const received = receiver.on("/shared");
     expect(received).toHaveLength(EVENTS);
     expect(new Set(received.map((hook) => hook.webhookId)).size).toBe(EVENTS);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { http } from "./support/http.ts";

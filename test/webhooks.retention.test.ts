@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { buildServices } from "../src/app.ts";
+import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import type { Services } from "../src/domain/services.ts";
 import { newId } from "../src/domain/shared/ids.ts";
@@ -44,7 +44,7 @@ describe.each(DATABASE_KINDS)("pruning webhook deliveries on %s", (kind) => {
       carrierCode: "MAEU",
     });
     for (let i = 0; i < 5; i++) {
-      await services.references.recordExtraction(organization.id, reference.id, { status: "succeeded" });
+      await services.referenceTracking.recordExtraction(organization.id, reference.id, { status: "succeeded" });
     }
     const prisma = database.prisma;
     const deliveries = await prisma.webhookDelivery.findMany({

@@ -1,11 +1,12 @@
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
-import type { CommandServices } from "./command-services.ts";
+import type { CommandServices } from "../build-services.ts";
 
 /*
  * The `reftrail` administrative command. Each subcommand reads DATABASE_URL like the server, applies
  * pending migrations first (so it works on a fresh database), prints JSON to stdout and exits non-zero on error.
- * The database code loads only when a command needs it, so that `--help` and `--version` answer at once.
+ * The services come from the composition root (src/build-services.ts), loaded only when a command needs them, so
+ * that `--help` and `--version` answer at once.
  */
 
 const PACKAGE_VERSION = (
@@ -13,8 +14,8 @@ const PACKAGE_VERSION = (
 ).version;
 
 async function withServices<T>(work: (services: CommandServices) => Promise<T>): Promise<T> {
-  const commandServices = await import("./command-services.ts");
-  return commandServices.withServices(work);
+  const { withCommandServices } = await import("../build-services.ts");
+  return withCommandServices(work);
 }
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
@@ -92,7 +93,7 @@ export function buildCli(): Command {
     .command("migrate")
     .description("apply pending database migrations")
     .action(async () => {
-      const { migrate } = await import("./command-services.ts");
+      const { migrate } = await import("../build-services.ts");
       const result = await migrate();
       print({ applied: result.applied, already_applied: result.alreadyApplied });
     });

@@ -3,6 +3,7 @@ import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { IngestionService } from "./references/ingestion-service.ts";
 import type { ReferenceService } from "./references/reference-service.ts";
+import type { ReferenceTrackingService } from "./references/reference-tracking-service.ts";
 import type { TagService } from "./tags/tag-service.ts";
 import type { Store } from "./store.ts";
 import type { WebhookDeliveryService } from "./webhooks/webhook-delivery-service.ts";
@@ -14,6 +15,8 @@ export interface Services {
   readonly organizations: OrganizationService;
   readonly tags: TagService;
   readonly references: ReferenceService;
+  /** What the tracking side reports about a reference: extractions, updates, deactivation, reactivation. */
+  readonly referenceTracking: ReferenceTrackingService;
   /** Bulk ingestion: many reports of the tracking side in one request. */
   readonly ingestion: IngestionService;
   readonly lifecycleLog: LifecycleLogService;

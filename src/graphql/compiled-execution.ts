@@ -3,7 +3,7 @@ import type { DocumentNode, ExecutionResult, GraphQLSchema, OperationDefinitionN
 import type * as GraphqlJit from "graphql-jit";
 import type { CompiledQuery } from "graphql-jit";
 import { LRUCache } from "lru-cache";
-import { execute, getVariableValues, GraphQLError } from "./graphql-js.ts";
+import { execute, getVariableValues, GraphQLError } from "graphql";
 
 /*
  * Queries run as JavaScript compiled once per document (graphql-jit) instead of being interpreted by graphql-js on

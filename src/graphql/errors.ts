@@ -4,7 +4,7 @@ import type { GraphQLFormattedError } from "graphql";
 import { AUTHENTICATION_CHALLENGE } from "../authentication.ts";
 import type { Tag } from "../domain/models.ts";
 import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
-import { GraphQLError } from "./graphql-js.ts";
+import { GraphQLError } from "graphql";
 
 /*
  * GraphQL errors. Glossary:

@@ -176,6 +176,7 @@ export function renderExplorerPage(options: ExplorerOptions): string {
         }
 
         function askForKey(message) {
+          tried = null;
           byId("key-form").hidden = false;
           byId("key-welcome").hidden = false;
           byId("key-error").textContent = message || "";
@@ -204,14 +205,26 @@ export function renderExplorerPage(options: ExplorerOptions): string {
           });
         }
 
-        byId("key-form").addEventListener("submit", function (event) {
-          event.preventDefault();
+        // The key in the field is used when it is submitted (Enter, the button), pasted, or left after typing
+        // (its change event); not on every keystroke, which would check half a key. A key already being
+        // checked or in use is not checked again.
+        var tried = null;
+        function useTypedKey() {
           var apiKey = byId("api-key").value.trim();
-          if (!apiKey) return;
+          if (!apiKey || apiKey === tried) return;
+          tried = apiKey;
           useKey(apiKey, function () {
             askForKey("This key is not valid (unknown or revoked). Check that you pasted all of it.");
           });
+        }
+        byId("key-form").addEventListener("submit", function (event) {
+          event.preventDefault();
+          useTypedKey();
         });
+        byId("api-key").addEventListener("input", function (event) {
+          if (event.inputType === "insertFromPaste" || event.inputType === "insertFromDrop") useTypedKey();
+        });
+        byId("api-key").addEventListener("change", useTypedKey);
 
         function forgetKey() {
           try {

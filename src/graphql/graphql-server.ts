@@ -23,7 +23,7 @@ import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "./
 import { registerExplorer } from "./explorer-assets.ts";
 import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
-import { GraphQLError } from "./graphql-js.ts";
+import { GraphQLError } from "graphql";
 import { authenticateHeaders } from "../authentication.ts";
 import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
 import { GraphqlReadCache } from "../read-cache/graphql-http.ts";

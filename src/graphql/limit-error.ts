@@ -1,5 +1,5 @@
 import type { ASTNode } from "graphql";
-import { GraphQLError } from "./graphql-js.ts";
+import { GraphQLError } from "graphql";
 
 /** The limits on the shape of an operation (limits.ts, selection-limit.ts), as `extensions.limit.kind` names them. */
 export type LimitKind = "selections" | "depth" | "aliases" | "cost" | "introspection-depth";

@@ -25,7 +25,7 @@ import {
   isListType,
   validate,
   visitInParallel,
-} from "./graphql-js.ts";
+} from "graphql";
 
 /*
  * Limits on the shape of an operation, each with a clear error. Glossary:

@@ -1,5 +1,5 @@
 import { formatDateTime, parseDateTime } from "../domain/shared/date-time.ts";
-import { GraphQLError, GraphQLScalarType, Kind } from "./graphql-js.ts";
+import { GraphQLError, GraphQLScalarType, Kind } from "graphql";
 
 export { GraphQLJSON as JSONScalar, GraphQLJSONObject as JSONObjectScalar } from "graphql-scalars";
 

@@ -6,7 +6,7 @@ import type {
   SelectionSetNode,
 } from "graphql";
 import type { Config } from "../config.ts";
-import { Kind } from "./graphql-js.ts";
+import { Kind } from "graphql";
 import { limitError } from "./limit-error.ts";
 
 /*

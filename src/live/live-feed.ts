@@ -1,10 +1,10 @@
-import type { CommitSignals, LiveEvent, LiveLogStore, SettledRead } from "../domain/live/live-feed.ts";
+import type { CommitSignals, LiveEvent, LiveLogStore, SettledRead } from "../domain/live/live-feed-ports.ts";
 import { comparePositions, laterOf, LOG_START, type LogPosition } from "../domain/live/log-position.ts";
 
 /*
  * The live side of the lifecycle log: one feed per process reads the log in live order (see
  * src/domain/live/log-position.ts) from its frontier and hands each event to the live subscriptions (listeners)
- * of its organization. What it reads through and wakes on are ports in src/domain/live/live-feed.ts, implemented
+ * of its organization. What it reads through and wakes on are ports in src/domain/live/live-feed-ports.ts, implemented
  * by the store. It reads when woken by a commit signal and at least every poll interval as a safety net, so a
  * lost signal delays an event but never loses it. There is no settle delay and no waiting for other writers:
  * positions become visible in increasing order, so whatever a read returns can never be preceded later.

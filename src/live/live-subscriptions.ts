@@ -9,7 +9,7 @@ import {
   type LifecycleEventType,
 } from "../domain/lifecycle/lifecycle-event.ts";
 import { isEventPosition, type EventPosition } from "../domain/lifecycle/lifecycle-log-service.ts";
-import type { LiveEvent, LiveLogStore } from "../domain/live/live-feed.ts";
+import type { LiveEvent, LiveLogStore } from "../domain/live/live-feed-ports.ts";
 import type { LiveFeed, LiveListener } from "./live-feed.ts";
 import {
   comparePositions,

@@ -1,12 +1,31 @@
 import { Counter, Gauge, type Registry } from "prom-client";
+import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
 import type { LiveSubscriptions } from "./live-subscriptions.ts";
 
 /** The live runtime's gauges on `/metrics`: connections, open subscriptions, buffered events, slow clients. */
 export function registerSubscriptionMetrics(
   registry: Registry | undefined,
-  { sessions, subscriptions }: { sessions: ReadonlyMap<unknown, unknown>; subscriptions: LiveSubscriptions },
+  {
+    sessions,
+    subscriptions,
+    deliveryActivity,
+  }: {
+    sessions: ReadonlyMap<unknown, unknown>;
+    subscriptions: LiveSubscriptions;
+    deliveryActivity?: DeliveryActivityService;
+  },
 ): void {
   if (!registry) return;
+  if (deliveryActivity) {
+    new Gauge({
+      name: "reftrail_delivery_activity_subscriptions_open",
+      help: "Open webhookDeliveryAttempts subscriptions (the operator page's live feed)",
+      registers: [registry],
+      collect() {
+        this.set(deliveryActivity.openStreams());
+      },
+    });
+  }
   new Gauge({
     name: "reftrail_graphql_ws_connections",
     help: "Open graphql-ws connections",

@@ -286,7 +286,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
     await new Promise<void>((resolve) => wss.close(() => resolve()));
   });
 
-  registerSubscriptionMetrics(deps.metrics, { sessions, subscriptions });
+  registerSubscriptionMetrics(deps.metrics, { sessions, subscriptions, deliveryActivity: deps.deliveryActivity });
 }
 
 /** Sends a close frame to each socket; drops the ones that have not completed the handshake in time. */

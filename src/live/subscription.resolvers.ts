@@ -4,7 +4,7 @@ import type { WebhookDeliveryWithAttempts } from "../domain/webhooks/webhook-mod
 import type { Resolvers } from "../graphql/__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "../graphql/context.ts";
 import { AT_ARGUMENTS, toGraphqlError } from "../graphql/errors.ts";
-import { GraphQLError } from "../graphql/graphql-js.ts";
+import { GraphQLError } from "graphql";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
 export interface SubscriptionContext extends GraphqlContext {

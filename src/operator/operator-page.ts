@@ -37,9 +37,11 @@ export async function registerOperatorPage(app: FastifyInstance): Promise<void> 
     Object.entries(FILES).map(([name, file]) => [name, { ...file, body: readFileSync(file.path) }]),
   );
   const security = {
-    // Only this origin: scripts, styles, and the API over HTTP and WebSocket.
+    // Only this origin: scripts, styles, and the API over HTTP and WebSocket. The page keeps the API key in
+    // localStorage, so it may send it nowhere else: `connect-src 'self'` covers the page's own ws:/wss: origin in
+    // browsers that follow CSP Level 3 (Chrome since 71, Safari since 16), and no other host's.
     "content-security-policy":
-      "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'",
+      "default-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
   };

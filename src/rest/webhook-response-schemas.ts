@@ -59,6 +59,12 @@ const webhookDeliveryProperties = {
       "reset this count",
   },
   next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
+  held_back: {
+    type: "boolean",
+    description:
+      "Pending, and held back behind an earlier delivery of its reference to this endpoint that is still pending " +
+      "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails",
+  },
   body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
   created_at: dateTime,
   updated_at: dateTime,

@@ -11,7 +11,7 @@ export interface Database {
   readonly provider: DatabaseProvider;
   readonly url: string;
   /**
-   * Prisma's model API, for administration and tests (src/store/prisma/clients.ts): made on first use; throws when
+   * Prisma's model API, for tests (src/store/prisma/clients.ts): made on first use; throws when
    * the database was opened with `prismaClient: false`.
    */
   readonly prisma: PrismaClient;

@@ -1,19 +1,13 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Registry } from "prom-client";
 import type { Config } from "../config.ts";
-import type { CommitSignals } from "../domain/live/live-feed.ts";
+import type { CommitSignals } from "../domain/live/live-feed-ports.ts";
 import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
-import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
-import { AddressGuard, DnsTargetPolicy } from "./address-guard.ts";
+import { AddressGuard } from "./address-guard.ts";
 import { WebhookMetrics } from "./webhook-metrics.ts";
 import { WebhookSender } from "./webhook-sender.ts";
 import { WebhookWorker } from "./webhook-worker.ts";
-
-/** The save-time URL check, with the same allow-list as the worker's connections. */
-export function createWebhookTargetPolicy(config: Config): WebhookTargetPolicy {
-  return new DnsTargetPolicy(new AddressGuard(config.webhookAllowedCidrs));
-}
 
 export interface WebhookWorkerDependencies {
   readonly services: Services;

@@ -1,4 +1,4 @@
-import type { CommitSignals } from "../../src/domain/live/live-feed.ts";
+import type { CommitSignals } from "../../src/domain/live/live-feed-ports.ts";
 import type { LiveFeedLog } from "../../src/live/live-feed.ts";
 
 /** Commit signals that never fire: a feed built on them finds every event by polling. */

@@ -1,6 +1,6 @@
 /*
  * The live order of the lifecycle log (docs/decisions.md, "Subscriptions"). Glossary for the live runtime
- * (src/live/) and its ports (live-feed.ts here):
+ * (src/live/) and its ports (live-feed-ports.ts here):
  *
  * - log position: an event's place in the live order, `(commit, sequence)`, both assigned by the database, in
  *   the order in which the events' transactions commit. On SQLite `commit` is always 0 and `sequence` is taken

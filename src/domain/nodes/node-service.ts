@@ -3,7 +3,7 @@ import type { LifecycleLogService } from "../lifecycle/lifecycle-log-service.ts"
 import type { Reference, ReferenceUpdate, Tag } from "../models.ts";
 import { isUuid } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
-import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "../webhooks/webhook-models.ts";
+import type { WebhookAttempt, WebhookDeliveryView, WebhookEndpoint } from "../webhooks/webhook-models.ts";
 
 /*
  * Global object identification (the Relay `Node` interface). Glossary:
@@ -21,7 +21,7 @@ export type DomainNode =
   | { readonly kind: "ReferenceUpdate"; readonly value: ReferenceUpdate }
   | { readonly kind: "LifecycleEvent"; readonly value: LifecycleEvent }
   | { readonly kind: "WebhookEndpoint"; readonly value: WebhookEndpoint }
-  | { readonly kind: "WebhookDelivery"; readonly value: WebhookDelivery }
+  | { readonly kind: "WebhookDelivery"; readonly value: WebhookDeliveryView }
   | { readonly kind: "WebhookAttempt"; readonly value: WebhookAttempt };
 
 export type NodeKind = DomainNode["kind"];

@@ -32,10 +32,17 @@ const MAX_WAITING_CHANGES = 500;
 
 /** Opens one stream of delivery changes per subscription. */
 export class DeliveryActivityService {
+  private streams = 0;
+
   constructor(
     private readonly signals: DeliveryChangeSignals,
     private readonly webhooks: WebhookService,
   ) {}
+
+  /** Streams open now: each sees every change from the moment `open` returned it (a gauge on `/metrics`). */
+  openStreams(): number {
+    return this.streams;
+  }
 
   /**
    * The organization's deliveries (of one endpoint when `endpointId` is given) as they change, each read
@@ -58,7 +65,9 @@ export class DeliveryActivityService {
       if (waiting.size > MAX_WAITING_CHANGES) waiting.delete(waiting.values().next().value!);
       wake?.();
     });
+    this.streams++;
     const finish = async (): Promise<IteratorResult<WebhookDeliveryWithAttempts>> => {
+      if (!closed) this.streams--;
       closed = true;
       stop();
       wake?.();

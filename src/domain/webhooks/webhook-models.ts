@@ -123,7 +123,17 @@ export interface WebhookAttempt {
   readonly responseBody: string | null;
 }
 
-export interface WebhookDeliveryWithAttempts extends WebhookDelivery {
+/** A delivery as the API reads it: with what its reference's order does to it now. */
+export interface WebhookDeliveryView extends WebhookDelivery {
+  /**
+   * Pending, and held back behind an earlier delivery of its reference (`orderingKey`) to the same endpoint that
+   * is still pending: it is not sent, whatever `nextAttemptAt` says, until that one succeeds or fails. Computed
+   * as the delivery is read.
+   */
+  readonly heldBack: boolean;
+}
+
+export interface WebhookDeliveryWithAttempts extends WebhookDeliveryView {
   /** Oldest first. */
   readonly attempts: readonly WebhookAttempt[];
 }

@@ -3,6 +3,7 @@ import type {
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
+  WebhookDeliveryView,
   WebhookEndpoint,
 } from "./webhook-models.ts";
 
@@ -93,12 +94,12 @@ export interface WebhookRepository {
   deleteEndpoint(organizationId: string, id: string): Promise<boolean>;
 
   insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void>;
-  findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null>;
+  findDelivery(organizationId: string, id: string): Promise<WebhookDeliveryView | null>;
   /** The organization's deliveries among `ids` (one query). */
-  findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]>;
+  findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDeliveryView[]>;
   /** The attempts among `ids` of the organization's deliveries (one query). */
   findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]>;
-  listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]>;
+  listDeliveries(query: DeliveryListQuery): Promise<WebhookDeliveryView[]>;
   /** Attempts of each delivery, oldest first; every given id is a key of the result. */
   findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>>;
   /**

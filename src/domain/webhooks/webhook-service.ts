@@ -13,6 +13,7 @@ import {
   type DeliveryStatus,
   type WebhookAttempt,
   type WebhookDelivery,
+  type WebhookDeliveryView,
   type WebhookDeliveryWithAttempts,
   type WebhookEndpoint,
 } from "./webhook-models.ts";
@@ -191,7 +192,7 @@ export class WebhookService {
    * Queues a `webhook_test` event for the endpoint, whatever its event-type filter.
    * @throws NOT_FOUND, CONFLICT when the endpoint is disabled.
    */
-  async sendTestEvent(organizationId: string, id: string): Promise<WebhookDelivery> {
+  async sendTestEvent(organizationId: string, id: string): Promise<WebhookDeliveryView> {
     const endpoint = await this.getEndpoint(organizationId, id);
     if (!endpoint.enabled)
       throw new DomainError("CONFLICT", "The webhook endpoint is disabled; enable it to send to it");
@@ -217,7 +218,8 @@ export class WebhookService {
     };
     await this.store.webhooks.insertDeliveries([delivery]);
     this.notifyQueued(delivery);
-    return delivery;
+    // A test event keeps no reference's order, so nothing holds it back.
+    return { ...delivery, heldBack: false };
   }
 
   /**
@@ -228,7 +230,7 @@ export class WebhookService {
     organizationId: string,
     endpointId: string,
     input: ListDeliveriesInput,
-  ): Promise<Page<WebhookDelivery>> {
+  ): Promise<Page<WebhookDeliveryView>> {
     if (input.status !== undefined && !(DELIVERY_STATUSES as readonly string[]).includes(input.status)) {
       throw new DomainError("INVALID_QUERY_PARAMETER", `status must be one of ${DELIVERY_STATUSES.join(", ")}`, [
         { path: ["status"], code: "INVALID_ENUM", message: `must be one of ${DELIVERY_STATUSES.join(", ")}` },
@@ -275,7 +277,7 @@ export class WebhookService {
     organizationId: string,
     endpointId: string | null,
     deliveryId: string,
-  ): Promise<WebhookDelivery> {
+  ): Promise<WebhookDeliveryView> {
     const delivery = await this.findDelivery(organizationId, endpointId, deliveryId);
     const endpoint = await this.getEndpoint(organizationId, delivery.endpointId);
     if (!endpoint.enabled)
@@ -283,7 +285,8 @@ export class WebhookService {
     const requeued = await this.store.webhooks.requeueDelivery(delivery.id, this.clock.now());
     if (!requeued) throw notFound("webhook delivery");
     this.notifyQueued(requeued);
-    return requeued;
+    // A re-send goes out outside its reference's order (its ordering key is cleared), so nothing holds it back.
+    return { ...requeued, heldBack: false };
   }
 
   /** Called after a delivery was queued outside an event's transaction (test events, re-sends). */
@@ -300,7 +303,7 @@ export class WebhookService {
     organizationId: string,
     endpointId: string | null,
     deliveryId: string,
-  ): Promise<WebhookDelivery> {
+  ): Promise<WebhookDeliveryView> {
     const delivery = isUuid(deliveryId)
       ? await this.store.webhooks.findDelivery(organizationId, deliveryId.toLowerCase())
       : null;

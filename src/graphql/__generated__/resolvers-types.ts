@@ -2,7 +2,7 @@
 import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } from 'graphql';
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
-import type { WebhookEndpoint as WebhookEndpointModel, WebhookDelivery as WebhookDeliveryModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
+import type { WebhookEndpoint as WebhookEndpointModel, WebhookDeliveryView as WebhookDeliveryViewModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
 import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
@@ -1363,6 +1363,12 @@ export type WebhookDelivery = Node & {
    * snake_case, as REST does.)
    */
   eventType: WebhookEventType;
+  /**
+   * True when the delivery is pending and held back behind an earlier delivery of its reference to the same endpoint
+   * that is still pending (`ordering: REFERENCE`): it is not sent, whatever `nextAttemptAt` says, until that one
+   * succeeds or fails.
+   */
+  heldBack: Scalars['Boolean']['output'];
   /** The delivery's identifier (a UUIDv7): the `webhook-id` header of its requests. */
   id: Scalars['ID']['output'];
   /** When the next attempt is due; null once the delivery succeeded or failed. */
@@ -1635,7 +1641,7 @@ export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = 
     | ( ReferenceUpdateModel )
     | ( TagModel )
     | ( WebhookAttemptModel )
-    | ( WebhookDeliveryModel )
+    | ( WebhookDeliveryViewModel )
     | ( WebhookEndpointModel )
   ;
 }>;
@@ -1721,7 +1727,7 @@ export type ResolversTypes = ResolversObject<{
   UpdateWebhookEndpointInput: UpdateWebhookEndpointInput;
   UpdateWebhookEndpointPayload: ResolverTypeWrapper<Omit<UpdateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversTypes['WebhookEndpoint'] }>;
   WebhookAttempt: ResolverTypeWrapper<WebhookAttemptModel>;
-  WebhookDelivery: ResolverTypeWrapper<WebhookDeliveryModel>;
+  WebhookDelivery: ResolverTypeWrapper<WebhookDeliveryViewModel>;
   WebhookDeliveryConnection: ResolverTypeWrapper<Omit<WebhookDeliveryConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookDeliveryEdge']> }>;
   WebhookDeliveryEdge: ResolverTypeWrapper<Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversTypes['WebhookDelivery'] }>;
   WebhookDeliveryFilter: WebhookDeliveryFilter;
@@ -1812,7 +1818,7 @@ export type ResolversParentTypes = ResolversObject<{
   UpdateWebhookEndpointInput: UpdateWebhookEndpointInput;
   UpdateWebhookEndpointPayload: Omit<UpdateWebhookEndpointPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversParentTypes['WebhookEndpoint'] };
   WebhookAttempt: WebhookAttemptModel;
-  WebhookDelivery: WebhookDeliveryModel;
+  WebhookDelivery: WebhookDeliveryViewModel;
   WebhookDeliveryConnection: Omit<WebhookDeliveryConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookDeliveryEdge']> };
   WebhookDeliveryEdge: Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversParentTypes['WebhookDelivery'] };
   WebhookDeliveryFilter: WebhookDeliveryFilter;
@@ -2105,6 +2111,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   endpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventType?: Resolver<ResolversTypes['WebhookEventType'], ParentType, ContextType>;
+  heldBack?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;

@@ -2,7 +2,7 @@ import type { IngestionItemInput as DomainItem } from "../../domain/references/i
 import { isUuid } from "../../domain/shared/ids.ts";
 import type { IngestionItemInput, Resolvers } from "../__generated__/resolvers-types.ts";
 import { toGraphqlError, type InputLocator } from "../errors.ts";
-import type { GraphQLError } from "../graphql-js.ts";
+import type { GraphQLError } from "graphql";
 import type { LocatedIngestionItemResult } from "../ingestion-results.ts";
 
 /** The `@oneOf` field an item sets: its kind, in the domain's words. */

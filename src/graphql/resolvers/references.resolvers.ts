@@ -41,7 +41,9 @@ export const referenceResolvers: Resolvers = {
     // One service call per reference: a page of updates is read for one reference at a time (like events).
     updates: async (reference, args, { caller, services }) => {
       const { limit, cursor } = forwardPage(args);
-      return toConnection(await services.references.listUpdates(caller.organizationId, reference.id, limit, cursor));
+      return toConnection(
+        await services.referenceTracking.listUpdates(caller.organizationId, reference.id, limit, cursor),
+      );
     },
   },
   Mutation: {
@@ -59,19 +61,23 @@ export const referenceResolvers: Resolvers = {
       return { reference: await services.references.getReference(caller.organizationId, input.referenceId) };
     },
     deactivateReference: async (_, { input }, { caller, services }) => ({
-      reference: await services.references.deactivate(caller.organizationId, input.referenceId, input.reason),
+      reference: await services.referenceTracking.deactivate(caller.organizationId, input.referenceId, input.reason),
     }),
     reactivateReference: async (_, { input }, { caller, services }) => ({
-      reference: await services.references.reactivate(caller.organizationId, input.referenceId),
+      reference: await services.referenceTracking.reactivate(caller.organizationId, input.referenceId),
     }),
     recordExtraction: async (_, { input }, { caller, services }) => ({
-      reference: await services.references.recordExtraction(caller.organizationId, input.referenceId, {
+      reference: await services.referenceTracking.recordExtraction(caller.organizationId, input.referenceId, {
         status: input.status,
         error: input.error,
       }),
     }),
     recordReferenceUpdate: async (_, { input }, { caller, services }) => {
-      const update = await services.references.recordUpdate(caller.organizationId, input.referenceId, input.update);
+      const update = await services.referenceTracking.recordUpdate(
+        caller.organizationId,
+        input.referenceId,
+        input.update,
+      );
       return { update, reference: await services.references.getReference(caller.organizationId, update.referenceId) };
     },
     reportChildContainers: async (_, { input }, { caller, services }) => ({

@@ -4,7 +4,7 @@
 const KEY_STORAGE = "reftrail.operator.apiKey";
 const ENDPOINT_FIELDS = `id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState
   ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }`;
-const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt createdAt updatedAt
+const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt heldBack createdAt updatedAt
   attempts { id attemptedAt statusCode error latencyMs responseBody }`;
 const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
   tags(first: 100) { edges { node { id name } } }
@@ -253,7 +253,16 @@ function renderDeliveries() {
           "td",
           {},
           outcomeBadge(delivery.status),
-          delivery.nextAttemptAt ? el("div", { class: "sub" }, `next ${time(delivery.nextAttemptAt)}`) : null,
+          // A held-back delivery's due time says nothing: it goes out after the earlier one, not then.
+          delivery.heldBack
+            ? el(
+                "div",
+                { class: "sub", "data-testid": "delivery-wait" },
+                "held back behind an earlier delivery of its reference",
+              )
+            : delivery.nextAttemptAt
+              ? el("div", { class: "sub", "data-testid": "delivery-wait" }, `next ${time(delivery.nextAttemptAt)}`)
+              : null,
         ),
         el("td", {}, attemptsTable(delivery.attempts)),
         el(

@@ -36,7 +36,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
       },
     },
     async (request) => {
-      const reference = await services.references.deactivate(
+      const reference = await services.referenceTracking.deactivate(
         callerOf(request).organizationId,
         request.params.referenceId,
         request.body.reason,
@@ -61,7 +61,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
       },
     },
     async (request) => {
-      const reference = await services.references.reactivate(
+      const reference = await services.referenceTracking.reactivate(
         callerOf(request).organizationId,
         request.params.referenceId,
       );
@@ -112,7 +112,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
       },
     },
     async (request, reply) => {
-      const reference = await services.references.recordExtraction(
+      const reference = await services.referenceTracking.recordExtraction(
         callerOf(request).organizationId,
         request.params.referenceId,
         request.body,
@@ -159,7 +159,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
       },
     },
     async (request, reply) => {
-      const update = await services.references.recordUpdate(
+      const update = await services.referenceTracking.recordUpdate(
         callerOf(request).organizationId,
         request.params.referenceId,
         request.body,
@@ -182,7 +182,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
       },
     },
     async (request) => {
-      const page = await services.references.listUpdates(
+      const page = await services.referenceTracking.listUpdates(
         callerOf(request).organizationId,
         request.params.referenceId,
         request.query.limit,
@@ -213,7 +213,7 @@ export function registerReferenceTrackingRoutes(app: FastifyInstance, services: 
     },
     async (request) =>
       serializeUpdate(
-        await services.references.getUpdate(
+        await services.referenceTracking.getUpdate(
           callerOf(request).organizationId,
           request.params.referenceId,
           request.params.updateId,

@@ -117,7 +117,7 @@ export function registerReferenceRoutes(app: FastifyInstance, services: Services
       },
     },
     async (request) => {
-      const reference = await services.references.deactivate(
+      const reference = await services.referenceTracking.deactivate(
         callerOf(request).organizationId,
         request.params.referenceId,
         "customer_unsubscribed",

@@ -6,7 +6,7 @@ import {
   tagFilterStateOf,
   WEBHOOK_ORDERINGS,
   type WebhookAttempt,
-  type WebhookDelivery,
+  type WebhookDeliveryView,
   type WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
 import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-endpoint-input.ts";
@@ -97,7 +97,7 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
   };
 }
 
-export function serializeWebhookDelivery(delivery: WebhookDelivery) {
+export function serializeWebhookDelivery(delivery: WebhookDeliveryView) {
   return {
     id: delivery.id,
     // The endpoint (the {webhookId} of the paths); the delivery's own id is the webhook-id header.
@@ -107,6 +107,7 @@ export function serializeWebhookDelivery(delivery: WebhookDelivery) {
     status: delivery.status,
     attempt_count: delivery.attemptCount,
     next_attempt_at: iso(delivery.nextAttemptAt),
+    held_back: delivery.heldBack,
     body: JSON.parse(delivery.body) as unknown,
     created_at: delivery.createdAt.toISOString(),
     updated_at: delivery.updatedAt.toISOString(),

@@ -6,7 +6,7 @@ import type { SqliteAdapter } from "../sql/sqlite-executor.ts";
 /*
  * The schema-driven clients of record, generated from prisma/sqlite/schema.prisma and its PostgreSQL copy. The
  * server and the `reftrail` command run every statement as SQL on the executors (src/store/sql/); Prisma's model
- * API serves administration and tests. Loading a generated client (Prisma's runtime, then its WebAssembly query
+ * API serves the tests, which read and alter rows directly. Loading a generated client (Prisma's runtime, then its WebAssembly query
  * compiler on the first query) costs more CPU than the rest of a command and a fifth of a start, so a process
  * that opens the database with `prismaClient: false` never loads it, and the others make the client on first use.
  */
@@ -18,7 +18,7 @@ import type { SqliteAdapter } from "../sql/sqlite-executor.ts";
 export type PrismaClient = SqlitePrismaClient;
 export type PrismaTransaction = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
-/** Connections Prisma's own PostgreSQL pool may open: it serves administration only. */
+/** Connections Prisma's own PostgreSQL pool may open: it serves the tests only. */
 const PRISMA_POOL_SIZE = 4;
 
 type QueryLog = { emit: "event"; level: "query" }[];

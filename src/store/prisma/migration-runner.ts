@@ -3,7 +3,8 @@ import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Sqlite from "better-sqlite3";
-import { providerOf, sqliteFilePath, type DatabaseProvider } from "../database.ts";
+import { providerOf, sqliteFilePath, type Database, type DatabaseProvider } from "../database.ts";
+import { Prisma } from "../sql/sql-template.ts";
 
 /*
  * Applies the SQL files under prisma/migrations/<provider>/ in name order, one transaction per file, recording
@@ -38,6 +39,19 @@ export function listMigrations(provider: DatabaseProvider): Migration[] {
       const sql = readFileSync(join(folder, name, "migration.sql"), "utf8");
       return { name, sql, checksum: createHash("sha256").update(sql).digest("hex") };
     });
+}
+
+/**
+ * The names of `migrations` (this build's, by default) that `database` has not applied yet, in order
+ * (readiness). Throws when the database does not answer.
+ */
+export async function findPendingMigrations(
+  database: Database,
+  migrations: readonly Migration[] = listMigrations(database.provider),
+): Promise<string[]> {
+  const rows = await database.sql.all<{ name: string }>(Prisma.sql`SELECT "name" FROM "_reftrail_migrations"`);
+  const applied = new Set(rows.map((row) => row.name));
+  return migrations.map((migration) => migration.name).filter((name) => !applied.has(name));
 }
 
 const CREATE_LEDGER = `CREATE TABLE IF NOT EXISTS "_reftrail_migrations" (

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
-import type { CommitSignalListener, CommitSignals } from "../../domain/live/live-feed.ts";
+import type { CommitSignalListener, CommitSignals } from "../../domain/live/live-feed-ports.ts";
 import type { Database } from "../database.ts";
 
 /*

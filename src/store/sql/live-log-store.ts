@@ -4,7 +4,7 @@ import type {
   ReplayQuery,
   SettledRead,
   SettledReadQuery,
-} from "../../domain/live/live-feed.ts";
+} from "../../domain/live/live-feed-ports.ts";
 import { laterOf, type LogPosition } from "../../domain/live/log-position.ts";
 import type { Database } from "../database.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";

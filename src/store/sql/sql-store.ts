@@ -27,8 +27,8 @@ import { isTransactionConflict, retryDelayMs, UNIT_ATTEMPTS } from "./unit-retry
  * the unit's transaction. Every list method takes `limit + 1`-style limits from the caller and orders by an
  * indexed keyset; relation lookups take many ids at once so that DataLoaders can batch.
  *
- * Prisma's model API (`this.client` of a repository) serves only administration that never runs inside a unit
- * of work and is not on a hot path (organizations counted and listed, API keys listed and revoked, tags listed).
+ * Every repository statement, administration included (organizations counted and listed, API keys listed and
+ * revoked), runs as SQL on the executor; Prisma's model API is not used here (it serves the tests).
  *
  * The lock order (PostgreSQL; SQLite runs one write transaction at a time). Every unit takes its row locks in
  * this order, so that no two units wait for each other in a cycle (docs/decisions.md, "One lock order"):

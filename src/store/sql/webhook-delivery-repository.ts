@@ -1,4 +1,4 @@
-import type { WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type { WebhookAttempt, WebhookDelivery, WebhookDeliveryView } from "../../domain/webhooks/webhook-models.ts";
 import type { DeliveryListQuery } from "../../domain/webhooks/webhook-repository.ts";
 import type { DatabaseProvider } from "../database.ts";
 import type { SqlExecutor } from "./executor.ts";
@@ -7,10 +7,13 @@ import { chunksOf } from "./rows.ts";
 import {
   ATTEMPT_COLUMNS,
   DELIVERY_COLUMNS,
+  DELIVERY_VIEW_COLUMNS,
   toAttemptFromColumns,
   toDeliveryFromColumns,
+  toDeliveryViewFromColumns,
   type AttemptColumns,
   type DeliveryColumns,
+  type DeliveryViewColumns,
 } from "./webhook-delivery-rows.ts";
 import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
@@ -47,30 +50,31 @@ export class SqlWebhookDeliveryRepository {
     }
   }
 
-  async findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
-    const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
-      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries" WHERE "id" = ${id} AND "organization_id" = ${organizationId}`);
-    return row ? toDeliveryFromColumns(row) : null;
+  async findDelivery(organizationId: string, id: string): Promise<WebhookDeliveryView | null> {
+    const [row] = await this.sql.all<DeliveryViewColumns>(Prisma.sql`
+      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+      WHERE d."id" = ${id} AND d."organization_id" = ${organizationId}`);
+    return row ? toDeliveryViewFromColumns(row) : null;
   }
 
-  async findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]> {
+  async findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDeliveryView[]> {
     if (ids.length === 0) return [];
     const rows = await findInChunks(ids, (chunk) =>
-      this.sql.all<DeliveryColumns>(Prisma.sql`
-        SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
-        WHERE "organization_id" = ${organizationId} AND ${isOneOf(this.provider, Prisma.sql`"id"`, chunk)}`),
+      this.sql.all<DeliveryViewColumns>(Prisma.sql`
+        SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+        WHERE d."organization_id" = ${organizationId} AND ${isOneOf(this.provider, Prisma.sql`d."id"`, chunk)}`),
     );
-    return rows.map(toDeliveryFromColumns);
+    return rows.map(toDeliveryViewFromColumns);
   }
 
-  async listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
-    const status = query.status ? Prisma.sql`AND "status" = ${query.status}` : Prisma.empty;
-    const before = query.beforeId ? Prisma.sql`AND "id" < ${query.beforeId}` : Prisma.empty;
-    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
-      SELECT ${DELIVERY_COLUMNS} FROM "webhook_deliveries"
-      WHERE "endpoint_id" = ${query.endpointId} ${status} ${before}
-      ORDER BY "id" DESC LIMIT ${query.limit}`);
-    return rows.map(toDeliveryFromColumns);
+  async listDeliveries(query: DeliveryListQuery): Promise<WebhookDeliveryView[]> {
+    const status = query.status ? Prisma.sql`AND d."status" = ${query.status}` : Prisma.empty;
+    const before = query.beforeId ? Prisma.sql`AND d."id" < ${query.beforeId}` : Prisma.empty;
+    const rows = await this.sql.all<DeliveryViewColumns>(Prisma.sql`
+      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+      WHERE d."endpoint_id" = ${query.endpointId} ${status} ${before}
+      ORDER BY d."id" DESC LIMIT ${query.limit}`);
+    return rows.map(toDeliveryViewFromColumns);
   }
 
   async findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {

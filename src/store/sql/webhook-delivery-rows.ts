@@ -1,6 +1,12 @@
-import type { DeliveryStatus, WebhookAttempt, WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type {
+  DeliveryStatus,
+  WebhookAttempt,
+  WebhookDelivery,
+  WebhookDeliveryView,
+} from "../../domain/webhooks/webhook-models.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
@@ -47,6 +53,21 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
     orderingKey: row.ordering_key,
     eventOccurredAt: toNullableDate(row.event_occurred_at),
   };
+}
+
+/**
+ * Every column of the delivery `d`, and "held_back": pending behind an earlier pending delivery of its reference
+ * (the claim's own predicate, webhook-ordering-queries.ts, so the API says what the worker does).
+ */
+export const DELIVERY_VIEW_COLUMNS = Prisma.sql`${DELIVERY_COLUMNS},
+  CASE WHEN d."status" = 'pending' AND NOT ${pendingPredecessorIsAbsent("d")} THEN 1 ELSE 0 END AS "held_back"`;
+
+export interface DeliveryViewColumns extends DeliveryColumns {
+  readonly held_back: number | bigint;
+}
+
+export function toDeliveryViewFromColumns(row: DeliveryViewColumns): WebhookDeliveryView {
+  return { ...toDeliveryFromColumns(row), heldBack: Number(row.held_back) === 1 };
 }
 
 /** Every column of the attempt `a`, as `AttemptColumns` reads them. */

@@ -2,6 +2,7 @@ import type {
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
+  WebhookDeliveryView,
   WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
 import type {
@@ -91,16 +92,16 @@ export class SqlWebhookRepository implements WebhookRepository {
     if (deliveries.length > 0) this.onDeliveriesQueued?.(deliveries.length);
     return this.deliveries.insertDeliveries(deliveries);
   }
-  findDelivery(organizationId: string, id: string): Promise<WebhookDelivery | null> {
+  findDelivery(organizationId: string, id: string): Promise<WebhookDeliveryView | null> {
     return this.deliveries.findDelivery(organizationId, id);
   }
-  findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDelivery[]> {
+  findDeliveriesByIds(organizationId: string, ids: readonly string[]): Promise<WebhookDeliveryView[]> {
     return this.deliveries.findDeliveriesByIds(organizationId, ids);
   }
   findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {
     return this.deliveries.findAttemptsByIds(organizationId, ids);
   }
-  listDeliveries(query: DeliveryListQuery): Promise<WebhookDelivery[]> {
+  listDeliveries(query: DeliveryListQuery): Promise<WebhookDeliveryView[]> {
     return this.deliveries.listDeliveries(query);
   }
   findAttemptsByDeliveryIds(deliveryIds: readonly string[]): Promise<Map<string, WebhookAttempt[]>> {
