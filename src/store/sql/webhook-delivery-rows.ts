@@ -6,7 +6,6 @@ import type {
 } from "../../domain/webhooks/webhook-models.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import { Prisma } from "./sql-template.ts";
-import { pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
 
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
@@ -56,11 +55,12 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
 }
 
 /**
- * Every column of the delivery `d`, and "held_back": pending behind an earlier pending delivery of its reference
- * (the claim's own predicate, webhook-ordering-queries.ts, so the API says what the worker does).
+ * Every column of the delivery `d`, and "held_back": pending behind an earlier pending delivery of its reference.
+ * It reads the "held" flag the claim itself obeys (kept by the triggers of migration 0014), so the API says what
+ * the worker does.
  */
 export const DELIVERY_VIEW_COLUMNS = Prisma.sql`${DELIVERY_COLUMNS},
-  CASE WHEN d."status" = 'pending' AND NOT ${pendingPredecessorIsAbsent("d")} THEN 1 ELSE 0 END AS "held_back"`;
+  CASE WHEN d."status" = 'pending' AND d."held" THEN 1 ELSE 0 END AS "held_back"`;
 
 export interface DeliveryViewColumns extends DeliveryColumns {
   readonly held_back: number | bigint;

@@ -13,7 +13,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { orderingKeyWhenSentAgain, pendingPredecessorIsAbsent } from "./webhook-ordering-queries.ts";
+import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -203,7 +203,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
 
   async heldBack(endpointId: string): Promise<HeldBackSummary> {
     const waiting = Prisma.sql`w."endpoint_id" = ${endpointId} AND w."status" = 'pending'
-      AND w."ordering_key" IS NOT NULL AND NOT ${pendingPredecessorIsAbsent("w")}`;
+      AND w."ordering_key" IS NOT NULL AND w."held"`;
     const [counts] = await this.sql.all<{ deliveries: number | bigint; refs: number | bigint }>(Prisma.sql`
       SELECT COUNT(*) AS "deliveries", COUNT(DISTINCT w."ordering_key") AS "refs"
       FROM "webhook_deliveries" w WHERE ${waiting}`);
