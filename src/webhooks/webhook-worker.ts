@@ -100,6 +100,10 @@ export class WebhookWorker {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private wakeTimer: NodeJS.Timeout | null = null;
+  /** The start check of a round of deliveries (their slots taken), while it runs: one at a time. */
+  private checking: Promise<void> | null = null;
+  /** Slots freed while a start check ran: another round is looked for when it ends. */
+  private startAgain = false;
   private readonly outcomes: OutcomeRecorder;
 
   constructor(
@@ -170,6 +174,7 @@ export class WebhookWorker {
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.outcomes.stop();
     await this.pumping;
+    await this.checking;
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
@@ -229,9 +234,17 @@ export class WebhookWorker {
     }
   }
 
-  /** Starts waiting deliveries, one endpoint after the other, while slots are free. */
+  /**
+   * Starts waiting deliveries, one endpoint after the other, while slots are free: their slots are taken here,
+   * their requests begin once the start check has read their endpoints as they are now (`startRound`).
+   */
   private startWaiting(): void {
+    if (this.checking) {
+      this.startAgain = true;
+      return;
+    }
     const expired: ClaimedDelivery[] = [];
+    const round: ClaimedDelivery[] = [];
     let started = true;
     while (started && this.sending < this.options.concurrency && !this.stopped) {
       started = false;
@@ -245,10 +258,14 @@ export class WebhookWorker {
         if (queue.length > 0) this.waiting.set(endpointId, queue);
         const leaseLeft = (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime();
         if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next);
-        else this.dispatch(next);
+        else {
+          this.takeSlot(endpointId);
+          round.push(next);
+        }
         started = true;
       }
     }
+    if (round.length > 0) this.startRound(round);
     if (expired.length > 0)
       this.deliveries
         .release(expired)
@@ -258,20 +275,66 @@ export class WebhookWorker {
         .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
   }
 
-  private dispatch(claimed: ClaimedDelivery): void {
-    const { id, endpointId } = claimed.delivery;
+  /**
+   * Begins a round's requests once the start check has read their endpoints as they are now, in one look for the
+   * whole round (docs/decisions.md, "Endpoint changes stop the requests claimed ahead"): a delivery whose endpoint
+   * was disabled or deleted since its claim is abandoned, one whose endpoint changed goes out as it is now. When
+   * the check fails, the round's leases are handed back (sent again later, by this or another instance).
+   */
+  private startRound(round: readonly ClaimedDelivery[]): void {
+    let begun = false;
+    this.checking = this.deliveries
+      .startWithCurrentEndpoints(round, (current) => {
+        begun = true;
+        for (const claimed of current) this.dispatch(claimed);
+      })
+      .catch((error: unknown) => {
+        // Begun: only the check's end failed (its COMMIT), after the requests went out.
+        if (begun)
+          return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
+        this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
+        for (const claimed of round) this.giveSlotBack(claimed.delivery.endpointId);
+        this.deliveries
+          .release(round)
+          .then(() => {
+            this.drained = false;
+          })
+          .catch((releaseError: unknown) =>
+            this.log.error({ err: releaseError }, "webhook worker could not hand leases back"),
+          );
+      })
+      .finally(() => {
+        this.checking = null;
+        if (this.startAgain) {
+          this.startAgain = false;
+          this.startWaiting();
+        }
+        this.wakeSoon();
+      });
+  }
+
+  private takeSlot(endpointId: string): void {
     this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
     this.sending++;
+  }
+
+  private giveSlotBack(endpointId: string): void {
+    this.sending--;
+    const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
+    if (left > 0) this.perEndpoint.set(endpointId, left);
+    else this.perEndpoint.delete(endpointId);
+  }
+
+  /** Sends a delivery in the slot `startWaiting` took for it. */
+  private dispatch(claimed: ClaimedDelivery): void {
+    const { id, endpointId } = claimed.delivery;
     let endpointSlotHeld = true;
     // The endpoint's slot is given back as soon as its answer is in (the limit protects the endpoint), while
     // the outcome is still being recorded: the next requests to it overlap with that write.
     const releaseEndpointSlot = () => {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
-      this.sending--;
-      const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
-      if (left > 0) this.perEndpoint.set(endpointId, left);
-      else this.perEndpoint.delete(endpointId);
+      this.giveSlotBack(endpointId);
       this.startWaiting();
       this.wakeSoon();
     };
