@@ -70,6 +70,8 @@ interface InFlight {
  *   started round-robin over the endpoints, each within its endpoint's limit: a slow or dead endpoint holds a
  *   bounded number of slots and claims, and the others keep flowing. A delivery whose lease would no longer cover
  *   a whole request (timeout plus a margin) is handed back instead of sent.
+ * - Begins each round of requests inside one start check of their endpoints (`startRound`): once a change of an
+ *   endpoint has been answered, nothing claimed before it goes out as the endpoint was.
  * - Records outcomes in small batches, through the OutcomeRecorder (src/webhooks/outcome-recorder.ts): one
  *   outcome whose write fails never decides another's.
  * - Each claim leases under a token of its own (the instance's name and a claim id), so a late outcome of an
@@ -100,10 +102,12 @@ export class WebhookWorker {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private wakeTimer: NodeJS.Timeout | null = null;
-  /** The start check of a round of deliveries (their slots taken), while it runs: one at a time. */
-  private checking: Promise<void> | null = null;
-  /** Slots freed while a start check ran: another round is looked for when it ends. */
+  /** A round's start check has not begun its requests yet (one at a time: see `startRound`). */
+  private checking = false;
+  /** Slots freed meanwhile: another round is looked for once its requests have begun. */
   private startAgain = false;
+  /** Start checks not ended yet (shutdown waits for them). */
+  private readonly checks = new Set<Promise<void>>();
   private readonly outcomes: OutcomeRecorder;
 
   constructor(
@@ -174,7 +178,7 @@ export class WebhookWorker {
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.outcomes.stop();
     await this.pumping;
-    await this.checking;
+    await Promise.all(this.checks);
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
@@ -276,17 +280,25 @@ export class WebhookWorker {
   }
 
   /**
-   * Begins a round's requests once the start check has read their endpoints as they are now, in one look for the
-   * whole round (docs/decisions.md, "Endpoint changes stop the requests claimed ahead"): a delivery whose endpoint
-   * was disabled or deleted since its claim is abandoned, one whose endpoint changed goes out as it is now. When
-   * the check fails, the round's leases are handed back (sent again later, by this or another instance).
+   * Begins a round's requests once one start check has read their endpoints as they are now (docs/decisions.md,
+   * "Endpoint changes stop the requests claimed ahead"); a failed check hands the round's leases back. One check
+   * at a time begins requests, so that slots freed meanwhile go to the next round together; a check's end (on
+   * PostgreSQL, its COMMIT) overlaps with the next one.
    */
   private startRound(round: readonly ClaimedDelivery[]): void {
     let begun = false;
-    this.checking = this.deliveries
+    this.checking = true;
+    const checked = () => {
+      this.checking = false;
+      if (!this.startAgain) return;
+      this.startAgain = false;
+      queueMicrotask(() => this.startWaiting());
+    };
+    const check = this.deliveries
       .startWithCurrentEndpoints(round, (current) => {
         begun = true;
         for (const claimed of current) this.dispatch(claimed);
+        checked();
       })
       .catch((error: unknown) => {
         // Begun: only the check's end failed (its COMMIT), after the requests went out.
@@ -294,23 +306,19 @@ export class WebhookWorker {
           return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
         this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
         for (const claimed of round) this.giveSlotBack(claimed.delivery.endpointId);
+        checked();
         this.deliveries
           .release(round)
           .then(() => {
             this.drained = false;
+            this.wakeSoon();
           })
           .catch((releaseError: unknown) =>
             this.log.error({ err: releaseError }, "webhook worker could not hand leases back"),
           );
       })
-      .finally(() => {
-        this.checking = null;
-        if (this.startAgain) {
-          this.startAgain = false;
-          this.startWaiting();
-        }
-        this.wakeSoon();
-      });
+      .finally(() => this.checks.delete(check));
+    this.checks.add(check);
   }
 
   private takeSlot(endpointId: string): void {
