@@ -38,6 +38,7 @@ export function buildServices(
   secretCipher = new SecretCipher(() => loadWebhookSecretKey(config)),
 ): Services {
   const store = new SqlStore(database, secretCipher);
+  store.keepEndpointChangesFor(config.webhookLeaseMs);
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));

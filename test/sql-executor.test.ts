@@ -54,6 +54,7 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
       ordering: "none",
       createdAt: at,
       updatedAt: at,
+      version: 0,
     };
   };
 

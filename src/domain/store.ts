@@ -3,6 +3,7 @@ import type { LifecycleRepository } from "./lifecycle/lifecycle-repository.ts";
 import type { OrganizationRepository } from "./organizations/organization-repository.ts";
 import type { ReferenceRepository } from "./references/reference-repository.ts";
 import type { TagRepository } from "./tags/tag-repository.ts";
+import type { EndpointStartGate } from "./webhooks/endpoint-start-gate.ts";
 import type { WebhookAttemptLog } from "./webhooks/webhook-attempt-log.ts";
 import type { WebhookRecoveryRepository } from "./webhooks/webhook-recovery-repository.ts";
 import type { WebhookRepository } from "./webhooks/webhook-repository.ts";
@@ -61,4 +62,6 @@ export interface Store {
   readonly webhookRecovery: WebhookRecoveryRepository;
   /** Attempts opened before their request is sent, completed with its outcome. */
   readonly webhookAttemptLog: WebhookAttemptLog;
+  /** Where the worker's requests start, ordered with the changes of their endpoints. */
+  readonly webhookStarts: EndpointStartGate;
 }

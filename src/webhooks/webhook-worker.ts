@@ -70,6 +70,8 @@ interface InFlight {
  *   started round-robin over the endpoints, each within its endpoint's limit: a slow or dead endpoint holds a
  *   bounded number of slots and claims, and the others keep flowing. A delivery whose lease would no longer cover
  *   a whole request (timeout plus a margin) is handed back instead of sent.
+ * - Begins each round of requests inside one start check of their endpoints (`startRound`): once a change of an
+ *   endpoint has been answered, nothing claimed before it goes out as the endpoint was.
  * - Records outcomes in small batches, through the OutcomeRecorder (src/webhooks/outcome-recorder.ts): one
  *   outcome whose write fails never decides another's.
  * - Each claim leases under a token of its own (the instance's name and a claim id), so a late outcome of an
@@ -100,6 +102,12 @@ export class WebhookWorker {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private wakeTimer: NodeJS.Timeout | null = null;
+  /** A round's start check has not begun its requests yet (one at a time: see `startRound`). */
+  private checking = false;
+  /** Slots freed meanwhile: another round is looked for once its requests have begun. */
+  private startAgain = false;
+  /** Start checks not ended yet (shutdown waits for them). */
+  private readonly checks = new Set<Promise<void>>();
   private readonly outcomes: OutcomeRecorder;
 
   constructor(
@@ -170,6 +178,7 @@ export class WebhookWorker {
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.outcomes.stop();
     await this.pumping;
+    await Promise.all(this.checks);
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
@@ -229,9 +238,17 @@ export class WebhookWorker {
     }
   }
 
-  /** Starts waiting deliveries, one endpoint after the other, while slots are free. */
+  /**
+   * Starts waiting deliveries, one endpoint after the other, while slots are free: their slots are taken here,
+   * their requests begin once the start check has read their endpoints as they are now (`startRound`).
+   */
   private startWaiting(): void {
+    if (this.checking) {
+      this.startAgain = true;
+      return;
+    }
     const expired: ClaimedDelivery[] = [];
+    const round: ClaimedDelivery[] = [];
     let started = true;
     while (started && this.sending < this.options.concurrency && !this.stopped) {
       started = false;
@@ -245,10 +262,14 @@ export class WebhookWorker {
         if (queue.length > 0) this.waiting.set(endpointId, queue);
         const leaseLeft = (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime();
         if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next);
-        else this.dispatch(next);
+        else {
+          this.takeSlot(endpointId);
+          round.push(next);
+        }
         started = true;
       }
     }
+    if (round.length > 0) this.startRound(round);
     if (expired.length > 0)
       this.deliveries
         .release(expired)
@@ -258,20 +279,70 @@ export class WebhookWorker {
         .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
   }
 
-  private dispatch(claimed: ClaimedDelivery): void {
-    const { id, endpointId } = claimed.delivery;
+  /**
+   * Begins a round's requests once one start check has read their endpoints as they are now (docs/decisions.md,
+   * "Endpoint changes stop the requests claimed ahead"); a failed check hands the round's leases back. One check
+   * at a time begins requests, so that slots freed meanwhile go to the next round together; a check's end (on
+   * PostgreSQL, its COMMIT) overlaps with the next one.
+   */
+  private startRound(round: readonly ClaimedDelivery[]): void {
+    let begun = false;
+    this.checking = true;
+    const checked = () => {
+      this.checking = false;
+      if (!this.startAgain) return;
+      this.startAgain = false;
+      queueMicrotask(() => this.startWaiting());
+    };
+    const check = this.deliveries
+      .startWithCurrentEndpoints(round, (current) => {
+        begun = true;
+        for (const claimed of current) this.dispatch(claimed);
+        checked();
+      })
+      .catch((error: unknown) => {
+        // Begun: only the check's end failed (its COMMIT), after the requests went out.
+        if (begun)
+          return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
+        this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
+        for (const claimed of round) this.giveSlotBack(claimed.delivery.endpointId);
+        checked();
+        this.deliveries
+          .release(round)
+          .then(() => {
+            this.drained = false;
+            this.wakeSoon();
+          })
+          .catch((releaseError: unknown) =>
+            this.log.error({ err: releaseError }, "webhook worker could not hand leases back"),
+          );
+      })
+      .finally(() => this.checks.delete(check));
+    this.checks.add(check);
+  }
+
+  private takeSlot(endpointId: string): void {
     this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
     this.sending++;
+  }
+
+  private giveSlotBack(endpointId: string): void {
+    this.sending--;
+    const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
+    if (left > 0) this.perEndpoint.set(endpointId, left);
+    else this.perEndpoint.delete(endpointId);
+  }
+
+  /** Sends a delivery in the slot `startWaiting` took for it. */
+  private dispatch(claimed: ClaimedDelivery): void {
+    const { id, endpointId } = claimed.delivery;
     let endpointSlotHeld = true;
     // The endpoint's slot is given back as soon as its answer is in (the limit protects the endpoint), while
     // the outcome is still being recorded: the next requests to it overlap with that write.
     const releaseEndpointSlot = () => {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
-      this.sending--;
-      const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
-      if (left > 0) this.perEndpoint.set(endpointId, left);
-      else this.perEndpoint.delete(endpointId);
+      this.giveSlotBack(endpointId);
       this.startWaiting();
       this.wakeSoon();
     };

@@ -182,9 +182,40 @@ export class WebhookDeliveryService {
     ];
   }
 
-  /** False when the endpoint was deleted or disabled after the delivery was queued: then call `abandon`. */
+  /**
+   * False when the endpoint was deleted or disabled after the delivery was queued (as `startWithCurrentEndpoints`
+   * saw it): then call `abandon`.
+   */
   isSendable(claimed: ClaimedDelivery): claimed is ClaimedDelivery & { endpoint: WebhookEndpoint } {
     return claimed.endpoint !== null && claimed.endpoint.enabled;
+  }
+
+  /**
+   * Begins the requests of claimed deliveries with their endpoints as they are now: calls `start` once, with the
+   * deliveries whose endpoint changed since the claim paired with its current row (null when it was deleted), so
+   * that `isSendable` and the request follow the change. `start` must begin the requests before it returns.
+   * Guarantee (EndpointStartGate): once a change of an endpoint (an update, a disable, a deletion, a rotation) has
+   * been acknowledged, no request begun by a later `start` follows its old state; a change committing meanwhile
+   * waits for `start` to return. @throws when the check cannot be made: `start` was not called then.
+   */
+  async startWithCurrentEndpoints(
+    claimed: readonly ClaimedDelivery[],
+    start: (current: readonly ClaimedDelivery[]) => void,
+  ): Promise<void> {
+    // Deliveries whose endpoint was gone or disabled at the claim are abandoned whatever happened since.
+    const endpoints = new Map<string, WebhookEndpoint>();
+    for (const { endpoint } of claimed) if (endpoint?.enabled) endpoints.set(endpoint.id, endpoint);
+    await this.store.webhookStarts.startWithCurrent([...endpoints.values()], (changed) =>
+      start(
+        changed.size === 0
+          ? claimed
+          : claimed.map((item) =>
+              item.endpoint && changed.has(item.endpoint.id)
+                ? { ...item, endpoint: changed.get(item.endpoint.id) ?? null }
+                : item,
+            ),
+      ),
+    );
   }
 
   async abandon(claimed: ClaimedDelivery): Promise<void> {

@@ -53,6 +53,11 @@ export interface WebhookEndpoint {
   readonly ordering: WebhookOrdering;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+  /**
+   * Raised by every change of the row that decides where and how its requests go (any update, a rotation, a
+   * disable by the worker): the worker compares it, just before a request starts, with the one its claim read.
+   */
+  readonly version: number;
 }
 
 export const WEBHOOK_ORDERINGS = ["none", "reference"] as const;

@@ -81,6 +81,7 @@ export class WebhookService {
       ordering: changes.ordering ?? "none",
       createdAt: now,
       updatedAt: now,
+      version: 0,
     };
     await this.store.transaction(async (store) => {
       if ((await store.webhooks.countEndpoints(organizationId)) >= MAX_ENDPOINTS_PER_ORGANIZATION) {
@@ -140,6 +141,7 @@ export class WebhookService {
         ...((enabling || changes.enabled === false) && { disabledReason: null }),
         ...(enabling && { failingSince: null }),
         updatedAt: this.clock.now(),
+        version: current.version + 1,
       };
       await store.webhooks.updateEndpoint(updated);
       if (changes.tagIds !== undefined) await this.writeTagFilter(store, updated, changes.tagIds ?? []);
@@ -182,6 +184,7 @@ export class WebhookService {
         ],
         previousSecretExpiresAt: expiresAt,
         updatedAt: now,
+        version: current.version + 1,
       };
       await store.webhooks.updateEndpoint(endpoint);
       return { endpoint, secret };

@@ -399,7 +399,10 @@ export type Mutation = {
   deactivateReference: DeactivateReferencePayload;
   /** Deletes a tag and removes it from every reference. */
   deleteTag: DeleteTagPayload;
-  /** Deletes a webhook endpoint with its deliveries. */
+  /**
+   * Deletes a webhook endpoint with its deliveries. Once this has answered, no request to it begins, on any instance
+   * (requests that began before the answer may still arrive after it).
+   */
   deleteWebhookEndpoint: DeleteWebhookEndpointPayload;
   /**
    * Bulk ingestion (tracking side): 1 to 500 reports about many references of the organization, in one
@@ -470,7 +473,8 @@ export type Mutation = {
   sendTestWebhook: SendTestWebhookPayload;
   /**
    * Changes the fields given. Disabling fails the deliveries waiting for the endpoint; enabling clears why it was
-   * disabled.
+   * disabled. Once this has answered, no request begins toward the endpoint's old state, on any instance: none after
+   * a disable, none to the old url (requests that began before the answer may still arrive after it).
    */
   updateWebhookEndpoint: UpdateWebhookEndpointPayload;
 };

@@ -204,6 +204,10 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         operationId: "updateWebhookEndpoint",
         summary: "Change a webhook endpoint's url, event types, tag filter, description, enabled flag or ordering",
+        description:
+          "Once this has answered, no request begins toward the endpoint's old state, on any instance: none after a " +
+          "disable, none to the old url. Deliveries already claimed are given up (disable) or sent as the endpoint " +
+          "now is; requests that began before the answer may still arrive after it.",
         params: webhookIdParam,
         body: { type: "object", properties: endpointProperties, additionalProperties: false },
         response: { 200: success("The changed endpoint", "WebhookEndpoint"), ...problems(...BODY_PROBLEMS, 404) },
@@ -226,6 +230,9 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         tags,
         operationId: "deleteWebhookEndpoint",
         summary: "Delete a webhook endpoint with its deliveries",
+        description:
+          "Once this has answered, no request to the endpoint begins, on any instance; requests that began before " +
+          "the answer may still arrive after it.",
         params: webhookIdParam,
         response: { 204: noContent("Deleted"), ...problems(404) },
       },

@@ -18,6 +18,14 @@ import type { WebhookRecoveryRepository } from "../../domain/webhooks/webhook-re
 import { SqlWebhookAttemptLog } from "./webhook-attempt-log.ts";
 import { SqlWebhookRecoveryRepository } from "./webhook-recovery-repository.ts";
 import { ContendedUnitError } from "../database-availability.ts";
+import type { EndpointStartGate } from "../../domain/webhooks/endpoint-start-gate.ts";
+import {
+  CommittedEndpointChanges,
+  InProcessEndpointStartGate,
+  LockingEndpointStartGate,
+  type EndpointChange,
+} from "./endpoint-start-gate.ts";
+import { SqlWebhookEndpointRepository } from "./webhook-endpoint-repository.ts";
 import { isTransactionConflict, retryDelayMs, UNIT_ATTEMPTS } from "./unit-retry.ts";
 
 /*
@@ -51,6 +59,8 @@ import { isTransactionConflict, retryDelayMs, UNIT_ATTEMPTS } from "./unit-retry
 interface UnitOfWork {
   readonly events: LifecycleEvent[];
   deliveriesQueued: number;
+  /** The webhook endpoints it changed or deleted (SQLite: recorded at its commit, see endpoint-start-gate.ts). */
+  readonly endpointChanges: EndpointChange[];
 }
 
 export class SqlStore implements Store {
@@ -63,7 +73,17 @@ export class SqlStore implements Store {
     private readonly unit: UnitOfWork | null = null,
     private readonly committedListeners = new Set<EventsCommittedListener>(),
     private readonly contendedListeners = new Set<(outcome: ContendedUnitOutcome) => void>(),
+    /** SQLite: the endpoint changes committed in this process, which the worker's start check reads. */
+    private readonly endpointChanges = new CommittedEndpointChanges(),
   ) {}
+
+  /**
+   * SQLite: how long a committed endpoint change is remembered for the worker's start check; at least the
+   * webhook lease (a claim is started within its lease or not at all).
+   */
+  keepEndpointChangesFor(ms: number): void {
+    this.endpointChanges.keptMs = Math.max(this.endpointChanges.keptMs, ms);
+  }
 
   get organizations(): OrganizationRepository {
     this.organizationRepository ??= new SqlOrganizationRepository(this.database, this.sql, this.unit !== null);
@@ -91,13 +111,33 @@ export class SqlStore implements Store {
 
   get webhooks(): WebhookRepository {
     const unit = this.unit;
+    // SQLite: changes recorded once committed (at once outside a unit); PostgreSQL's start check reads the rows.
+    const recordChanges =
+      this.database.provider !== "sqlite"
+        ? undefined
+        : unit
+          ? (changes: readonly EndpointChange[]) => unit.endpointChanges.push(...changes)
+          : (changes: readonly EndpointChange[]) => this.endpointChanges.committed(changes);
     this.webhookStore ??= new SqlWebhookRepository(
       this.database.provider,
       this.sql,
       this.secretCipher,
       unit ? (count) => (unit.deliveriesQueued += count) : undefined,
+      recordChanges,
     );
     return this.webhookStore;
+  }
+
+  get webhookStarts(): EndpointStartGate {
+    this.startGate ??=
+      this.database.provider === "sqlite"
+        ? new InProcessEndpointStartGate(this.endpointChanges, (ids) =>
+            new SqlWebhookEndpointRepository("sqlite", this.database.sql, this.secretCipher).findEndpointsByIds(ids),
+          )
+        : new LockingEndpointStartGate(this.database.sql, (sql, ids) =>
+            new SqlWebhookEndpointRepository("postgres", sql, this.secretCipher).findEndpointsByIds(ids),
+          );
+    return this.startGate;
   }
 
   get webhookRecovery(): WebhookRecoveryRepository {
@@ -117,6 +157,7 @@ export class SqlStore implements Store {
   private webhookStore: WebhookRepository | undefined;
   private webhookRecoveryRepository: WebhookRecoveryRepository | undefined;
   private attemptLog: WebhookAttemptLog | undefined;
+  private startGate: EndpointStartGate | undefined;
 
   /**
    * Runs `work` in a transaction; a unit inside a unit is part of it. A unit the database aborted to let another
@@ -130,13 +171,23 @@ export class SqlStore implements Store {
   async transaction<T>(work: (store: Store) => Promise<T>): Promise<T> {
     if (this.unit) return work(this);
     for (let attempt = 1; ; attempt++) {
-      const unit: UnitOfWork = { events: [], deliveriesQueued: 0 };
+      const unit: UnitOfWork = { events: [], deliveriesQueued: 0, endpointChanges: [] };
       try {
         const result = await this.database.sql.transaction((sql) =>
           work(
-            new SqlStore(this.database, this.secretCipher, sql, unit, this.committedListeners, this.contendedListeners),
+            new SqlStore(
+              this.database,
+              this.secretCipher,
+              sql,
+              unit,
+              this.committedListeners,
+              this.contendedListeners,
+              this.endpointChanges,
+            ),
           ),
         );
+        // Before the caller is answered: from here on, the worker's start check sees these changes.
+        if (unit.endpointChanges.length > 0) this.endpointChanges.committed(unit.endpointChanges);
         this.publishCommitted(unit.events, { queuedDeliveries: unit.deliveriesQueued > 0 });
         return result;
       } catch (error) {

@@ -11,6 +11,7 @@ import {
   toStoredEndpointColumns,
   type EndpointColumns,
 } from "./webhook-endpoint-rows.ts";
+import type { EndpointChange } from "./endpoint-start-gate.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -27,6 +28,8 @@ export class SqlWebhookEndpointRepository {
     private readonly sql: SqlExecutor,
     /** Encrypts signing secrets on the way in, decrypts them on the way out: the domain sees plain secrets. */
     private readonly secrets: SecretCipher,
+    /** Told each endpoint a statement changed (its new version) or deleted: see endpoint-start-gate.ts. */
+    private readonly onEndpointsChanged: (changes: readonly EndpointChange[]) => void = () => {},
   ) {}
 
   /**
@@ -67,17 +70,20 @@ export class SqlWebhookEndpointRepository {
         ${stored.tagFiltered}, ${endpoint.ordering}, ${endpoint.createdAt}, ${endpoint.updatedAt})`);
   }
 
+  /** Writes the endpoint's fields and raises its version (whatever `endpoint.version` says). */
   async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
     const stored = toStoredEndpointColumns(endpoint, this.provider, this.secrets);
-    await this.sql.run(Prisma.sql`
+    const rows = await this.sql.all<{ id: string; version: number | bigint }>(Prisma.sql`
       UPDATE "webhook_endpoints" SET "url" = ${endpoint.url}, "event_types" = ${stored.eventTypes},
         "description" = ${endpoint.description}, "enabled" = ${endpoint.enabled},
         "disabled_reason" = ${endpoint.disabledReason}, "secret" = ${stored.secret},
         "previous_secret" = ${stored.previousSecrets},
         "previous_secret_expires_at" = ${endpoint.previousSecretExpiresAt},
         "failing_since" = ${endpoint.failingSince}, "tag_filtered" = ${stored.tagFiltered},
-        "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}
-      WHERE "id" = ${endpoint.id} AND "organization_id" = ${endpoint.organizationId}`);
+        "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}, "version" = "version" + 1
+      WHERE "id" = ${endpoint.id} AND "organization_id" = ${endpoint.organizationId}
+      RETURNING "id", "version"`);
+    this.onEndpointsChanged(rows.map((row) => ({ id: row.id, version: Number(row.version) })));
   }
 
   async deleteEndpoint(organizationId: string, id: string): Promise<boolean> {
@@ -87,6 +93,7 @@ export class SqlWebhookEndpointRepository {
     // Attempts go with their deliveries (ON DELETE CASCADE); deliveries have no foreign key to the endpoint.
     await this.sql.run(Prisma.sql`DELETE FROM "webhook_deliveries" WHERE "endpoint_id" = ${id}`);
     await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoints" WHERE "id" = ${id}`);
+    this.onEndpointsChanged([{ id, version: null }]);
     return true;
   }
 
@@ -238,10 +245,12 @@ export class SqlWebhookEndpointRepository {
   ): Promise<string[]> {
     if (ids.length === 0) return [];
     const streak = failingSinceAtOrBefore ? Prisma.sql`AND "failing_since" <= ${failingSinceAtOrBefore}` : Prisma.empty;
-    const rows = await this.sql.all<{ id: string }>(Prisma.sql`
-      UPDATE "webhook_endpoints" SET "enabled" = ${false}, "disabled_reason" = ${reason}, "updated_at" = ${at}
+    const rows = await this.sql.all<{ id: string; version: number | bigint }>(Prisma.sql`
+      UPDATE "webhook_endpoints" SET "enabled" = ${false}, "disabled_reason" = ${reason}, "updated_at" = ${at},
+        "version" = "version" + 1
       WHERE "id" IN (${Prisma.join([...ids])}) AND "enabled" = ${true} ${streak}
-      RETURNING "id"`);
+      RETURNING "id", "version"`);
+    this.onEndpointsChanged(rows.map((row) => ({ id: row.id, version: Number(row.version) })));
     return rows.map((row) => row.id);
   }
 }

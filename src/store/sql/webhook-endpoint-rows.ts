@@ -27,12 +27,13 @@ export interface EndpointColumns {
   readonly ordering: string;
   readonly created_at: unknown;
   readonly updated_at: unknown;
+  readonly version: number | bigint;
 }
 
 /** Every column of the endpoint `e`, as `EndpointColumns` reads them. */
 export const ENDPOINT_COLUMNS = Prisma.sql`e."id", e."organization_id", e."url", e."event_types", e."description",
   e."enabled", e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
-  e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at"`;
+  e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", e."version"`;
 
 /** The stored list of secrets rotated out, inside its encrypted envelope. */
 interface StoredPreviousSecret {
@@ -91,6 +92,7 @@ export function toEndpointFromColumns(
     ordering: row.ordering as WebhookOrdering,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
+    version: Number(row.version),
   };
 }
 

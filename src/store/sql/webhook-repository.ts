@@ -16,6 +16,7 @@ import type {
 import type { DatabaseProvider } from "../database.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
 import type { SqlExecutor } from "./executor.ts";
+import type { EndpointChange } from "./endpoint-start-gate.ts";
 import { SqlWebhookClaimRepository } from "./webhook-claim-repository.ts";
 import { SqlWebhookDeliveryRepository } from "./webhook-delivery-repository.ts";
 import { SqlWebhookEndpointRepository } from "./webhook-endpoint-repository.ts";
@@ -42,8 +43,10 @@ export class SqlWebhookRepository implements WebhookRepository {
     secrets: SecretCipher,
     /** Told how many deliveries each insert queues (the unit of work counts its outbox rows). */
     private readonly onDeliveriesQueued?: (count: number) => void,
+    /** Told which endpoints a statement changed or deleted (the unit of work tells them on at its commit). */
+    onEndpointsChanged?: (changes: readonly EndpointChange[]) => void,
   ) {
-    this.endpoints = new SqlWebhookEndpointRepository(provider, sql, secrets);
+    this.endpoints = new SqlWebhookEndpointRepository(provider, sql, secrets, onEndpointsChanged);
     this.deliveries = new SqlWebhookDeliveryRepository(provider, sql);
     this.claims = new SqlWebhookClaimRepository(provider, sql);
   }
