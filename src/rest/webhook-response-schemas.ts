@@ -106,6 +106,25 @@ export const WEBHOOK_RESPONSE_SCHEMAS = [
     }),
   },
   {
+    $id: "EventType",
+    ...record("One event type of the catalog", {
+      type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+      description: { type: "string", description: "What happened, and which facts the payload holds" },
+      schema: {
+        ...freeForm,
+        description:
+          "The JSON Schema (draft 2020-12) of the webhook body delivered for this type; its `payload` is the " +
+          "event's `detail`. The same schema is the OpenAPI document's `webhooks` entry for the type",
+      },
+    }),
+  },
+  {
+    $id: "EventTypeList",
+    ...record("Every lifecycle event type a webhook endpoint can receive", {
+      data: { type: "array", items: { $ref: "EventType#" } },
+    }),
+  },
+  {
     $id: "WebhookHeldBack",
     ...record("What an endpoint with ordering reference holds back", {
       ordering: { type: "string", enum: [...WEBHOOK_ORDERINGS] },
