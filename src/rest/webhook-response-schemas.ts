@@ -59,7 +59,12 @@ const webhookDeliveryProperties = {
       "reset this count",
   },
   next_attempt_at: { ...nullableDateTime, description: "When the next attempt is due; null once settled" },
-  body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
+  body: {
+    ...freeForm,
+    description:
+      "The exact JSON body sent on every attempt; for a lifecycle event, it validates against the schema " +
+      "GET /v1/event-types gives for its type",
+  },
   created_at: dateTime,
   updated_at: dateTime,
 };
