@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { EVENT_TYPE_DESCRIPTIONS } from "../domain/lifecycle/event-detail-schemas.ts";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import { dateTime, freeForm, nullableDateTime, nullableUuid, page, record, uuid } from "./response-schema-parts.ts";
 import { deactivateReasonSchema } from "./schemas.ts";
@@ -16,6 +17,15 @@ import { WEBHOOK_RESPONSE_SCHEMAS } from "./webhook-response-schemas.ts";
  *   so such a field fails the test instead of disappearing silently.
  * Free-form JSON (an event's `detail`, an update document, a webhook body) is `additionalProperties: true`.
  */
+
+/** The event catalog's words for each type (GET /v1/event-types has each `detail`'s JSON Schema). */
+function detailDescription(): string {
+  const byType = LIFECYCLE_EVENT_TYPES.map((type) => `${type}: ${EVENT_TYPE_DESCRIPTIONS[type].description}`);
+  return (
+    "Type-specific facts, snake_case keys; always reference_id and organization_id. Its JSON Schema for each " +
+    `type is the payload of that type in GET /v1/event-types. By type: ${byType.join(" ")}`
+  );
+}
 
 const tagProperties = {
   id: { ...uuid, description: "Tag id" },
@@ -101,16 +111,7 @@ export const RESPONSE_SCHEMAS = [
       reference_id: uuid,
       organization_id: uuid,
       type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
-      detail: {
-        ...freeForm,
-        description:
-          "Type-specific facts, snake_case keys; always reference_id and organization_id. By type: " +
-          "reference_created: identifier_type, identifier_value, carrier_scac, parent_reference_id; " +
-          "reference_deactivated: deactivate_reason, auto_unsubscribed; reference_reactivated: nothing more; " +
-          "reference_update_created: reference_update_id, update; extraction_succeeded: status; " +
-          "extraction_failed: status, error {code, message}, consecutive_failures; " +
-          "estimated_departure_changed / estimated_arrival_changed: previous, current (docs/contract.md)",
-      },
+      detail: { ...freeForm, description: detailDescription() },
     }),
   },
   { $id: "LifecycleEventPage", ...page("A page of the lifecycle log", "LifecycleEvent") },

@@ -17,6 +17,7 @@ import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { registerReadCache } from "../read-cache/rest-hooks.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
+import { openApiWebhooks } from "./openapi-webhooks.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
 
@@ -135,6 +136,8 @@ export async function registerRest(
         },
       },
       security: [{ apiKey: [] }, { bearer: [] }],
+      // What reftrail sends to webhook endpoints, one entry per event type (the event catalog).
+      webhooks: openApiWebhooks(),
     },
   });
 

@@ -65,7 +65,12 @@ const webhookDeliveryProperties = {
       "Pending, and held back behind an earlier delivery of its reference to this endpoint that is still pending " +
       "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails",
   },
-  body: { ...freeForm, description: "The exact JSON body sent on every attempt" },
+  body: {
+    ...freeForm,
+    description:
+      "The exact JSON body sent on every attempt; for a lifecycle event, it validates against the schema " +
+      "GET /v1/event-types gives for its type",
+  },
   created_at: dateTime,
   updated_at: dateTime,
 };
@@ -109,6 +114,25 @@ export const WEBHOOK_RESPONSE_SCHEMAS = [
     $id: "WebhookRecoveryCount",
     ...record("How many deliveries a recover or replay sends (or would send, with dry_run)", {
       count: { type: "integer", minimum: 0 },
+    }),
+  },
+  {
+    $id: "EventType",
+    ...record("One event type of the catalog", {
+      type: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },
+      description: { type: "string", description: "What happened, and which facts the payload holds" },
+      schema: {
+        ...freeForm,
+        description:
+          "The JSON Schema (draft 2020-12) of the webhook body delivered for this type; its `payload` is the " +
+          "event's `detail`. The same schema is the OpenAPI document's `webhooks` entry for the type",
+      },
+    }),
+  },
+  {
+    $id: "EventTypeList",
+    ...record("Every lifecycle event type a webhook endpoint can receive", {
+      data: { type: "array", items: { $ref: "EventType#" } },
     }),
   },
   {

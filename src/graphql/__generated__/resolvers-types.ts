@@ -352,7 +352,10 @@ export type LifecycleEventFilter = {
   types?: InputMaybe<Array<LifecycleEventType>>;
 };
 
-/** What a lifecycle event records. The type decides what `detail` holds (docs/contract.md lists each type's fields). */
+/**
+ * What a lifecycle event records. The type decides what `detail` holds (docs/contract.md lists each type's fields;
+ * `GET /v1/event-types` gives each type's JSON Schema, and each value's description here is the catalog's).
+ */
 export type LifecycleEventType =
   /** The estimated arrival changed. `detail`: `previous`, `current`. */
   | 'estimated_arrival_changed'

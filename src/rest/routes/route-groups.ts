@@ -1,4 +1,5 @@
 import type { RouteGroup } from "../rest-api.ts";
+import { registerEventTypeRoutes } from "./event-types.routes.ts";
 import { registerIngestionRoutes } from "./ingestion.routes.ts";
 import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
 import { registerReferenceTrackingRoutes } from "./reference-tracking.routes.ts";
@@ -16,4 +17,5 @@ export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerIngestionRoutes,
   registerWebhookRoutes,
   registerWebhookRecoveryRoutes,
+  registerEventTypeRoutes,
 ];
