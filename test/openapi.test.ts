@@ -314,6 +314,8 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since, dry_run: true }, expect: 200 });
     await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since: "2000-01-01T00:00:00Z" }, expect: 422 });
     await call("GET", `/v1/webhooks/${webhookId}/held-back`, { expect: 200 });
+    await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since }, expect: 202 });
+    await call("GET", `/v1/webhooks/${webhookId}/replay`, { expect: 200 });
     await call("DELETE", `/v1/webhooks/${webhookId}`, { expect: 204 });
     await call("GET", `/v1/webhooks/${webhookId}`, { expect: 404 });
 
