@@ -149,3 +149,72 @@ describe.each(DATABASE_KINDS)("a replay follows its endpoint on %s", (kind) => {
     expectStatus(await http(server, "GET", `/v1/webhooks/${endpoint.id}/replay`), 404);
   }, 90_000);
 });
+
+describe.each(DATABASE_KINDS)("a replay on an ordered endpoint on %s", (kind) => {
+  let server: TestServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    receiver = await WebhookReceiver.start();
+    // Several requests at once per endpoint: only the order of a reference keeps two of its requests apart.
+    const { WEBHOOK_CONCURRENCY_PER_ENDPOINT: _, ...env } = ENV;
+    server = await startTestServer(kind, { env });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await receiver?.close();
+  });
+
+  it("sends a replayed event of a reference only after the later request of it in flight, then in log order", async () => {
+    const path = `/${kind}/ordered`;
+    const endpoint = await createEndpoint(server, { url: receiver.url(path), ordering: "reference" });
+    const since = new Date().toISOString();
+    const reference = await createReference(server);
+    const outcome = (status: string) =>
+      http(server, "POST", `/v1/references/${reference.id}/extractions`, { body: { status } });
+    expectStatus(await outcome("succeeded"), 201);
+    expectStatus(await outcome("succeeded"), 201);
+    await receiver.waitForCount(path, 3, 20_000);
+    const until = new Date().toISOString();
+    // The next event's live delivery stays in flight until the test lets it go.
+    const letGo = holdFromThird(receiver, path, 3);
+    await eventually(async () => new Date().toISOString() > until, 1_000, "the clock past the window");
+    expectStatus(await outcome("succeeded"), 201);
+    await receiver.waitForCount(path, 4, 20_000);
+
+    const replayed = await http(server, "POST", `/v1/webhooks/${endpoint.id}/replay`, { body: { since, until } });
+    expect(replayed.body).toEqual({ count: 3 });
+    await eventually(async () => (await replayOf(endpoint.id)) === null, 20_000, "the replay to be scheduled");
+    const first = receiver.on(path)[0]!;
+    // Either the replayed first event was sent beside the request in flight (two of one reference at once), or
+    // it waits, due when that request's lease ends.
+    const waiting = await eventually(
+      async () => {
+        if (receiver.on(path).length > 4) return "sent beside it";
+        const deliveries = await listDeliveries(server, endpoint.id, "?limit=100");
+        const replayedFirst = deliveries.find((delivery) => delivery.event_id === first.json.id);
+        return Date.parse(replayedFirst.next_attempt_at ?? "") > Date.now() + 1_000 && "waits";
+      },
+      20_000,
+      "the replayed first event to be sent or to wait",
+    );
+    expect(waiting).toBe("waits");
+    expect(receiver.on(path)).toHaveLength(4);
+
+    letGo();
+    await receiver.waitForCount(path, 7, 20_000);
+    const after = receiver.on(path).slice(4);
+    expect(after.map((hook) => hook.json.id)).toEqual(
+      receiver
+        .on(path)
+        .slice(0, 3)
+        .map((hook) => hook.json.id),
+    );
+  }, 60_000);
+
+  async function replayOf(endpointId: string) {
+    const read = await http(server, "GET", `/v1/webhooks/${endpointId}/replay`);
+    expectStatus(read, 200);
+    return read.body.replay;
+  }
+});
