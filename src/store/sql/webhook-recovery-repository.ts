@@ -226,14 +226,13 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
 
   async countPending(deliveryIds: readonly string[]): Promise<number> {
     if (deliveryIds.length === 0) return 0;
-    const rows = await findInChunks(deliveryIds, (chunk) =>
-      // The status is counted, not filtered on: with "status" = 'pending' in the WHERE, SQLite read the due index's
-      // whole pending part (every endpoint's backlog) instead of looking the ids up, on every poll of a replay.
-      this.sql.all<{ n: number | bigint | null }>(Prisma.sql`
-        SELECT SUM(CASE WHEN "status" = 'pending' THEN 1 ELSE 0 END) AS "n" FROM "webhook_deliveries"
-        WHERE "id" IN (${Prisma.join(chunk)})`),
-    );
-    return rows.reduce((sum, row) => sum + Number(row.n), 0);
+    // The status is counted, not filtered on: with "status" = 'pending' in the WHERE, SQLite read the due index's
+    // whole pending part (every endpoint's backlog) instead of looking the ids up, on every poll of a replay. The
+    // ids are one bound list: as `IN ($1, …, $500)` each poll was planned anew on PostgreSQL (about 9 ms).
+    const [row] = await this.sql.all<{ n: number | bigint | null }>(Prisma.sql`
+      SELECT SUM(CASE WHEN "status" = 'pending' THEN 1 ELSE 0 END) AS "n" FROM "webhook_deliveries"
+      WHERE ${isOneOf(this.provider, Prisma.sql`"id"`, deliveryIds)}`);
+    return Number(row?.n ?? 0);
   }
 
   releaseOrder(endpointId: string): Promise<number> {
