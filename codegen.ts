@@ -52,6 +52,7 @@ const config: CodegenConfig = {
           WebhookDeliveryStatus: `${GRAPHQL_ENUMS}#WebhookDeliveryStatus`,
           WebhookTagFilterState: `${GRAPHQL_ENUMS}#WebhookTagFilterState`,
           WebhookOrdering: `${GRAPHQL_ENUMS}#WebhookOrdering`,
+          WebhookReplayRunState: `${GRAPHQL_ENUMS}#WebhookReplayRunState`,
         },
         scalars: {
           ID: "string",
@@ -98,6 +99,7 @@ const config: CodegenConfig = {
           WebhookDeliveryStatus: { PENDING: "pending", SUCCEEDED: "succeeded", FAILED: "failed" },
           WebhookTagFilterState: { NONE: "none", ACTIVE: "active", EMPTY: "empty" },
           WebhookOrdering: { NONE: "none", REFERENCE: "reference" },
+          WebhookReplayRunState: { RUNNING: "running", PAUSED: "paused" },
         },
       },
     },

@@ -316,6 +316,8 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     await call("GET", `/v1/webhooks/${webhookId}/held-back`, { expect: 200 });
     await call("GET", "/v1/event-types", { expect: 200 });
     await call("GET", "/v1/event-types", { apiKey: null, expect: 401 });
+    await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since }, expect: 202 });
+    await call("GET", `/v1/webhooks/${webhookId}/replay`, { expect: 200 });
     await call("DELETE", `/v1/webhooks/${webhookId}`, { expect: 204 });
     await call("GET", `/v1/webhooks/${webhookId}`, { expect: 404 });
 

@@ -11,6 +11,7 @@ import {
   type TagFilterState,
   type WebhookOrdering,
 } from "../domain/webhooks/webhook-models.ts";
+import { REPLAY_STATES, type ReplayState } from "../domain/webhooks/webhook-recovery-service.ts";
 
 /*
  * GraphQL enums are UPPER_CASE names over the domain's own snake_case strings: resolvers receive and return
@@ -28,6 +29,7 @@ export type WebhookTagFilterState = TagFilterState;
 /** What a webhook delivery carries: a lifecycle event, or the test event `sendTestWebhook` queues. */
 export type WebhookEventType = LifecycleEventType | "webhook_test";
 export type { WebhookOrdering };
+export type WebhookReplayRunState = ReplayState;
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
 
@@ -44,3 +46,4 @@ export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);
 export const WEBHOOK_ORDERING_NAMES = enumNames<WebhookOrdering>(WEBHOOK_ORDERINGS);
+export const WEBHOOK_REPLAY_RUN_STATE_NAMES = enumNames<WebhookReplayRunState>(REPLAY_STATES);

@@ -13,6 +13,7 @@ import {
   WEBHOOK_EVENT_TYPE_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
   WEBHOOK_ORDERING_NAMES,
+  WEBHOOK_REPLAY_RUN_STATE_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
 import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
@@ -51,6 +52,7 @@ const enumResolvers: Resolvers = {
   WebhookEventType: WEBHOOK_EVENT_TYPE_NAMES,
   WebhookTagFilterState: WEBHOOK_TAG_FILTER_STATE_NAMES,
   WebhookOrdering: WEBHOOK_ORDERING_NAMES,
+  WebhookReplayRunState: WEBHOOK_REPLAY_RUN_STATE_NAMES,
 };
 
 const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {

@@ -136,6 +136,33 @@ export const WEBHOOK_RESPONSE_SCHEMAS = [
     }),
   },
   {
+    $id: "WebhookReplayState",
+    ...record("An endpoint's replay still being scheduled", {
+      replay: {
+        type: ["object", "null"],
+        description:
+          "null: no replay is being scheduled. A replay follows the endpoint as it is at each batch: its filters " +
+          "select what is sent from then on; disabling the endpoint pauses it, enabling resumes it, deleting ends it",
+        properties: {
+          state: {
+            type: "string",
+            enum: ["running", "paused"],
+            description: "paused: the endpoint is disabled; nothing more is scheduled until it is enabled again",
+          },
+          remaining: {
+            type: "integer",
+            minimum: 1,
+            description: "At most this many events are still to be scheduled (fewer when the filters were narrowed)",
+          },
+          since: dateTime,
+          until: dateTime,
+        },
+        required: ["state", "remaining", "since", "until"],
+        additionalProperties: false,
+      },
+    }),
+  },
+  {
     $id: "WebhookHeldBack",
     ...record("What an endpoint with ordering reference holds back", {
       ordering: { type: "string", enum: [...WEBHOOK_ORDERINGS] },

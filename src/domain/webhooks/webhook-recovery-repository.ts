@@ -54,6 +54,12 @@ export interface ReplayJob {
   readonly after: LogPosition | null;
 }
 
+/** What an endpoint's replay has left, for its read (its state follows from the endpoint's enabled flag). */
+export interface ReplayStanding extends TimeWindow {
+  /** At most this many events are still to be scheduled (the count at the call, less those scheduled). */
+  readonly remaining: number;
+}
+
 /** Who schedules a replay now, and until when. */
 export interface ReplayLease {
   readonly owner: string;
@@ -63,7 +69,10 @@ export interface ReplayLease {
 export interface WebhookRecoveryRepository {
   /** Stores a new replay leased to `lease.owner`; false when the endpoint has a replay already (one at a time). */
   startReplay(job: ReplayJob, lease: ReplayLease, at: Date): Promise<boolean>;
-  /** Leases one replay whose lease is free or expired at `now` (another instance's, stopped or dead), if any. */
+  /**
+   * Leases one replay whose lease is free or expired at `now` (another instance's, stopped or dead, or one paused
+   * by its endpoint's disabling), if any; the replays of disabled endpoints stay where they are (paused).
+   */
   claimReplay(lease: ReplayLease, now: Date): Promise<ReplayJob | null>;
   /**
    * Moves the replay's cursor and renews its lease, or ends it (deletes the row) when nothing remains; false
@@ -74,6 +83,13 @@ export interface WebhookRecoveryRepository {
   endReplay(endpointId: string, owner: string): Promise<void>;
   /** Hands the replay's lease back (a stopping instance), so that the next instance to look resumes it at once. */
   releaseReplay(endpointId: string, owner: string): Promise<void>;
+  /** The endpoint's replay, if it has one. */
+  findReplay(endpointId: string): Promise<ReplayStanding | null>;
+  /**
+   * Holds the endpoint's row against changes until the caller's transaction ends, so that a replay chunk and a
+   * change of the endpoint's filters or enabled state are one before the other (PostgreSQL; SQLite has one writer).
+   */
+  lockEndpointForReplay(endpointId: string): Promise<void>;
 
   /** Deliveries of the endpoint created in the window whose last attempt failed or that were given up. */
   countRecoverable(endpointId: string, window: TimeWindow, now: Date): Promise<number>;
@@ -93,8 +109,15 @@ export interface WebhookRecoveryRepository {
   /**
    * Makes these deliveries due at `at` again with a fresh retry schedule, keeping their id (webhook-id), body
    * and attempt count. With `ordered`, each keeps its reference's order again (its ordering key is its event's reference).
+   * A delivery in flight at `at` (leased, lease not expired) is due when its lease ends: the request being sent
+   * ends before the replay's, never beside it.
    */
   requeueForReplay(deliveryIds: readonly string[], at: Date, ordered: boolean): Promise<void>;
+  /**
+   * Of these pending ordered deliveries, makes those whose reference has a later delivery in flight at `at` due
+   * when that request's lease ends (a lease bounds a request), so that one reference never has two requests at once.
+   */
+  deferBehindInFlight(deliveryIds: readonly string[], at: Date): Promise<void>;
   /** How many of these deliveries are still pending. */
   countPending(deliveryIds: readonly string[]): Promise<number>;
   /** Drops the ordering of the endpoint's pending deliveries (its ordering was turned off). */

@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDeliveryView as WebhookDeliveryViewModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -1457,6 +1457,8 @@ export type WebhookEndpoint = Node & {
    * rotation. Secrets rotated out earlier sign too, each until 24 hours after its own rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /** The endpoint's replay still being scheduled (`replayWebhookEvents`); null when there is none. */
+  replay?: Maybe<WebhookReplay>;
   /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
   tagFilterState: WebhookTagFilterState;
   /**
@@ -1556,6 +1558,27 @@ export type WebhookOrdering =
    * deliveries of its reference that have not succeeded yet, which wait behind it.
    */
   | 'reference';
+
+/**
+ * An endpoint's replay still being scheduled. It follows the endpoint as it is at each batch: the endpoint's filters
+ * select what is sent from then on; disabling the endpoint pauses it, enabling resumes it, deleting ends it.
+ */
+export type WebhookReplay = {
+  __typename?: 'WebhookReplay';
+  /** At most this many events are still to be scheduled (fewer when the endpoint's filters were narrowed). */
+  remaining: Scalars['Int']['output'];
+  /** Start of the window (inclusive). */
+  since: Scalars['DateTime']['output'];
+  /** `PAUSED` while the endpoint is disabled: nothing more is scheduled until it is enabled again. */
+  state: WebhookReplayRunState;
+  /** End of the window (exclusive). */
+  until: Scalars['DateTime']['output'];
+};
+
+/** Whether a replay is being scheduled. */
+export type WebhookReplayRunState =
+  | 'paused'
+  | 'running';
 
 /** The state of a webhook endpoint's tag filter. */
 export type WebhookTagFilterState =
@@ -1746,6 +1769,8 @@ export type ResolversTypes = ResolversObject<{
   WebhookHeldBack: ResolverTypeWrapper<Omit<WebhookHeldBack, 'oldest'> & { oldest?: Maybe<ResolversTypes['WebhookHeldBackEvent']> }>;
   WebhookHeldBackEvent: ResolverTypeWrapper<Omit<WebhookHeldBackEvent, 'eventType'> & { eventType: ResolversTypes['LifecycleEventType'] }>;
   WebhookOrdering: ResolverTypeWrapper<WebhookOrderingModel>;
+  WebhookReplay: ResolverTypeWrapper<Omit<WebhookReplay, 'state'> & { state: ResolversTypes['WebhookReplayRunState'] }>;
+  WebhookReplayRunState: ResolverTypeWrapper<WebhookReplayRunStateModel>;
   WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
@@ -1834,6 +1859,7 @@ export type ResolversParentTypes = ResolversObject<{
   WebhookEndpointEdge: Omit<WebhookEndpointEdge, 'node'> & { node: ResolversParentTypes['WebhookEndpoint'] };
   WebhookHeldBack: Omit<WebhookHeldBack, 'oldest'> & { oldest?: Maybe<ResolversParentTypes['WebhookHeldBackEvent']> };
   WebhookHeldBackEvent: WebhookHeldBackEvent;
+  WebhookReplay: WebhookReplay;
 }>;
 
 export type AddTagsToReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AddTagsToReferencePayload'] = ResolversParentTypes['AddTagsToReferencePayload']> = ResolversObject<{
@@ -2150,6 +2176,7 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   ordering?: Resolver<ResolversTypes['WebhookOrdering'], ParentType, ContextType>;
   previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  replay?: Resolver<Maybe<ResolversTypes['WebhookReplay']>, ParentType, ContextType>;
   tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
   tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
@@ -2184,6 +2211,15 @@ export type WebhookHeldBackEventResolvers<ContextType = GraphqlContext, ParentTy
 }>;
 
 export type WebhookOrderingResolvers = { NONE: 'none', REFERENCE: 'reference' };
+
+export type WebhookReplayResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookReplay'] = ResolversParentTypes['WebhookReplay']> = ResolversObject<{
+  remaining?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  since?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  state?: Resolver<ResolversTypes['WebhookReplayRunState'], ParentType, ContextType>;
+  until?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+}>;
+
+export type WebhookReplayRunStateResolvers = { PAUSED: 'paused', RUNNING: 'running' };
 
 export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
@@ -2246,6 +2282,8 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookHeldBack?: WebhookHeldBackResolvers<ContextType>;
   WebhookHeldBackEvent?: WebhookHeldBackEventResolvers<ContextType>;
   WebhookOrdering?: WebhookOrderingResolvers;
+  WebhookReplay?: WebhookReplayResolvers<ContextType>;
+  WebhookReplayRunState?: WebhookReplayRunStateResolvers;
   WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

@@ -18,6 +18,8 @@ export const webhookResolvers: Resolvers = {
     tagFilterState: (endpoint) => tagFilterStateOf(endpoint),
     heldBack: (endpoint, _, { caller, services }) =>
       services.webhookRecovery.heldBack(caller.organizationId, endpoint.id),
+    replay: (endpoint, _, { caller, services }) =>
+      services.webhookRecovery.replayOf(caller.organizationId, endpoint.id),
     // One service call per endpoint, like Reference.events: each endpoint's deliveries are their own listing.
     deliveries: async (endpoint, args, { caller, services }) =>
       toConnection(

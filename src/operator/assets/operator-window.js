@@ -1,8 +1,24 @@
 // Recover and replay from the operator page (the window dialog), and the ordering column. Helpers of the page
 // (element builder, GraphQL client, notices) come in as arguments: this module imports nothing.
 
-/** The endpoint's ordering and, for REFERENCE, what it holds back now. */
-export function ordering(endpoint, { el, time, lower }) {
+/** The endpoint's ordering and, for REFERENCE, what it holds back now; below, its replay if one is scheduled. */
+export function ordering(endpoint, helpers) {
+  const cell = orderingCell(endpoint, helpers);
+  const replay = endpoint.replay;
+  if (replay)
+    cell.append(
+      helpers.el(
+        "div",
+        { class: "sub", "data-testid": "replay-state" },
+        replay.state === "PAUSED"
+          ? `replay paused while disabled (at most ${replay.remaining} events left; enabling resumes it)`
+          : `replay running (at most ${replay.remaining} events left)`,
+      ),
+    );
+  return cell;
+}
+
+function orderingCell(endpoint, { el, time, lower }) {
   const cell = el("td", { "data-testid": "ordering" });
   if (endpoint.ordering !== "REFERENCE") {
     cell.append(el("div", { class: "sub" }, "none (parallel)"));

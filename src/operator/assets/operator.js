@@ -3,7 +3,8 @@
 
 const KEY_STORAGE = "reftrail.operator.apiKey";
 const ENDPOINT_FIELDS = `id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState
-  ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }`;
+  ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }
+  replay { state remaining }`;
 const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt heldBack createdAt updatedAt
   attempts { id attemptedAt statusCode error latencyMs responseBody }`;
 const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {

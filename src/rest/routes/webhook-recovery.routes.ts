@@ -5,7 +5,10 @@ import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, problems, success } from "../response-schemas.ts";
 import { uuidParam } from "../schemas.ts";
 
-/* Recovery, replay and the held-back summary of a webhook endpoint under /v1/webhooks/{webhookId}. */
+/*
+ * Recovery, replay (and its state), and the held-back summary of a webhook endpoint under
+ * /v1/webhooks/{webhookId}.
+ */
 
 const tags = ["webhooks"];
 const webhookIdParam = uuidParam("webhookId", "Webhook endpoint id");
@@ -111,6 +114,34 @@ export function registerWebhookRecoveryRoutes(app: FastifyInstance, services: Se
         dryRun,
       });
       return reply.code(dryRun ? 200 : 202).send({ count });
+    },
+  );
+
+  app.get<{ Params: { webhookId: string } }>(
+    "/webhooks/:webhookId/replay",
+    {
+      schema: {
+        tags,
+        operationId: "getWebhookReplay",
+        summary:
+          "The endpoint's replay still being scheduled, if any: running, or paused while the endpoint is disabled",
+        params: webhookIdParam,
+        response: { 200: success("The replay, or null", "WebhookReplayState"), ...problems(404) },
+      },
+    },
+    async (request) => {
+      const replay = await services.webhookRecovery.replayOf(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+      );
+      return {
+        replay: replay && {
+          state: replay.state,
+          remaining: replay.remaining,
+          since: replay.since.toISOString(),
+          until: replay.until.toISOString(),
+        },
+      };
     },
   );
 
