@@ -185,8 +185,11 @@ describe.each(DATABASE_KINDS)("subscriptions over SSE on %s", (kind) => {
 
     // A place given back is free again.
     streams[0]!.dispose();
+    await eventually(async () => (await metricValue(server, "reftrail_subscriptions_open")) === 2);
     const reference = await createReference();
     const again = overSse({ referenceId: reference });
+    // Live from its registration on: the event is written once the stream is open.
+    await waitForOpenSubscriptions(server, 3);
     await recordExtraction(reference);
     await again.waitFor(1);
   });
