@@ -8,7 +8,7 @@ import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { chunksOf, fromJson, jsonParameter, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { REFERENCE_COLUMN_COUNT, REFERENCE_COLUMNS, taggedReferenceFromValues } from "./reference-repository.ts";
+import { REFERENCE_COLUMN_COUNT, REFERENCE_COLUMNS, taggedReferenceFromValues } from "./reference-rows.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 

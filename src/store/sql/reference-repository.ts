@@ -3,8 +3,15 @@ import type { ReferenceListQuery, ReferenceRepository } from "../../domain/refer
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
 import { referencePage, referencePageIds } from "./reference-pages.ts";
-import { chunksOf, fromJson, jsonParameter, timestampParameter, toBoolean, toDate, toNullableDate } from "./rows.ts";
-import { rewriteTagList, tagsFromList } from "./tag-lists.ts";
+import { chunksOf, jsonParameter, timestampParameter } from "./rows.ts";
+import { rewriteTagList } from "./tag-lists.ts";
+import {
+  REFERENCE_COLUMNS,
+  REFERENCE_UPDATE_COLUMNS,
+  referenceUpdateFromRow,
+  taggedReferenceFromValues,
+  type ReferenceUpdateRow,
+} from "./reference-rows.ts";
 import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf, valueTable } from "./value-lists.ts";
@@ -13,81 +20,6 @@ import { isOneOf, valueTable } from "./value-lists.ts";
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
  * (src/store/sql/sql-store.ts) on its executor: inside `store.transaction`, statements run in that transaction.
  */
-
-/**
- * The columns a reference is read with, in this order: rows come back as arrays of these values (the driver's
- * types, read by rows.ts), mapped by position in `taggedReferenceFromValues`.
- */
-const REFERENCE_COLUMN_NAMES = [
-  "id",
-  "organization_id",
-  "container_id",
-  "bill_of_lading",
-  "booking_number",
-  "carrier_code",
-  "parent_reference_id",
-  "active",
-  "deactivate_reason",
-  "auto_unsubscribed",
-  "last_update_status",
-  "consecutive_failures",
-  "estimated_departure",
-  "estimated_arrival",
-  "created_at",
-  "updated_at",
-  /** JSON array of the reference's tags, in name order (src/store/sql/tag-lists.ts). */
-  "tag_list",
-] as const;
-
-export const REFERENCE_COLUMNS = Prisma.raw(REFERENCE_COLUMN_NAMES.map((column) => `r."${column}"`).join(", "));
-
-/** How many values a reference is read with (REFERENCE_COLUMN_NAMES). */
-export const REFERENCE_COLUMN_COUNT = REFERENCE_COLUMN_NAMES.length;
-
-/** A reference read as REFERENCE_COLUMN_NAMES' values. */
-export function taggedReferenceFromValues(row: unknown[]): TaggedReference {
-  const organizationId = row[1] as string;
-  return {
-    id: row[0] as string,
-    organizationId,
-    containerId: row[2] as string | null,
-    billOfLading: row[3] as string | null,
-    bookingNumber: row[4] as string | null,
-    carrierCode: row[5] as string,
-    parentReferenceId: row[6] as string | null,
-    active: toBoolean(row[7]),
-    deactivateReason: row[8] as string | null,
-    autoUnsubscribed: toBoolean(row[9]),
-    lastUpdateStatus: row[10] as string | null,
-    consecutiveFailures: Number(row[11]),
-    estimatedDeparture: toNullableDate(row[12]),
-    estimatedArrival: toNullableDate(row[13]),
-    createdAt: toDate(row[14]),
-    updatedAt: toDate(row[15]),
-    tags: tagsFromList(row[16], organizationId),
-  };
-}
-
-const REFERENCE_UPDATE_COLUMNS = Prisma.raw(`"id", "organization_id", "reference_id", "document", "created_at"`);
-
-/** A reference_updates row as a raw statement reads it (the driver's types, see src/store/sql/rows.ts). */
-interface ReferenceUpdateRow {
-  readonly id: string;
-  readonly organization_id: string;
-  readonly reference_id: string;
-  readonly document: unknown;
-  readonly created_at: unknown;
-}
-
-function referenceUpdateFromRow(row: ReferenceUpdateRow): ReferenceUpdate {
-  return {
-    id: row.id,
-    organizationId: row.organization_id,
-    referenceId: row.reference_id,
-    document: fromJson(row.document) as Record<string, unknown>,
-    createdAt: toDate(row.created_at),
-  };
-}
 
 export class SqlReferenceRepository implements ReferenceRepository {
   constructor(
