@@ -70,9 +70,9 @@ export const DELIVERY_VIEW_COLUMNS = Prisma.sql`${DELIVERY_COLUMNS},
  * pending delivery that nothing else holds back (others cost no lookup).
  */
 export const DELIVERY_VIEW_JOINS = Prisma.sql`LEFT JOIN (
-    SELECT w."endpoint_id", w."window_second", w."used", e."max_deliveries_per_second"
+    SELECT w."endpoint_id" AS "throttled_endpoint_id", w."window_second", w."used", e."max_deliveries_per_second"
     FROM "webhook_endpoint_throttles" w JOIN "webhook_endpoints" e ON e."id" = w."endpoint_id"
-  ) t ON d."status" = 'pending' AND NOT d."held" AND t."endpoint_id" = d."endpoint_id"`;
+  ) t ON d."status" = 'pending' AND NOT d."held" AND t."throttled_endpoint_id" = d."endpoint_id"`;
 
 export interface DeliveryViewColumns extends DeliveryColumns {
   readonly held_back: number | bigint;
