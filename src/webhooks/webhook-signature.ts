@@ -1,9 +1,5 @@
 import { createHmac, createPrivateKey, createSecretKey, sign, type KeyObject } from "node:crypto";
-import {
-  isPrivateSigningKey,
-  PKCS8_ED25519_PREFIX,
-  PRIVATE_KEY_PREFIX,
-} from "../domain/webhooks/signing-keys.ts";
+import { isPrivateSigningKey, PKCS8_ED25519_PREFIX, PRIVATE_KEY_PREFIX } from "../domain/webhooks/signing-keys.ts";
 import { secretKey } from "../domain/webhooks/webhook-secret.ts";
 
 /**

@@ -31,7 +31,10 @@ export function generateSigningKey(signing: WebhookSigning): SigningKey {
   const { privateKey, publicKey } = generateKeyPairSync("ed25519");
   const seed = privateKey.export({ format: "der", type: "pkcs8" }).subarray(PKCS8_ED25519_PREFIX.length);
   const raw = publicKey.export({ format: "der", type: "spki" }).subarray(SPKI_ED25519_PREFIX.length);
-  return { secret: `${PRIVATE_KEY_PREFIX}${seed.toString("base64")}`, publicKey: `${PUBLIC_KEY_PREFIX}${raw.toString("base64")}` };
+  return {
+    secret: `${PRIVATE_KEY_PREFIX}${seed.toString("base64")}`,
+    publicKey: `${PUBLIC_KEY_PREFIX}${raw.toString("base64")}`,
+  };
 }
 
 /** Whether a stored signing key is an ed25519 private key (`whsk_`), as opposed to an HMAC secret. */
