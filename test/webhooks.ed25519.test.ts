@@ -1,6 +1,6 @@
 import { createPublicKey, verify } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
-import { gqlData } from "./support/graphql-client.ts";
+import { gql, gqlData } from "./support/graphql-client.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 import { WebhookReceiver, type ReceivedWebhook } from "./support/webhook-receiver.ts";
@@ -143,5 +143,12 @@ describe.each(DATABASE_KINDS)("ed25519 signatures on %s", (kind) => {
     const during = await deliveryFor(path, (await createReference(organization)).id);
     expect(verifiesWith(webhookEndpoint.publicKey, during)).toBe(true);
     expect(verifiesWith(newKey, during)).toBe(true);
+
+    const refused = await gql(
+      organization,
+      `mutation($id: ID!) { updateWebhookEndpoint(input: { id: $id, signing: HMAC_SHA256 }) { webhookEndpoint { id } } }`,
+      { id: webhookEndpoint.id },
+    );
+    expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: "VALIDATION_FAILED", field: "input.signing" });
   }, 60_000);
 });
