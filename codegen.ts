@@ -52,6 +52,8 @@ const config: CodegenConfig = {
           WebhookDeliveryStatus: `${GRAPHQL_ENUMS}#WebhookDeliveryStatus`,
           WebhookTagFilterState: `${GRAPHQL_ENUMS}#WebhookTagFilterState`,
           WebhookOrdering: `${GRAPHQL_ENUMS}#WebhookOrdering`,
+          WebhookSigning: `${GRAPHQL_ENUMS}#WebhookSigning`,
+          WebhookHeldBackReason: `${GRAPHQL_ENUMS}#WebhookHeldBackReason`,
           WebhookReplayRunState: `${GRAPHQL_ENUMS}#WebhookReplayRunState`,
         },
         scalars: {
@@ -99,6 +101,8 @@ const config: CodegenConfig = {
           WebhookDeliveryStatus: { PENDING: "pending", SUCCEEDED: "succeeded", FAILED: "failed" },
           WebhookTagFilterState: { NONE: "none", ACTIVE: "active", EMPTY: "empty" },
           WebhookOrdering: { NONE: "none", REFERENCE: "reference" },
+          WebhookSigning: { HMAC_SHA256: "hmac-sha256", ED25519: "ed25519" },
+          WebhookHeldBackReason: { ORDERING: "ordering", THROTTLED: "throttled" },
           WebhookReplayRunState: { RUNNING: "running", PAUSED: "paused" },
         },
       },

@@ -99,7 +99,7 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
       url: receiver.url(heldPath),
       ordering: "reference",
     });
-    await receiver.verifyWith(heldPath, secret);
+    await receiver.verifyWith(heldPath, secret!);
   } finally {
     await writer.close();
   }

@@ -89,7 +89,7 @@ async function orderedDrain(kind: Kind, receiver: ReceiverThread, url: string): 
         url: receiver.url(path),
         ordering: index === 0 ? "reference" : "none",
       });
-      await receiver.verifyWith(path, secret);
+      await receiver.verifyWith(path, secret!);
     }
     const ids = await references(writer, organization.id, `${kind}-drain`, settings.references);
     await Promise.all(
@@ -144,7 +144,7 @@ async function orderedSteady(kind: Kind, receiver: ReceiverThread, app: App, fai
     url: receiver.url(path),
     ordering: "reference",
   });
-  await receiver.verifyWith(path, secret);
+  await receiver.verifyWith(path, secret!);
   const ids = await references(app, organization.id, `${kind}-${label}`, settings.references);
   await receiver.waitForCount([path], ids.length, 60_000);
   const before = (await receiver.records([path])).length;
@@ -204,7 +204,7 @@ async function replay(kind: Kind, receiver: ReceiverThread, url: string): Promis
     const livePath = `/${kind}/replay/live`;
     const target = await app.services.webhooks.createEndpoint(replayOrganization, { url: receiver.url(replayPath) });
     const live = await organizationWithEndpoints(app, receiver, "bench-replay-live", [livePath]);
-    await receiver.verifyWith(replayPath, target.secret);
+    await receiver.verifyWith(replayPath, target.secret!);
     log(`${kind}: replaying ${settings.replayEvents} events with live traffic beside (load ${fmtLoad()})`);
     const count = await app.services.webhookRecovery.replay(replayOrganization, target.endpoint.id, { since });
     // Live events at BENCH_WEBHOOK_RATE per second while the replay runs.

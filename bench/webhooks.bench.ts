@@ -221,7 +221,7 @@ export async function organizationWithEndpoints(
   const { organization } = await app.services.organizations.createOrganization(name);
   for (const path of paths) {
     const { secret } = await app.services.webhooks.createEndpoint(organization.id, { url: receiver.url(path) });
-    await receiver.verifyWith(path, secret);
+    await receiver.verifyWith(path, secret!);
   }
   return organization.id;
 }

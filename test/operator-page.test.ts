@@ -133,6 +133,38 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
       }
     }, 90_000);
 
+    it("says that a delivery waits for its endpoint's throttle", async () => {
+      const context = await browser.newContext();
+      try {
+        const { apiKey } = await server.newOrganization("throttled");
+        const caller: Caller = { url: server.url, apiKey };
+        const path = `/${kind}/operator-throttled`;
+        // One delivery a second: the others of the backlog wait, due, for their seconds.
+        const endpoint = await createEndpoint(caller, { url: receiver.url(path), max_deliveries_per_second: 1 });
+        for (let index = 0; index < 10; index++) await createReference(caller);
+        await eventually(
+          async () => (await listDeliveries(caller, endpoint.id)).some((d) => d.held_back_reason === "throttled"),
+          15_000,
+        );
+        const page = await context.newPage();
+        // The page reads the deliveries once; a second's first delivery may be on its way as it reads, so it is
+        // read again until one waits.
+        await expectEventually(
+          async () => {
+            await page.goto(`${server.url}/operator`);
+            await page.fill("#api-key", apiKey);
+            await page.click("#key-form button[type=submit]");
+            await page.waitForSelector("body[data-loaded=true]");
+            return page.locator("[data-testid=delivery-wait]").allInnerTexts();
+          },
+          (waits) => expect(waits.filter((text) => text.includes("throttled"))).not.toEqual([]),
+          { timeoutMs: 20_000 },
+        );
+      } finally {
+        await context.close();
+      }
+    }, 60_000);
+
     it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
       const { apiKey } = await server.newOrganization("operator");
       const caller: Caller = { url: server.url, apiKey };

@@ -45,7 +45,11 @@ describe.each(DATABASE_KINDS)("held-back deliveries on %s", (kind) => {
     expect(byId.get(first)).toBe(false);
     expect([...byId].filter(([id]) => id !== first).map(([, heldBack]) => heldBack)).toEqual([true, true]);
     const waiting = deliveries.find((delivery) => delivery.id !== first)!;
-    expect((await getDelivery(server, endpoint.id, waiting.id)).held_back).toBe(true);
+    expect(await getDelivery(server, endpoint.id, waiting.id)).toMatchObject({
+      held_back: true,
+      held_back_reason: "ordering",
+    });
+    expect(deliveries.find((delivery) => delivery.id === first)!.held_back_reason).toBeNull();
 
     const data = await gqlData(
       server,

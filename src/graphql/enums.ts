@@ -3,11 +3,14 @@ import type { DeactivateReason, LifecycleEventType } from "../domain/lifecycle/l
 import { INGESTION_MODES, type IngestionMode } from "../domain/references/ingestion-service.ts";
 import type { ExtractionOutcome } from "../domain/references/extraction-outcome.ts";
 import type { ListReferencesInput } from "../domain/references/reference-input.ts";
+import type { WebhookSigning } from "../domain/webhooks/signing-keys.ts";
 import {
   DELIVERY_STATUSES,
+  HELD_BACK_REASONS,
   TAG_FILTER_STATES,
   WEBHOOK_ORDERINGS,
   type DeliveryStatus,
+  type HeldBackReason,
   type TagFilterState,
   type WebhookOrdering,
 } from "../domain/webhooks/webhook-models.ts";
@@ -28,7 +31,8 @@ export type WebhookDeliveryStatus = DeliveryStatus;
 export type WebhookTagFilterState = TagFilterState;
 /** What a webhook delivery carries: a lifecycle event, or the test event `sendTestWebhook` queues. */
 export type WebhookEventType = LifecycleEventType | "webhook_test";
-export type { WebhookOrdering };
+export type { WebhookOrdering, WebhookSigning };
+export type WebhookHeldBackReason = HeldBackReason;
 export type WebhookReplayRunState = ReplayState;
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
@@ -46,4 +50,10 @@ export const TAG_MATCH_NAMES = enumNames<TagMatch>(["all", "any"]);
 export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DELIVERY_STATUSES);
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);
 export const WEBHOOK_ORDERING_NAMES = enumNames<WebhookOrdering>(WEBHOOK_ORDERINGS);
+export const WEBHOOK_HELD_BACK_REASON_NAMES = enumNames<WebhookHeldBackReason>(HELD_BACK_REASONS);
+/** Spelled by hand: "hmac-sha256" is no GraphQL name. */
+export const WEBHOOK_SIGNING_NAMES = {
+  HMAC_SHA256: "hmac-sha256",
+  ED25519: "ed25519",
+} as const satisfies Readonly<Record<string, WebhookSigning>>;
 export const WEBHOOK_REPLAY_RUN_STATE_NAMES = enumNames<WebhookReplayRunState>(REPLAY_STATES);

@@ -12,7 +12,9 @@ import {
   WEBHOOK_DELIVERY_STATUS_NAMES,
   WEBHOOK_EVENT_TYPE_NAMES,
   WEBHOOK_TAG_FILTER_STATE_NAMES,
+  WEBHOOK_HELD_BACK_REASON_NAMES,
   WEBHOOK_ORDERING_NAMES,
+  WEBHOOK_SIGNING_NAMES,
   WEBHOOK_REPLAY_RUN_STATE_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
@@ -52,6 +54,8 @@ const enumResolvers: Resolvers = {
   WebhookEventType: WEBHOOK_EVENT_TYPE_NAMES,
   WebhookTagFilterState: WEBHOOK_TAG_FILTER_STATE_NAMES,
   WebhookOrdering: WEBHOOK_ORDERING_NAMES,
+  WebhookSigning: WEBHOOK_SIGNING_NAMES,
+  WebhookHeldBackReason: WEBHOOK_HELD_BACK_REASON_NAMES,
   WebhookReplayRunState: WEBHOOK_REPLAY_RUN_STATE_NAMES,
 };
 

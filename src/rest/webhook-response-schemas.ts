@@ -1,5 +1,11 @@
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
-import { DELIVERY_STATUSES, TAG_FILTER_STATES, WEBHOOK_ORDERINGS } from "../domain/webhooks/webhook-models.ts";
+import { WEBHOOK_SIGNINGS } from "../domain/webhooks/signing-keys.ts";
+import {
+  DELIVERY_STATUSES,
+  HELD_BACK_REASONS,
+  TAG_FILTER_STATES,
+  WEBHOOK_ORDERINGS,
+} from "../domain/webhooks/webhook-models.ts";
 import { dateTime, freeForm, nullableDateTime, page, record, uuid } from "./response-schema-parts.ts";
 
 /* The webhook components of the /v1 response schemas: endpoints, deliveries, attempts, recovery and ordering. */
@@ -40,6 +46,21 @@ const webhookEndpointProperties = {
     ...nullableDateTime,
     description: "Until then the secret before the last rotation signs beside the current one",
   },
+  signing: {
+    type: "string",
+    enum: [...WEBHOOK_SIGNINGS],
+    description: "hmac-sha256: v1 signatures with the whsec_ secret; ed25519: v1a signatures, verified with public_key",
+  },
+  public_key: {
+    type: ["string", "null"],
+    description:
+      "ed25519: whpk_ + base64 of the raw 32-byte public key (DER prefix 302a300506032b6570032100 makes it an SPKI " +
+      "key); a rotation replaces it, the key before keeps signing for 24 hours. null for hmac-sha256",
+  },
+  max_deliveries_per_second: {
+    type: ["integer", "null"],
+    description: "At most this many deliveries in any one second, all instances together; null: no throttle",
+  },
   created_at: dateTime,
   updated_at: dateTime,
 };
@@ -63,7 +84,15 @@ const webhookDeliveryProperties = {
     type: "boolean",
     description:
       "Pending, and held back behind an earlier delivery of its reference to this endpoint that is still pending " +
-      "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails",
+      "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails; or " +
+      "due while its endpoint received its max_deliveries_per_second in the current second (held_back_reason)",
+  },
+  held_back_reason: {
+    type: ["string", "null"],
+    enum: [...HELD_BACK_REASONS, null],
+    description:
+      "Why it is held back: ordering (behind an earlier delivery of its reference) or throttled (its endpoint's " +
+      "throttle is spent for this second; it goes out in a later one); null when it is not",
   },
   body: {
     ...freeForm,
@@ -96,7 +125,11 @@ export const WEBHOOK_RESPONSE_SCHEMAS = [
     $id: "WebhookEndpointWithSecret",
     ...record("A webhook endpoint with its signing secret, shown this once", {
       ...webhookEndpointProperties,
-      secret: { type: "string", description: "`whsec_` + base64; store it now, it is never shown again" },
+      secret: {
+        type: ["string", "null"],
+        description:
+          "`whsec_` + base64; store it now, it is never shown again. null for ed25519: verify with public_key",
+      },
     }),
   },
   { $id: "WebhookEndpointPage", ...page("A page of webhook endpoints, newest first", "WebhookEndpoint") },

@@ -45,6 +45,9 @@ const REFILL_BELOW_ROUNDS = 2;
 /** No claim while more answered requests than this multiple of the concurrency wait for their outcome's write. */
 const MAX_UNRECORDED_FACTOR = 2;
 
+/** The wake-up for a throttled endpoint's next window comes this long after the second begins (timer slack). */
+const THROTTLE_WAKE_MARGIN_MS = 2;
+
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
 
@@ -102,6 +105,8 @@ export class WebhookWorker {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private wakeTimer: NodeJS.Timeout | null = null;
+  /** Wakes the worker as the next second begins, for throttled endpoints with deliveries left. */
+  private throttleTimer: NodeJS.Timeout | null = null;
   /** A round's start check has not begun its requests yet (one at a time: see `startRound`). */
   private checking = false;
   /** Slots freed meanwhile: another round is looked for once its requests have begun. */
@@ -168,6 +173,20 @@ export class WebhookWorker {
   }
 
   /**
+   * A throttled endpoint got deliveries in this second: what it has left waits for the next one, which no commit
+   * announces, so the worker wakes itself as it begins.
+   */
+  private wakeAtNextThrottleWindow(): void {
+    if (this.stopped || this.throttleTimer) return;
+    const untilNextSecond = 1_000 - (this.clock.now().getTime() % 1_000);
+    this.throttleTimer = setTimeout(() => {
+      this.throttleTimer = null;
+      this.wake();
+    }, untilNextSecond + THROTTLE_WAKE_MARGIN_MS);
+    this.throttleTimer.unref();
+  }
+
+  /**
    * Stops claiming, lets requests in flight finish for up to `graceMs`, then aborts the rest and hands their
    * leases back (they are sent again, by this or another instance).
    */
@@ -176,6 +195,7 @@ export class WebhookWorker {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (this.throttleTimer) clearTimeout(this.throttleTimer);
     this.outcomes.stop();
     await this.pumping;
     await Promise.all(this.checks);
@@ -227,6 +247,7 @@ export class WebhookWorker {
       const limit = refillOnly ? Math.min(capacity, room) : capacity;
       const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead);
       if (claimed.length === 0) this.drained = true;
+      if (claimed.some((item) => item.throttleWindow !== null)) this.wakeAtNextThrottleWindow();
       for (const delivery of claimed) {
         const queue = this.waiting.get(delivery.delivery.endpointId);
         if (queue) queue.push(delivery);
@@ -370,6 +391,14 @@ export class WebhookWorker {
       return;
     }
     const attemptedAt = this.clock.now();
+    if (!this.deliveries.isInThrottleWindow(claimed, attemptedAt)) {
+      // Claimed in a second that has passed: sent now, it would exceed the endpoint's throttle in this one.
+      releaseEndpointSlot();
+      await this.deliveries.release([claimed]);
+      this.drained = false;
+      this.wakeSoon();
+      return;
+    }
     const result = await this.sender.send(
       {
         url: claimed.endpoint.url,

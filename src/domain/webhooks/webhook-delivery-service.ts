@@ -6,7 +6,7 @@ import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeLostAttempts, type LostAttempt } from "./lost-attempts.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { OpenAttempt } from "./webhook-attempt-log.ts";
-import type { WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import { throttleWindowOf, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from "./webhook-models.ts";
 import type { CountedLostAttempts, DeliveryLease, DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
@@ -28,6 +28,12 @@ export interface ClaimedDelivery {
   readonly attemptId: string;
   /** The claim's own token in `lease_owner`: what its outcome, release or abandon must still find there. */
   readonly leaseToken: string;
+  /**
+   * For a throttled endpoint, the window (`throttleWindowOf`) the claim counted the delivery in: its request may
+   * begin only within that second (else `isInThrottleWindow` is false and it is handed back, unsent and
+   * uncounted). Null when the endpoint has no throttle.
+   */
+  readonly throttleWindow: number | null;
 }
 
 /** What the sender observed. */
@@ -129,12 +135,12 @@ export class WebhookDeliveryService {
     if (opened.length === 0) return [];
     const endpointIds = [...new Set(opened.map(([delivery]) => delivery.endpointId))];
     const endpoints = new Map((await this.store.webhooks.findEndpointsByIds(endpointIds)).map((e) => [e.id, e]));
-    return opened.map(([delivery, attempt]) => ({
-      delivery,
-      endpoint: endpoints.get(delivery.endpointId) ?? null,
-      attemptId: attempt.id,
-      leaseToken,
-    }));
+    const window = throttleWindowOf(now);
+    return opened.map(([delivery, attempt]) => {
+      const endpoint = endpoints.get(delivery.endpointId) ?? null;
+      const throttled = endpoint !== null && endpoint.maxDeliveriesPerSecond !== null;
+      return { delivery, endpoint, attemptId: attempt.id, leaseToken, throttleWindow: throttled ? window : null };
+    });
   }
 
   /** Counts the lost attempts of claimed deliveries; returns those this claim sends, with their counts moved. */
@@ -180,6 +186,15 @@ export class WebhookDeliveryService {
       endpoint.secret,
       ...endpoint.previousSecrets.filter((previous) => previous.expiresAt > at).map((previous) => previous.secret),
     ];
+  }
+
+  /**
+   * False when a throttled delivery's second has passed since its claim counted it: its request would land in a
+   * window that did not count it. Hand it back with `release` (no attempt is counted); a later claim counts it in
+   * its own second.
+   */
+  isInThrottleWindow(claimed: ClaimedDelivery, at: Date): boolean {
+    return claimed.throttleWindow === null || claimed.throttleWindow === throttleWindowOf(at);
   }
 
   /**

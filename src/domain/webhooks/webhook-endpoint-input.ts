@@ -2,6 +2,7 @@ import { isLifecycleEventType, LIFECYCLE_EVENT_TYPES, type LifecycleEventType } 
 import { validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
 import { parseEndpointUrl, type WebhookTargetPolicy } from "./endpoint-url.ts";
+import { WEBHOOK_SIGNINGS, type WebhookSigning } from "./signing-keys.ts";
 import { WEBHOOK_ORDERINGS, type WebhookOrdering } from "./webhook-models.ts";
 
 /** Raw input from either surface; `validateEndpointInput` checks every field. Absent (`undefined`) means "unchanged". */
@@ -16,6 +17,10 @@ export interface WebhookEndpointInput {
   readonly enabled?: unknown;
   /** "none" or "reference"; null or absent: unchanged ("none" on creation). */
   readonly ordering?: unknown;
+  /** "hmac-sha256" or "ed25519"; null or absent: "hmac-sha256" on creation, unchanged on update. */
+  readonly signing?: unknown;
+  /** An integer from 1 to MAX_DELIVERIES_PER_SECOND; null: no throttle; absent: unchanged (none on creation). */
+  readonly maxDeliveriesPerSecond?: unknown;
 }
 
 /** The fields of a valid input, in the domain's types; absent fields are unchanged. */
@@ -26,9 +31,13 @@ export interface EndpointChanges {
   readonly description?: string | null;
   readonly enabled?: boolean;
   readonly ordering?: WebhookOrdering;
+  readonly signing?: WebhookSigning;
+  readonly maxDeliveriesPerSecond?: number | null;
 }
 
 export const MAX_DESCRIPTION_LENGTH = 500;
+/** The highest throttle an endpoint may set (deliveries per second). */
+export const MAX_DELIVERIES_PER_SECOND = 10_000;
 /** The most tags one endpoint's tag filter may list. */
 export const MAX_FILTER_TAGS = 100;
 
@@ -125,6 +134,28 @@ export async function validateEndpointInput(
       });
     else ordering = input.ordering as WebhookOrdering;
   }
+  let signing: WebhookSigning | undefined;
+  if (input.signing !== undefined && input.signing !== null) {
+    if (typeof input.signing !== "string" || !(WEBHOOK_SIGNINGS as readonly string[]).includes(input.signing))
+      issues.push({
+        path: ["signing"],
+        code: "INVALID_ENUM",
+        message: `signing must be one of ${WEBHOOK_SIGNINGS.join(", ")}`,
+      });
+    else signing = input.signing as WebhookSigning;
+  }
+  let maxDeliveriesPerSecond: number | null | undefined;
+  if (input.maxDeliveriesPerSecond === null) maxDeliveriesPerSecond = null;
+  else if (input.maxDeliveriesPerSecond !== undefined) {
+    const max = input.maxDeliveriesPerSecond;
+    if (typeof max !== "number" || !Number.isInteger(max) || max < 1 || max > MAX_DELIVERIES_PER_SECOND)
+      issues.push({
+        path: ["maxDeliveriesPerSecond"],
+        code: "INVALID_VALUE",
+        message: `max_deliveries_per_second must be an integer from 1 to ${MAX_DELIVERIES_PER_SECOND}, or null for no throttle`,
+      });
+    else maxDeliveriesPerSecond = max;
+  }
   if (issues.length > 0) throw validationFailed(issues);
-  return { url, eventTypes, tagIds, description, enabled, ordering };
+  return { url, eventTypes, tagIds, description, enabled, ordering, signing, maxDeliveriesPerSecond };
 }

@@ -1,4 +1,5 @@
 import type { LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
+import type { WebhookSigning } from "./signing-keys.ts";
 
 /*
  * Webhooks. Glossary:
@@ -39,11 +40,21 @@ export interface WebhookEndpoint {
   /** Why the service disabled the endpoint (410, failing too long); null when enabled or disabled by hand. */
   readonly disabledReason: string | null;
   /**
-   * `whsec_` + base64. Signing needs the secret itself, so the store keeps it encrypted, not hashed (see
-   * docs/decisions.md); here it is plain. Never logged, never read back through the API.
+   * The signing key: `whsec_` + base64 (HMAC) or `whsk_` + base64 (an ed25519 private key), as `signing` says.
+   * Signing needs the key itself, so the store keeps it encrypted, not hashed (see docs/decisions.md); here it is
+   * plain. Never logged, never read back through the API.
    */
   readonly secret: string;
-  /** Secrets rotated out that still sign beside `secret` until their own expiry, newest first. */
+  /** How requests are signed; fixed at creation (src/domain/webhooks/signing-keys.ts). */
+  readonly signing: WebhookSigning;
+  /** The ed25519 public key of `secret` (`whpk_` + base64 of its 32 bytes), readable; null for HMAC. */
+  readonly publicKey: string | null;
+  /**
+   * The most deliveries the endpoint receives in one second, counted across every instance sharing the database
+   * (the claim decides, see `ClaimRequest`); null: no throttle.
+   */
+  readonly maxDeliveriesPerSecond: number | null;
+  /** Keys rotated out that still sign beside `secret` until their own expiry, newest first. */
   readonly previousSecrets: readonly PreviousSecret[];
   /** The expiry of the newest secret rotated out (the API shows it); null before the first rotation. */
   readonly previousSecretExpiresAt: Date | null;
@@ -131,12 +142,29 @@ export interface WebhookAttempt {
 /** A delivery as the API reads it: with what its reference's order does to it now. */
 export interface WebhookDeliveryView extends WebhookDelivery {
   /**
-   * Pending, and held back behind an earlier delivery of its reference (`orderingKey`) to the same endpoint that
-   * is still pending: it is not sent, whatever `nextAttemptAt` says, until that one succeeds or fails. Computed
-   * as the delivery is read.
+   * Pending and not sent although its time may have come, for the reason `heldBackReason` gives. Computed as the
+   * delivery is read.
    */
   readonly heldBack: boolean;
+  /**
+   * Why it waits: "ordering", behind an earlier delivery of its reference (`orderingKey`) to the same endpoint that
+   * is still pending (it is not sent, whatever `nextAttemptAt` says, until that one succeeds or fails);
+   * "throttled", due but its endpoint received its `maxDeliveriesPerSecond` in the current second (it goes out
+   * in a later one). Null when `heldBack` is false.
+   */
+  readonly heldBackReason: HeldBackReason | null;
 }
+
+/**
+ * The throttle's window a claim made at `now` counts in (SPEC §9.3, `max_deliveries_per_second`): wall-clock
+ * seconds since the epoch. A throttled delivery is leased in one window and its request must begin within it.
+ */
+export function throttleWindowOf(now: Date): number {
+  return Math.floor(now.getTime() / 1000);
+}
+
+export const HELD_BACK_REASONS = ["ordering", "throttled"] as const;
+export type HeldBackReason = (typeof HELD_BACK_REASONS)[number];
 
 export interface WebhookDeliveryWithAttempts extends WebhookDeliveryView {
   /** Oldest first. */

@@ -17,7 +17,7 @@ import {
   type WebhookDeliveryWithAttempts,
   type WebhookEndpoint,
 } from "./webhook-models.ts";
-import { generateWebhookSecret } from "./webhook-secret.ts";
+import { generateSigningKey } from "./signing-keys.ts";
 
 export interface ListDeliveriesInput {
   readonly status?: string;
@@ -25,10 +25,13 @@ export interface ListDeliveriesInput {
   readonly cursor?: string;
 }
 
-/** An endpoint with its secret, as returned once by creation and rotation. */
+/**
+ * An endpoint with its secret, as returned once by creation and rotation: the HMAC secret (`whsec_`), or null
+ * for an ed25519 endpoint, whose private key never leaves the server (its public key is `endpoint.publicKey`).
+ */
 export interface EndpointWithSecret {
   readonly endpoint: WebhookEndpoint;
-  readonly secret: string;
+  readonly secret: string | null;
 }
 
 /** A secret rotated out keeps signing beside the new one for this long (SPEC §9). */
@@ -55,7 +58,8 @@ export class WebhookService {
   ) {}
 
   /**
-   * Creates an endpoint (enabled unless `enabled: false`) with a new secret, returned here only.
+   * Creates an endpoint (enabled unless `enabled: false`) with a new signing key of its `signing` (HMAC unless
+   * "ed25519"): an HMAC secret is returned here only; an ed25519 private key never (its public key is readable).
    * @throws VALIDATION_FAILED (url syntax or refused target, unknown event types, tag ids that are not tags of
    *   the organization, description), LIMIT_EXCEEDED. Nothing is written then.
    */
@@ -64,7 +68,8 @@ export class WebhookService {
       throw validationFailed([{ path: ["url"], code: "REQUIRED", message: "url is required" }]);
     const changes = await validateEndpointInput(input, this.targets);
     const now = this.clock.now();
-    const secret = generateWebhookSecret();
+    const signing = changes.signing ?? "hmac-sha256";
+    const key = generateSigningKey(signing);
     const endpoint: WebhookEndpoint = {
       id: newId(),
       organizationId,
@@ -74,7 +79,10 @@ export class WebhookService {
       description: changes.description ?? null,
       enabled: changes.enabled ?? true,
       disabledReason: null,
-      secret,
+      secret: key.secret,
+      signing,
+      publicKey: key.publicKey,
+      maxDeliveriesPerSecond: changes.maxDeliveriesPerSecond ?? null,
       previousSecrets: [],
       previousSecretExpiresAt: null,
       failingSince: null,
@@ -97,7 +105,7 @@ export class WebhookService {
       await store.webhooks.insertEndpoint(endpoint);
       if (changes.tagIds) await this.writeTagFilter(store, endpoint, changes.tagIds);
     });
-    return { endpoint, secret };
+    return { endpoint, secret: key.publicKey === null ? key.secret : null };
   }
 
   /** @throws NOT_FOUND */
@@ -120,11 +128,21 @@ export class WebhookService {
    * Changes the given fields. Disabling fails the deliveries waiting for the endpoint; enabling a disabled
    * endpoint clears why it was disabled and its failure streak. Deliveries it missed while disabled are not
    * sent (re-send them by hand). `tagIds` replaces the tag filter; it applies to events written from then on.
+   * `maxDeliveriesPerSecond` applies from the next claim. `signing` cannot change (a new scheme needs a new key,
+   * which only creation and rotation hand over): the same value is accepted, another one refused.
    * @throws NOT_FOUND, VALIDATION_FAILED (nothing is changed then).
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
-    await this.getEndpoint(organizationId, id);
+    const before = await this.getEndpoint(organizationId, id);
     const changes = await validateEndpointInput(input, this.targets);
+    if (changes.signing !== undefined && changes.signing !== before.signing)
+      throw validationFailed([
+        {
+          path: ["signing"],
+          code: "IMMUTABLE",
+          message: `signing is fixed at creation (this endpoint signs with ${before.signing}); create a new endpoint to change it`,
+        },
+      ]);
     return this.store.transaction(async (store) => {
       // Read again under the endpoint's lock: the row written below is the current one with these changes, so a
       // rotation (or a worker's update) committed meanwhile is not overwritten.
@@ -138,6 +156,7 @@ export class WebhookService {
         ...(changes.description !== undefined && { description: changes.description }),
         ...(changes.enabled !== undefined && { enabled: changes.enabled }),
         ...(changes.ordering !== undefined && { ordering: changes.ordering }),
+        ...(changes.maxDeliveriesPerSecond !== undefined && { maxDeliveriesPerSecond: changes.maxDeliveriesPerSecond }),
         ...((enabling || changes.enabled === false) && { disabledReason: null }),
         ...(enabling && { failingSince: null }),
         updatedAt: this.clock.now(),
@@ -164,8 +183,9 @@ export class WebhookService {
   }
 
   /**
-   * Issues a new secret, returned here only. The current one keeps signing beside the new one for 24 hours, and
-   * so does every secret rotated out within the last 24 hours (a second rotation drops none of them).
+   * Issues a new signing key of the endpoint's scheme: an HMAC secret is returned here only; an ed25519 key's
+   * public half is the endpoint's `publicKey` from now on. The current key keeps signing beside the new one for
+   * 24 hours, and so does every key rotated out within the last 24 hours (a second rotation drops none of them).
    * @throws NOT_FOUND
    */
   async rotateSecret(organizationId: string, id: string): Promise<EndpointWithSecret> {
@@ -173,11 +193,12 @@ export class WebhookService {
       // Under the endpoint's lock: parallel rotations each keep the secrets the one before issued.
       const current = await this.lockEndpointIn(store, organizationId, id);
       const now = this.clock.now();
-      const secret = generateWebhookSecret();
+      const key = generateSigningKey(current.signing);
       const expiresAt = new Date(now.getTime() + PREVIOUS_SECRET_VALIDITY_MS);
       const endpoint: WebhookEndpoint = {
         ...current,
-        secret,
+        secret: key.secret,
+        publicKey: key.publicKey,
         previousSecrets: [
           { secret: current.secret, expiresAt },
           ...current.previousSecrets.filter((previous) => previous.expiresAt > now),
@@ -187,7 +208,7 @@ export class WebhookService {
         version: current.version + 1,
       };
       await store.webhooks.updateEndpoint(endpoint);
-      return { endpoint, secret };
+      return { endpoint, secret: key.publicKey === null ? key.secret : null };
     });
   }
 
@@ -222,7 +243,7 @@ export class WebhookService {
     await this.store.webhooks.insertDeliveries([delivery]);
     this.notifyQueued(delivery);
     // A test event keeps no reference's order, so nothing holds it back.
-    return { ...delivery, heldBack: false };
+    return { ...delivery, heldBack: false, heldBackReason: null };
   }
 
   /**
@@ -289,7 +310,7 @@ export class WebhookService {
     if (!requeued) throw notFound("webhook delivery");
     this.notifyQueued(requeued);
     // A re-send goes out outside its reference's order (its ordering key is cleared), so nothing holds it back.
-    return { ...requeued, heldBack: false };
+    return { ...requeued, heldBack: false, heldBackReason: null };
   }
 
   /** Called after a delivery was queued outside an event's transaction (test events, re-sends). */

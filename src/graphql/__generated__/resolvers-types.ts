@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDeliveryView as WebhookDeliveryViewModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookSigning as WebhookSigningModel, WebhookHeldBackReason as WebhookHeldBackReasonModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -91,8 +91,12 @@ export type CreateWebhookEndpointInput = {
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** The event types to send (at least one); null or absent: every type. */
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
+  /** At most this many deliveries a second (1 to 10,000), all instances together; null or absent: no throttle. */
+  maxDeliveriesPerSecond?: InputMaybe<Scalars['Int']['input']>;
   /** How deliveries are ordered; default `NONE`. */
   ordering?: InputMaybe<WebhookOrdering>;
+  /** How requests are signed; default `HMAC_SHA256`. Fixed once created. */
+  signing?: InputMaybe<WebhookSigning>;
   /**
    * Send only events whose reference carried at least one of these tags (1 to 100 ids of the organization's
    * tags) when the event was written; null or absent: every reference. An id that is not a tag of the
@@ -107,10 +111,11 @@ export type CreateWebhookEndpointInput = {
 export type CreateWebhookEndpointPayload = {
   __typename?: 'CreateWebhookEndpointPayload';
   /**
-   * The signing secret (`whsec_` + base64), shown this once. Verify requests with it as Standard Webhooks
-   * describes.
+   * The signing secret (`whsec_` + base64) of an `HMAC_SHA256` endpoint, shown this once. Verify requests with it
+   * as Standard Webhooks describes. Null for `ED25519`: its private key is never shown; verify with the endpoint's
+   * `publicKey`.
    */
-  secret: Scalars['String']['output'];
+  secret?: Maybe<Scalars['String']['output']>;
   /** The created endpoint. */
   webhookEndpoint: WebhookEndpoint;
 };
@@ -1129,8 +1134,11 @@ export type RotateWebhookEndpointSecretInput = {
 /** Result of `rotateWebhookEndpointSecret`. */
 export type RotateWebhookEndpointSecretPayload = {
   __typename?: 'RotateWebhookEndpointSecretPayload';
-  /** The new signing secret, shown this once. */
-  secret: Scalars['String']['output'];
+  /**
+   * The new signing secret, shown this once; null for an `ED25519` endpoint, whose new public key is the endpoint's
+   * `publicKey` (its private key is never shown).
+   */
+  secret?: Maybe<Scalars['String']['output']>;
   /** The endpoint, with `previousSecretExpiresAt` set. */
   webhookEndpoint: WebhookEndpoint;
 };
@@ -1299,8 +1307,15 @@ export type UpdateWebhookEndpointInput = {
   eventTypes?: InputMaybe<Array<LifecycleEventType>>;
   /** The endpoint to change. */
   id: Scalars['ID']['input'];
+  /** A new throttle (1 to 10,000 deliveries a second), from the next claim on; an explicit null removes it. */
+  maxDeliveriesPerSecond?: InputMaybe<Scalars['Int']['input']>;
   /** A new ordering, for deliveries queued from now on; turning `REFERENCE` off releases what it holds back. */
   ordering?: InputMaybe<WebhookOrdering>;
+  /**
+   * The endpoint's signing, which cannot change: the same value is accepted, another one is a VALIDATION_FAILED
+   * error (create a new endpoint to sign otherwise).
+   */
+  signing?: InputMaybe<WebhookSigning>;
   /**
    * A new tag filter (1 to 100 tag ids), replacing the current one for events written from now on; an explicit
    * null removes the filter (every reference).
@@ -1371,11 +1386,13 @@ export type WebhookDelivery = Node & {
    */
   eventType: WebhookEventType;
   /**
-   * True when the delivery is pending and held back behind an earlier delivery of its reference to the same endpoint
-   * that is still pending (`ordering: REFERENCE`): it is not sent, whatever `nextAttemptAt` says, until that one
-   * succeeds or fails.
+   * True when the delivery is pending and held back (see `heldBackReason`): behind an earlier delivery of its
+   * reference to the same endpoint that is still pending (`ordering: REFERENCE`), it is not sent, whatever
+   * `nextAttemptAt` says, until that one succeeds or fails; throttled, it goes out in a later second.
    */
   heldBack: Scalars['Boolean']['output'];
+  /** Why the delivery is held back; null when it is not. */
+  heldBackReason?: Maybe<WebhookHeldBackReason>;
   /** The delivery's identifier (a UUIDv7): the `webhook-id` header of its requests. */
   id: Scalars['ID']['output'];
   /** When the next attempt is due; null once the delivery succeeded or failed. */
@@ -1450,6 +1467,12 @@ export type WebhookEndpoint = Node & {
   heldBack: WebhookHeldBack;
   /** The endpoint's identifier (a UUIDv7). */
   id: Scalars['ID']['output'];
+  /**
+   * The most deliveries the endpoint receives in any one second, counted across every instance; null: no
+   * throttle. Deliveries beyond it wait for a later second (`heldBackReason: THROTTLED`), in order, without
+   * counting as attempts.
+   */
+  maxDeliveriesPerSecond?: Maybe<Scalars['Int']['output']>;
   /** How the endpoint's deliveries are ordered (`NONE` by default). */
   ordering: WebhookOrdering;
   /**
@@ -1457,8 +1480,16 @@ export type WebhookEndpoint = Node & {
    * rotation. Secrets rotated out earlier sign too, each until 24 hours after its own rotation.
    */
   previousSecretExpiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /**
+   * For `ED25519`: the public key that verifies the endpoint's `v1a` signatures, `whpk_` + base64 of the raw 32-byte
+   * ed25519 key (a receiver imports it with the DER prefix `302a300506032b6570032100`); a rotation replaces it, and
+   * the key before keeps signing beside it for 24 hours. Null for `HMAC_SHA256`.
+   */
+  publicKey?: Maybe<Scalars['String']['output']>;
   /** The endpoint's replay still being scheduled (`replayWebhookEvents`); null when there is none. */
   replay?: Maybe<WebhookReplay>;
+  /** How the endpoint's requests are signed (fixed at creation). */
+  signing: WebhookSigning;
   /** Whether the endpoint has a tag filter, and whether deleting tags emptied it. */
   tagFilterState: WebhookTagFilterState;
   /**
@@ -1546,6 +1577,13 @@ export type WebhookHeldBackEvent = {
   referenceId: Scalars['ID']['output'];
 };
 
+/** Why a pending delivery is held back. */
+export type WebhookHeldBackReason =
+  /** Behind an earlier delivery of its reference to the same endpoint that is still pending (`ordering: REFERENCE`). */
+  | 'ordering'
+  /** Due, but its endpoint received its `maxDeliveriesPerSecond` in the current second: it goes out in a later one. */
+  | 'throttled';
+
 /** How an endpoint's deliveries are ordered. */
 export type WebhookOrdering =
   /** Deliveries go out as soon as they are due, in parallel. */
@@ -1579,6 +1617,16 @@ export type WebhookReplay = {
 export type WebhookReplayRunState =
   | 'paused'
   | 'running';
+
+/** How an endpoint signs its requests (Standard Webhooks), chosen at creation and fixed afterwards. */
+export type WebhookSigning =
+  /**
+   * An ed25519 key pair: the private key (`whsk_`) never leaves the server; the endpoint's `publicKey` (`whpk_` +
+   * base64 of the raw 32-byte key) verifies signatures `v1a,<base64 ed25519 signature>`.
+   */
+  | 'ed25519'
+  /** A shared secret (`whsec_` + base64, returned once); signatures `v1,<base64 HMAC-SHA256>`. */
+  | 'hmac-sha256';
 
 /** The state of a webhook endpoint's tag filter. */
 export type WebhookTagFilterState =
@@ -1768,9 +1816,11 @@ export type ResolversTypes = ResolversObject<{
   WebhookEventType: ResolverTypeWrapper<WebhookEventTypeModel>;
   WebhookHeldBack: ResolverTypeWrapper<Omit<WebhookHeldBack, 'oldest'> & { oldest?: Maybe<ResolversTypes['WebhookHeldBackEvent']> }>;
   WebhookHeldBackEvent: ResolverTypeWrapper<Omit<WebhookHeldBackEvent, 'eventType'> & { eventType: ResolversTypes['LifecycleEventType'] }>;
+  WebhookHeldBackReason: ResolverTypeWrapper<WebhookHeldBackReasonModel>;
   WebhookOrdering: ResolverTypeWrapper<WebhookOrderingModel>;
   WebhookReplay: ResolverTypeWrapper<Omit<WebhookReplay, 'state'> & { state: ResolversTypes['WebhookReplayRunState'] }>;
   WebhookReplayRunState: ResolverTypeWrapper<WebhookReplayRunStateModel>;
+  WebhookSigning: ResolverTypeWrapper<WebhookSigningModel>;
   WebhookTagFilterState: ResolverTypeWrapper<WebhookTagFilterStateModel>;
 }>;
 
@@ -1875,7 +1925,7 @@ export type CreateTagPayloadResolvers<ContextType = GraphqlContext, ParentType e
 }>;
 
 export type CreateWebhookEndpointPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['CreateWebhookEndpointPayload'] = ResolversParentTypes['CreateWebhookEndpointPayload']> = ResolversObject<{
-  secret?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  secret?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   webhookEndpoint?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
 
@@ -2083,7 +2133,7 @@ export type ResendWebhookDeliveryPayloadResolvers<ContextType = GraphqlContext, 
 }>;
 
 export type RotateWebhookEndpointSecretPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RotateWebhookEndpointSecretPayload'] = ResolversParentTypes['RotateWebhookEndpointSecretPayload']> = ResolversObject<{
-  secret?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  secret?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   webhookEndpoint?: Resolver<ResolversTypes['WebhookEndpoint'], ParentType, ContextType>;
 }>;
 
@@ -2145,6 +2195,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventType?: Resolver<ResolversTypes['WebhookEventType'], ParentType, ContextType>;
   heldBack?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  heldBackReason?: Resolver<Maybe<ResolversTypes['WebhookHeldBackReason']>, ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   nextAttemptAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   status?: Resolver<ResolversTypes['WebhookDeliveryStatus'], ParentType, ContextType>;
@@ -2174,9 +2225,12 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   failingSince?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   heldBack?: Resolver<ResolversTypes['WebhookHeldBack'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  maxDeliveriesPerSecond?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
   ordering?: Resolver<ResolversTypes['WebhookOrdering'], ParentType, ContextType>;
   previousSecretExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  publicKey?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   replay?: Resolver<Maybe<ResolversTypes['WebhookReplay']>, ParentType, ContextType>;
+  signing?: Resolver<ResolversTypes['WebhookSigning'], ParentType, ContextType>;
   tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
   tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
@@ -2210,6 +2264,8 @@ export type WebhookHeldBackEventResolvers<ContextType = GraphqlContext, ParentTy
   referenceId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
 }>;
 
+export type WebhookHeldBackReasonResolvers = { ORDERING: 'ordering', THROTTLED: 'throttled' };
+
 export type WebhookOrderingResolvers = { NONE: 'none', REFERENCE: 'reference' };
 
 export type WebhookReplayResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookReplay'] = ResolversParentTypes['WebhookReplay']> = ResolversObject<{
@@ -2220,6 +2276,8 @@ export type WebhookReplayResolvers<ContextType = GraphqlContext, ParentType exte
 }>;
 
 export type WebhookReplayRunStateResolvers = { PAUSED: 'paused', RUNNING: 'running' };
+
+export type WebhookSigningResolvers = { ED25519: 'ed25519', HMAC_SHA256: 'hmac-sha256' };
 
 export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty', NONE: 'none' };
 
@@ -2281,9 +2339,11 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookEventType?: WebhookEventTypeResolvers;
   WebhookHeldBack?: WebhookHeldBackResolvers<ContextType>;
   WebhookHeldBackEvent?: WebhookHeldBackEventResolvers<ContextType>;
+  WebhookHeldBackReason?: WebhookHeldBackReasonResolvers;
   WebhookOrdering?: WebhookOrderingResolvers;
   WebhookReplay?: WebhookReplayResolvers<ContextType>;
   WebhookReplayRunState?: WebhookReplayRunStateResolvers;
+  WebhookSigning?: WebhookSigningResolvers;
   WebhookTagFilterState?: WebhookTagFilterStateResolvers;
 }>;
 

@@ -5,7 +5,7 @@ const KEY_STORAGE = "reftrail.operator.apiKey";
 const ENDPOINT_FIELDS = `id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState
   ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }
   replay { state remaining }`;
-const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt heldBack createdAt updatedAt
+const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt heldBack heldBackReason createdAt updatedAt
   attempts { id attemptedAt statusCode error latencyMs responseBody }`;
 const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
   tags(first: 100) { edges { node { id name } } }
@@ -254,12 +254,14 @@ function renderDeliveries() {
           "td",
           {},
           outcomeBadge(delivery.status),
-          // A held-back delivery's due time says nothing: it goes out after the earlier one, not then.
+          // A held-back delivery's due time says nothing: it goes out after the earlier one, or in a later second.
           delivery.heldBack
             ? el(
                 "div",
                 { class: "sub", "data-testid": "delivery-wait" },
-                "held back behind an earlier delivery of its reference",
+                delivery.heldBackReason === "THROTTLED"
+                  ? "throttled: the endpoint received its deliveries for this second"
+                  : "held back behind an earlier delivery of its reference",
               )
             : delivery.nextAttemptAt
               ? el("div", { class: "sub", "data-testid": "delivery-wait" }, `next ${time(delivery.nextAttemptAt)}`)

@@ -9,7 +9,12 @@ import {
   type WebhookDeliveryView,
   type WebhookEndpoint,
 } from "../../domain/webhooks/webhook-models.ts";
-import { MAX_DESCRIPTION_LENGTH, MAX_FILTER_TAGS } from "../../domain/webhooks/webhook-endpoint-input.ts";
+import { WEBHOOK_SIGNINGS } from "../../domain/webhooks/signing-keys.ts";
+import {
+  MAX_DELIVERIES_PER_SECOND,
+  MAX_DESCRIPTION_LENGTH,
+  MAX_FILTER_TAGS,
+} from "../../domain/webhooks/webhook-endpoint-input.ts";
 import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
@@ -65,6 +70,21 @@ const endpointProperties = {
       "given up (a retry holds back only its own reference). Applies to deliveries queued from then on; turning " +
       "it off releases the deliveries it holds back",
   },
+  signing: {
+    type: "string",
+    enum: [...WEBHOOK_SIGNINGS],
+    description:
+      "hmac-sha256 (default): a whsec_ secret returned once, v1 signatures; ed25519: v1a signatures verified with " +
+      "the endpoint's public_key (whpk_), the private key never leaves the server. Fixed at creation: on PATCH the " +
+      "same value is accepted, another one is a 422",
+  },
+  max_deliveries_per_second: {
+    type: ["integer", "null"],
+    description:
+      `At most this many deliveries in any one second (1 to ${MAX_DELIVERIES_PER_SECOND}), counted across every ` +
+      "instance; null or absent: no throttle. Deliveries beyond it wait for a later second (held_back_reason " +
+      "throttled), in order, and do not count as attempts",
+  },
 } as const;
 
 interface EndpointBody {
@@ -74,6 +94,8 @@ interface EndpointBody {
   description?: string | null;
   enabled?: boolean;
   ordering?: string;
+  signing?: string;
+  max_deliveries_per_second?: number | null;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
@@ -92,6 +114,9 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
     disabled_reason: endpoint.disabledReason,
     failing_since: iso(endpoint.failingSince),
     previous_secret_expires_at: iso(endpoint.previousSecretExpiresAt),
+    signing: endpoint.signing,
+    public_key: endpoint.publicKey,
+    max_deliveries_per_second: endpoint.maxDeliveriesPerSecond,
     created_at: endpoint.createdAt.toISOString(),
     updated_at: endpoint.updatedAt.toISOString(),
   };
@@ -108,6 +133,7 @@ export function serializeWebhookDelivery(delivery: WebhookDeliveryView) {
     attempt_count: delivery.attemptCount,
     next_attempt_at: iso(delivery.nextAttemptAt),
     held_back: delivery.heldBack,
+    held_back_reason: delivery.heldBackReason,
     body: JSON.parse(delivery.body) as unknown,
     created_at: delivery.createdAt.toISOString(),
     updated_at: delivery.updatedAt.toISOString(),
@@ -132,6 +158,8 @@ const toInput = (body: EndpointBody) => ({
   description: body.description,
   enabled: body.enabled,
   ordering: body.ordering,
+  signing: body.signing,
+  maxDeliveriesPerSecond: body.max_deliveries_per_second,
 });
 
 export function registerWebhookRoutes(app: FastifyInstance, services: Services): void {

@@ -1,4 +1,4 @@
-import type { WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import { throttleWindowOf, type WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
 import type {
   ClaimRequest,
   CountedLostAttempts,
@@ -87,37 +87,90 @@ export class SqlWebhookClaimRepository {
       x."endpoint_id" = ${endpoint} AND x."status" = 'pending' AND NOT x."held" AND x."next_attempt_at" <= ${now}
         AND (x."lease_expires_at" IS NULL OR x."lease_expires_at" < ${now})
       ORDER BY x."next_attempt_at", x."id" LIMIT ${readPerEndpoint}`;
+    // The throttle (docs/decisions.md, "Webhook throttle"): a throttled endpoint may get what is left of its
+    // maximum in the current second, as its window row says ("allowance"; NULL for an unthrottled endpoint,
+    // whose claim reads no window). The leased deliveries are counted in the same row before the claim commits.
+    const second = throttleWindowOf(now);
+    const windowSecond = Prisma.sql`CAST(${second} AS BIGINT)`;
+    const leftInWindow = (greatest: string) => Prisma.sql`CASE WHEN w."window_second" = ${windowSecond}
+      THEN ${Prisma.raw(greatest)}(e."max_deliveries_per_second" - w."used", 0) ELSE e."max_deliveries_per_second" END`;
     const candidates =
       this.provider === "postgres"
-        ? Prisma.sql`
-          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at"
-          FROM "webhook_endpoints" e CROSS JOIN LATERAL (
+        ? // The window row is locked, SKIP LOCKED: while another instance's claim counts in it, this claim leases
+          // nothing for that endpoint (NULL allowance of a throttled endpoint) instead of waiting; once that claim
+          // has committed, the lock reads its count.
+          Prisma.sql`
+          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at", t."allowance"
+          FROM "webhook_endpoints" e LEFT JOIN LATERAL (
+            SELECT ${leftInWindow("GREATEST")} AS "allowance" FROM "webhook_endpoint_throttles" w
+            WHERE w."endpoint_id" = e."id" AND e."max_deliveries_per_second" IS NOT NULL
+            FOR UPDATE SKIP LOCKED
+          ) t ON TRUE CROSS JOIN LATERAL (
             SELECT x."id", x."endpoint_id", x."next_attempt_at" FROM "webhook_deliveries" x
-            WHERE ${dueHeads(Prisma.sql`e."id"`)}
+            WHERE (e."max_deliveries_per_second" IS NULL OR t."allowance" > 0) AND ${dueHeads(Prisma.sql`e."id"`)}
             FOR UPDATE SKIP LOCKED
           ) d ${exclusion}`
         : Prisma.sql`
-          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at"
+          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at",
+            CASE WHEN e."max_deliveries_per_second" IS NULL THEN NULL ELSE COALESCE((
+              SELECT ${leftInWindow("MAX")} FROM "webhook_endpoint_throttles" w WHERE w."endpoint_id" = e."id"), 0)
+            END AS "allowance"
           FROM "webhook_endpoints" e JOIN "webhook_deliveries" d ON d."id" IN (
             SELECT x."id" FROM "webhook_deliveries" x WHERE ${dueHeads(Prisma.sql`e."id"`)}
           ) ${exclusion}`;
-    const rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
+    const chosen = Prisma.sql`
       WITH candidates AS (${candidates}), by_endpoint AS (
         SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c."endpoint_id" ORDER BY c."next_attempt_at", c."id") AS "rank"
         FROM candidates c
       ), by_organization AS (
         SELECT c."id", c."next_attempt_at", ROW_NUMBER() OVER (
           PARTITION BY c."organization_id" ORDER BY c."rank", c."next_attempt_at", c."id") AS "round"
-        FROM by_endpoint c WHERE c."rank" <= ${perEndpoint}
-      )
+        FROM by_endpoint c WHERE c."rank" <= ${perEndpoint} AND (c."allowance" IS NULL OR c."rank" <= c."allowance")
+      )`;
+    const lease = Prisma.sql`
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
       WHERE "id" IN (
         SELECT c."id" FROM by_organization c ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
-      )
-      RETURNING ${DELIVERY_COLUMNS}`);
+      )`;
+    let rows: DeliveryColumns[];
+    if (this.provider === "postgres") {
+      rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
+        ${chosen}, leased AS (${lease} RETURNING ${DELIVERY_COLUMNS}), counted AS (
+          UPDATE "webhook_endpoint_throttles" w SET "window_second" = ${windowSecond},
+            "used" = CASE WHEN w."window_second" = ${windowSecond} THEN w."used" ELSE 0 END + l."n"
+          FROM (SELECT "endpoint_id", COUNT(*) AS "n" FROM leased GROUP BY "endpoint_id") l
+          WHERE w."endpoint_id" = l."endpoint_id"
+        )
+        SELECT * FROM leased`);
+    } else {
+      // SQLite has one writer, and its statements change one table: the window is counted by a second statement,
+      // only when the claim leased deliveries of a throttled endpoint (its rows say so).
+      const leased = await this.sql.all<DeliveryColumns & { throttled: number | null }>(Prisma.sql`
+        ${chosen} ${lease}
+        RETURNING ${DELIVERY_COLUMNS}, (SELECT 1 FROM "webhook_endpoint_throttles" w
+          WHERE w."endpoint_id" = "webhook_deliveries"."endpoint_id") AS "throttled"`);
+      const counts = new Map<string, number>();
+      for (const row of leased)
+        if (row.throttled !== null) counts.set(row.endpoint_id, (counts.get(row.endpoint_id) ?? 0) + 1);
+      if (counts.size > 0) await this.countInWindow(second, counts);
+      rows = leased;
+    }
     return rows
       .map(toDeliveryFromColumns)
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
+  }
+
+  /** Adds leased deliveries to their endpoints' windows of `second` (SQLite; PostgreSQL counts in the claim). */
+  private async countInWindow(second: number, counts: ReadonlyMap<string, number>): Promise<void> {
+    const entries = [...counts];
+    await this.sql.run(Prisma.sql`
+      UPDATE "webhook_endpoint_throttles" SET
+        "used" = CASE WHEN "window_second" = ${second} THEN "used" ELSE 0 END + CASE "endpoint_id" ${Prisma.join(
+          entries.map(([id, n]) => Prisma.sql`WHEN ${id} THEN ${n}`),
+          " ",
+        )} END,
+        "window_second" = ${second}
+      WHERE "endpoint_id" IN (${Prisma.join(entries.map(([id]) => id))})`);
   }
 
   async finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>> {

@@ -8,6 +8,7 @@ import {
   ATTEMPT_COLUMNS,
   DELIVERY_COLUMNS,
   DELIVERY_VIEW_COLUMNS,
+  DELIVERY_VIEW_JOINS,
   toAttemptFromColumns,
   toDeliveryFromColumns,
   toDeliveryViewFromColumns,
@@ -52,7 +53,7 @@ export class SqlWebhookDeliveryRepository {
 
   async findDelivery(organizationId: string, id: string): Promise<WebhookDeliveryView | null> {
     const [row] = await this.sql.all<DeliveryViewColumns>(Prisma.sql`
-      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d ${DELIVERY_VIEW_JOINS}
       WHERE d."id" = ${id} AND d."organization_id" = ${organizationId}`);
     return row ? toDeliveryViewFromColumns(row) : null;
   }
@@ -61,20 +62,20 @@ export class SqlWebhookDeliveryRepository {
     if (ids.length === 0) return [];
     const rows = await findInChunks(ids, (chunk) =>
       this.sql.all<DeliveryViewColumns>(Prisma.sql`
-        SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+        SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d ${DELIVERY_VIEW_JOINS}
         WHERE d."organization_id" = ${organizationId} AND ${isOneOf(this.provider, Prisma.sql`d."id"`, chunk)}`),
     );
-    return rows.map(toDeliveryViewFromColumns);
+    return rows.map((row) => toDeliveryViewFromColumns(row));
   }
 
   async listDeliveries(query: DeliveryListQuery): Promise<WebhookDeliveryView[]> {
     const status = query.status ? Prisma.sql`AND d."status" = ${query.status}` : Prisma.empty;
     const before = query.beforeId ? Prisma.sql`AND d."id" < ${query.beforeId}` : Prisma.empty;
     const rows = await this.sql.all<DeliveryViewColumns>(Prisma.sql`
-      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d
+      SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d ${DELIVERY_VIEW_JOINS}
       WHERE d."endpoint_id" = ${query.endpointId} ${status} ${before}
       ORDER BY d."id" DESC LIMIT ${query.limit}`);
-    return rows.map(toDeliveryViewFromColumns);
+    return rows.map((row) => toDeliveryViewFromColumns(row));
   }
 
   async findAttemptsByIds(organizationId: string, ids: readonly string[]): Promise<WebhookAttempt[]> {

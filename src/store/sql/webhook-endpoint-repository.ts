@@ -63,11 +63,27 @@ export class SqlWebhookEndpointRepository {
     await this.sql.run(Prisma.sql`
       INSERT INTO "webhook_endpoints" ("id", "organization_id", "url", "event_types", "description", "enabled",
         "disabled_reason", "secret", "previous_secret", "previous_secret_expires_at", "failing_since",
-        "tag_filtered", "ordering", "created_at", "updated_at")
+        "tag_filtered", "ordering", "created_at", "updated_at", "signing", "public_key",
+        "max_deliveries_per_second")
       VALUES (${endpoint.id}, ${endpoint.organizationId}, ${endpoint.url}, ${stored.eventTypes},
         ${endpoint.description}, ${endpoint.enabled}, ${endpoint.disabledReason}, ${stored.secret},
         ${stored.previousSecrets}, ${endpoint.previousSecretExpiresAt}, ${endpoint.failingSince},
-        ${stored.tagFiltered}, ${endpoint.ordering}, ${endpoint.createdAt}, ${endpoint.updatedAt})`);
+        ${stored.tagFiltered}, ${endpoint.ordering}, ${endpoint.createdAt}, ${endpoint.updatedAt},
+        ${endpoint.signing}, ${endpoint.publicKey}, ${endpoint.maxDeliveriesPerSecond})`);
+    if (endpoint.maxDeliveriesPerSecond !== null) await this.writeThrottle(endpoint);
+  }
+
+  /**
+   * A throttled endpoint has its window row (the claim counts in it and leases nothing for an endpoint without
+   * one); an unthrottled one has none. Written in the transaction that writes the setting.
+   */
+  private async writeThrottle(endpoint: WebhookEndpoint): Promise<void> {
+    if (endpoint.maxDeliveriesPerSecond === null)
+      await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoint_throttles" WHERE "endpoint_id" = ${endpoint.id}`);
+    else
+      await this.sql.run(Prisma.sql`
+        INSERT INTO "webhook_endpoint_throttles" ("endpoint_id", "window_second", "used")
+        VALUES (${endpoint.id}, 0, 0) ON CONFLICT ("endpoint_id") DO NOTHING`);
   }
 
   /** Writes the endpoint's fields and raises its version (whatever `endpoint.version` says). */
@@ -80,9 +96,11 @@ export class SqlWebhookEndpointRepository {
         "previous_secret" = ${stored.previousSecrets},
         "previous_secret_expires_at" = ${endpoint.previousSecretExpiresAt},
         "failing_since" = ${endpoint.failingSince}, "tag_filtered" = ${stored.tagFiltered},
-        "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}, "version" = "version" + 1
+        "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}, "version" = "version" + 1,
+        "public_key" = ${endpoint.publicKey}, "max_deliveries_per_second" = ${endpoint.maxDeliveriesPerSecond}
       WHERE "id" = ${endpoint.id} AND "organization_id" = ${endpoint.organizationId}
       RETURNING "id", "version"`);
+    if (rows.length > 0) await this.writeThrottle(endpoint);
     this.onEndpointsChanged(rows.map((row) => ({ id: row.id, version: Number(row.version) })));
   }
 

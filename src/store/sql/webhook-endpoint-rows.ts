@@ -1,4 +1,5 @@
 import type { LifecycleEventType } from "../../domain/lifecycle/lifecycle-event.ts";
+import type { WebhookSigning } from "../../domain/webhooks/signing-keys.ts";
 import type { PreviousSecret, WebhookEndpoint, WebhookOrdering } from "../../domain/webhooks/webhook-models.ts";
 import type { DatabaseProvider } from "../database.ts";
 import { isEncrypted, type SecretCipher } from "../secret-cipher.ts";
@@ -7,7 +8,8 @@ import { Prisma } from "./sql-template.ts";
 
 /*
  * An endpoint row and the domain's endpoint, both ways. The signing secrets are stored encrypted (the domain sees
- * them plain), the event types as JSON, and the tag filter as a flag beside its rows in "webhook_endpoint_tags".
+ * them plain; so are ed25519 private keys, which sit in the same columns), the event types as JSON, and the tag
+ * filter as a flag beside its rows in "webhook_endpoint_tags".
  */
 
 /** An endpoint as a raw statement reads it (column names; the driver's types, see src/store/sql/rows.ts). */
@@ -28,12 +30,16 @@ export interface EndpointColumns {
   readonly created_at: unknown;
   readonly updated_at: unknown;
   readonly version: number | bigint;
+  readonly signing: string;
+  readonly public_key: string | null;
+  readonly max_deliveries_per_second: number | bigint | null;
 }
 
 /** Every column of the endpoint `e`, as `EndpointColumns` reads them. */
 export const ENDPOINT_COLUMNS = Prisma.sql`e."id", e."organization_id", e."url", e."event_types", e."description",
   e."enabled", e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
-  e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", e."version"`;
+  e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", e."version", e."signing",
+  e."public_key", e."max_deliveries_per_second"`;
 
 /** The stored list of secrets rotated out, inside its encrypted envelope. */
 interface StoredPreviousSecret {
@@ -86,6 +92,9 @@ export function toEndpointFromColumns(
     enabled: toBoolean(row.enabled),
     disabledReason: row.disabled_reason,
     secret: secrets.decrypt(row.secret),
+    signing: row.signing as WebhookSigning,
+    publicKey: row.public_key,
+    maxDeliveriesPerSecond: row.max_deliveries_per_second === null ? null : Number(row.max_deliveries_per_second),
     previousSecrets: readPreviousSecrets(row, secrets),
     previousSecretExpiresAt: toNullableDate(row.previous_secret_expires_at),
     failingSince: toNullableDate(row.failing_since),
