@@ -60,15 +60,18 @@ export class WebhookService {
    *   the organization, description), LIMIT_EXCEEDED. Nothing is written then.
    */
   async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
-    if (input.url === undefined)
-      throw validationFailed([{ path: ["url"], code: "REQUIRED", message: "url is required" }]);
+    if (input.url === undefined && (input.destination === undefined || input.destination === null))
+      throw validationFailed([
+        { path: ["url"], code: "REQUIRED", message: "url is required (or a message broker's destination instead)" },
+      ]);
     const changes = await validateEndpointInput(input, this.targets);
     const now = this.clock.now();
     const secret = generateWebhookSecret();
     const endpoint: WebhookEndpoint = {
       id: newId(),
       organizationId,
-      url: changes.url!,
+      url: changes.url ?? null,
+      destination: changes.destination ?? null,
       eventTypes: changes.eventTypes ?? null,
       tagIds: changes.tagIds ? [...new Set(changes.tagIds)].sort() : null,
       description: changes.description ?? null,
@@ -123,8 +126,8 @@ export class WebhookService {
    * @throws NOT_FOUND, VALIDATION_FAILED (nothing is changed then).
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
-    await this.getEndpoint(organizationId, id);
-    const changes = await validateEndpointInput(input, this.targets);
+    const before = await this.getEndpoint(organizationId, id);
+    const changes = await validateEndpointInput(input, this.targets, before.destination);
     return this.store.transaction(async (store) => {
       // Read again under the endpoint's lock: the row written below is the current one with these changes, so a
       // rotation (or a worker's update) committed meanwhile is not overwritten.
@@ -133,6 +136,8 @@ export class WebhookService {
       const updated: WebhookEndpoint = {
         ...current,
         ...(changes.url !== undefined && { url: changes.url }),
+        ...(changes.destination !== undefined && { destination: changes.destination }),
+        ...(changes.destination && { url: null }),
         ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
         ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
         ...(changes.description !== undefined && { description: changes.description }),
