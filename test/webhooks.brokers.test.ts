@@ -150,6 +150,39 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
     }
   });
 
+  it("retries while the RabbitMQ exchange is missing, without failing another exchange's publishes", async () => {
+    const queue = await rabbitMqReceiver(rabbit);
+    const missing = uniqueName("reftrail-missing");
+    try {
+      const late = await createEndpoint(server, {
+        destination: { kind: "rabbitmq", url: RABBITMQ_URL, exchange: missing },
+      });
+      const healthy = await createEndpoint(server, {
+        destination: { kind: "rabbitmq", url: RABBITMQ_URL, exchange: queue.exchange },
+      });
+      await writeStory(server, 2);
+      const failing = await eventually(async () => {
+        const [delivery] = await listDeliveries(server, late.id);
+        return delivery?.attempt_count >= 2 && (await getDelivery(server, late.id, delivery.id));
+      });
+      expect(failing.attempts[0].error).toMatch(/NOT_FOUND - no exchange/);
+      // The other exchange on the same broker (the same pooled connection) is not disturbed.
+      await eventually(async () => queue.messages.length >= 2, 10_000, "the healthy exchange's messages");
+      const [healthyDelivery] = await listDeliveries(server, healthy.id);
+      expect((await getDelivery(server, healthy.id, healthyDelivery.id)).attempts).toHaveLength(1);
+      // The receiver declares its exchange: the retries reach it.
+      await queue.channel.assertExchange(missing, "topic", { durable: false, autoDelete: true });
+      await queue.channel.bindQueue((await queue.channel.assertQueue("", { exclusive: true })).queue, missing, "#");
+      await eventually(async () => {
+        const deliveries = await listDeliveries(server, late.id);
+        return deliveries.length === 2 && deliveries.every((delivery) => delivery.status === "succeeded");
+      }, 15_000);
+    } finally {
+      await queue.channel.deleteExchange(missing).catch(() => undefined);
+      await queue.channel.close().catch(() => undefined);
+    }
+  });
+
   it("retries while no stream captures the NATS subject and then delivers everything, in order", async () => {
     const subject = uniqueName("reftrail.late").replaceAll("-", "_");
     const endpoint = await createEndpoint(server, {
