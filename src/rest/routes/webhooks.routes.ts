@@ -49,7 +49,7 @@ const endpointProperties = {
   destination: {
     type: "object",
     description:
-      "A message broker to publish events to instead of an HTTP URL (SPEC §9.3): " +
+      "A message broker to publish events to instead of an HTTP URL: " +
       '{"kind": "rabbitmq", "url": "amqp://…", "exchange": "…", "routing_key": "…"} (routing_key defaults to the ' +
       'event type) or {"kind": "nats", "url": "nats://…", "subject": "…"}. The URL may hold credentials: it is ' +
       "stored encrypted and read back with its password masked; on update, a destination of the endpoint's kind " +
