@@ -250,6 +250,19 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       destination: { kind: "nats", url: "nats://a-token@127.0.0.1:4222", subject: "tracking.events" },
     });
     expect(nats.destination).toEqual({ kind: "nats", url: "nats://****@127.0.0.1:4222", subject: "tracking.events" });
+    const viaGraphql = await gqlData(
+      server,
+      `mutation ($input: CreateWebhookEndpointInput!) {
+        createWebhookEndpoint(input: $input) {
+          webhookEndpoint { url destination { __typename ... on NatsDestination { url subject } } }
+        }
+      }`,
+      { input: { destination: { nats: { url: "nats://user:pw-secret@127.0.0.1:4222", subject: "tracking.gql" } } } },
+    );
+    expect(viaGraphql.createWebhookEndpoint.webhookEndpoint).toEqual({
+      url: null,
+      destination: { __typename: "NatsDestination", url: "nats://user:****@127.0.0.1:4222", subject: "tracking.gql" },
+    });
     // Back to HTTP: the destination goes.
     const toHttp = await http(server, "PATCH", `/v1/webhooks/${nats.id}`, { body: { url: receiver.url("/back") } });
     expectStatus(toHttp, 200);
