@@ -9,6 +9,7 @@ import {
   connectRabbitMq,
   natsStream,
   NATS_URL,
+  OwnNatsServer,
   RABBITMQ_URL,
   rabbitMqReceiver,
   uniqueName,
@@ -214,6 +215,60 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
     }
   });
 
+  it("retries while the NATS server is down and then delivers everything, in order, nothing lost", async () => {
+    const own = await OwnNatsServer.start();
+    const { connect } = await import("@nats-io/transport-node");
+    const { jetstreamManager } = await import("@nats-io/jetstream");
+    const subject = uniqueName("reftrail.down").replaceAll("-", "_");
+    const streamOn = async () => {
+      const connection = await connect({ servers: `127.0.0.1:${own.port}` });
+      return { connection, stream: await natsStream(await jetstreamManager(connection), subject) };
+    };
+    let admin = await streamOn();
+    try {
+      const endpoint = await createEndpoint(server, {
+        destination: { kind: "nats", url: own.url, subject: `${subject}.events` },
+        ordering: "reference",
+      });
+      const reference = await writeStory(server, 1);
+      await eventually(async () => (await admin.stream.read()).length === 1, 10_000, "the first message");
+      // The broker goes down: the pooled connection is lost, the next events' attempts fail.
+      await admin.connection.close();
+      await own.stop();
+      const more = await writeEvents(server, reference.id, 3);
+      const failing = await eventually(async () => {
+        const deliveries = await listDeliveries(server, endpoint.id);
+        const waiting = deliveries.find((delivery) => delivery.attempt_count >= 2 && delivery.status === "pending");
+        return waiting && (await getDelivery(server, endpoint.id, waiting.id));
+      });
+      expect(failing.attempts[0].status_code).toBeNull();
+      expect(failing.attempts[0].error).toMatch(/^nats nats:\/\/127\.0\.0\.1:\d+ subject/);
+      // It comes back with its stream (same store): every event arrives, in the log's order, each once.
+      await own.resume();
+      admin = { connection: await connect({ servers: `127.0.0.1:${own.port}` }), stream: admin.stream };
+      const manager = await jetstreamManager(admin.connection);
+      const messages = await eventually(async () => {
+        const info = await manager.streams.info(admin.stream.name);
+        return info.state.messages >= 4 && info.state.messages;
+      }, 20_000);
+      expect(messages).toBe(4);
+      const stored: string[] = [];
+      for (let seq = 1; seq <= 4; seq++) {
+        const message = await manager.streams.getMessage(admin.stream.name, { seq });
+        stored.push(JSON.parse(new TextDecoder().decode(message!.data)).id);
+      }
+      expect(stored).toEqual([...reference.log, ...more]);
+      // The last outcome is recorded just after the stream stored it.
+      await eventually(async () => {
+        const deliveries = await listDeliveries(server, endpoint.id);
+        return deliveries.length === 4 && deliveries.every((delivery) => delivery.status === "succeeded");
+      });
+    } finally {
+      await admin.connection.close().catch(() => undefined);
+      await own.close();
+    }
+  });
+
   it("masks the broker URL's password on every read and stores it encrypted", async () => {
     const created = await createEndpoint(server, {
       destination: { kind: "rabbitmq", url: "amqp://reader:s3cret-pw@127.0.0.1:5672/vh", exchange: "orders" },
@@ -302,6 +357,11 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       "UNKNOWN_FIELD",
     );
     await refused({ destination: { kind: "kafka", url: "kafka://x" } }, "/destination/kind", "ENUM");
+    await refused(
+      { destination: { ...rabbitmq, url: "amqp://u:%zz@127.0.0.1:5672" } },
+      "/destination/url",
+      "INVALID_URL",
+    );
     await refused({ description: "nowhere" }, "/url", "REQUIRED");
 
     const graphql = await gql(
@@ -315,6 +375,17 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
     });
   });
 });
+
+/** Writes `count` more events on the reference (extraction outcomes); their ids, oldest first. */
+async function writeEvents(server: TestServer, referenceId: string, count: number): Promise<string[]> {
+  for (let index = 0; index < count; index++) {
+    const body = { status: "failed", error: { code: "TIMEOUT", message: `down ${index}` } };
+    expectStatus(await http(server, "POST", `/v1/references/${referenceId}/extractions`, { body }), 201);
+  }
+  const page = await http(server, "GET", `/v1/references/${referenceId}/events?limit=500`);
+  expectStatus(page, 200);
+  return page.body.data.map((event: { id: string }) => event.id).slice(-count);
+}
 
 /** A reference with `count` events (its creation, then extraction outcomes), and its log, oldest first. */
 async function writeStory(server: TestServer, count: number): Promise<{ id: string; log: string[] }> {

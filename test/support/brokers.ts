@@ -1,5 +1,9 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import amqp, { type Channel, type ChannelModel } from "amqplib";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
@@ -105,4 +109,72 @@ export async function closedPort(): Promise<number> {
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+export const NATS_SERVER_BINARY = process.env.NATS_SERVER_BINARY ?? "/usr/sbin/nats-server";
+
+/**
+ * A nats-server of the test's own, with JetStream, on a port and a store directory of its own: the test may stop
+ * it (the broker is down) and start it again on the same port and store (its streams come back), without touching
+ * the shared server other tests use.
+ */
+export class OwnNatsServer {
+  private process: ChildProcess | null = null;
+  private readonly storeDir = mkdtempSync(join(tmpdir(), "reftrail-nats-"));
+
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<OwnNatsServer> {
+    if (!existsSync(NATS_SERVER_BINARY))
+      throw new Error(
+        `${NATS_SERVER_BINARY} is missing: the broker-down test starts a nats-server of its own (apt-get install ` +
+          "nats-server, or set NATS_SERVER_BINARY)",
+      );
+    const server = new OwnNatsServer(await closedPort());
+    await server.resume();
+    return server;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the server (again) and waits until it accepts JetStream requests. */
+  async resume(): Promise<void> {
+    const child = spawn(NATS_SERVER_BINARY, ["-a", "127.0.0.1", "-p", String(this.port), "-js", "-sd", this.storeDir], {
+      stdio: "ignore",
+    });
+    this.process = child;
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      try {
+        const connection = await connect({ servers: `127.0.0.1:${this.port}`, timeout: 1_000 });
+        try {
+          await (await jetstreamManager(connection)).getAccountInfo();
+          return;
+        } finally {
+          await connection.close();
+        }
+      } catch (error) {
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`the test's nats-server on port ${this.port} did not start: ${String(error)}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  }
+
+  /** Stops the server and waits for its exit: the broker is down. */
+  async stop(): Promise<void> {
+    const child = this.process;
+    this.process = null;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+  }
+
+  async close(): Promise<void> {
+    await this.stop();
+    rmSync(this.storeDir, { recursive: true, force: true });
+  }
 }

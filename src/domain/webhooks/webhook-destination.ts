@@ -143,6 +143,13 @@ async function validateBrokerUrl(
     issue("url", "FRAGMENT_NOT_ALLOWED", "destination url must not contain a #fragment");
     return null;
   }
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    issue("url", "INVALID_URL", "destination url credentials must be valid percent-encoding");
+    return null;
+  }
   const refusal = await targets.refusalReason(url);
   if (refusal) {
     issue("url", "TARGET_NOT_ALLOWED", `destination url target is not allowed: ${refusal}`);

@@ -8,12 +8,16 @@
 export interface PoolOptions<C> {
   readonly open: (url: string) => Promise<C>;
   readonly close: (connection: C) => Promise<void>;
+  /** Whether an opened connection still works (the broker may have closed it meanwhile). */
+  readonly alive: (connection: C) => boolean;
   readonly max: number;
   readonly idleMs: number;
 }
 
 interface Entry<C> {
   readonly connection: Promise<C>;
+  /** The connection once opened. */
+  opened?: C;
   lastUsed: number;
   /** Sends using it now: an entry in use is never closed for room or idleness. */
   users: number;
@@ -33,14 +37,23 @@ export class ConnectionPool<C> {
   async use<T>(url: string, work: (connection: C) => Promise<T>): Promise<T> {
     if (this.closed) throw new Error("the connection pool is closed");
     let entry = this.entries.get(url);
+    // A connection the broker closed since its last use is replaced before a delivery is given to it.
+    if (entry?.opened !== undefined && !this.options.alive(entry.opened)) {
+      this.entries.delete(url);
+      void this.closeEntry(entry);
+      entry = undefined;
+    }
     if (!entry) {
       this.makeRoom();
       const connection = this.options.open(url);
-      entry = { connection, lastUsed: Date.now(), users: 0 };
-      this.entries.set(url, entry);
-      const opened = entry;
-      // A failed open leaves no entry behind: the next delivery tries again.
-      connection.catch(() => this.forget(url, opened));
+      const created: Entry<C> = { connection, lastUsed: Date.now(), users: 0 };
+      entry = created;
+      this.entries.set(url, created);
+      connection.then(
+        (opened) => (created.opened = opened),
+        // A failed open leaves no entry behind: the next delivery tries again.
+        () => this.forget(url, created),
+      );
     }
     entry.users++;
     entry.lastUsed = Date.now();

@@ -1,5 +1,6 @@
-import type { BrokerDestination } from "../../domain/webhooks/webhook-destination.ts";
+import { maskedBrokerUrl, type BrokerDestination } from "../../domain/webhooks/webhook-destination.ts";
 import type { WebhookDelivery, WebhookEndpoint } from "../../domain/webhooks/webhook-models.ts";
+import type { AddressGuard } from "../address-guard.ts";
 import type { SendResult } from "../webhook-sender.ts";
 import { signWebhook } from "../webhook-signature.ts";
 
@@ -120,4 +121,37 @@ export class DeadlineError extends Error {
 }
 export class AbortedError extends Error {
   override readonly name = "AbortedError";
+}
+
+export interface BrokerTransportOptions {
+  readonly guard: AddressGuard;
+  readonly timeoutMs: number;
+  readonly userAgent: string;
+  /** Connections kept at most (one per broker URL). */
+  readonly maxConnections: number;
+  /** A connection unused this long is closed. */
+  readonly idleMs: number;
+}
+
+/** Error texts never carry the broker URL's credentials into the delivery log. */
+export function scrub(text: string, rawUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    return text;
+  }
+  let scrubbed = text.replaceAll(rawUrl, maskedBrokerUrl(rawUrl));
+  for (const secret of [url.password, safelyDecoded(url.password)])
+    if (secret.length > 0) scrubbed = scrubbed.replaceAll(secret, "****");
+  return scrubbed;
+}
+
+/** A URL part percent-decoded, or as it is when it is not valid percent-encoding. */
+export function safelyDecoded(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
 }

@@ -1,7 +1,6 @@
 import type { NatsDestination, RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { WEBHOOK_USER_AGENT, type SendResult, type WebhookSender } from "../webhook-sender.ts";
-import type { DeliveryTransport, OutgoingDelivery } from "./delivery-transport.ts";
-import type { BrokerTransportOptions } from "./rabbitmq-transport.ts";
+import type { BrokerTransportOptions, DeliveryTransport, OutgoingDelivery } from "./delivery-transport.ts";
 
 /*
  * The worker's one sender: hands each delivery to the transport of its destination's kind. The broker transports

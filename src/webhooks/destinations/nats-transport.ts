@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { headers, NatsConnection } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
@@ -9,13 +9,14 @@ import {
   brokerOutcome,
   DeadlineError,
   errorText,
+  safelyDecoded,
+  scrub,
   standardWebhookHeaders,
   withDeadline,
+  type BrokerTransportOptions,
   type DeliveryTransport,
   type OutgoingDelivery,
 } from "./delivery-transport.ts";
-import type { BrokerTransportOptions } from "./rabbitmq-transport.ts";
-import { scrub } from "./rabbitmq-transport.ts";
 
 /*
  * NATS JetStream destinations: a JetStream publish, acknowledged by the stream that captures the subject, with
@@ -33,6 +34,8 @@ import { scrub } from "./rabbitmq-transport.ts";
 interface NatsLink {
   readonly connection: NatsConnection;
   readonly jetstream: JetStreamClient;
+  /** The client's header constructor (loaded with it). */
+  readonly headers: typeof headers;
   lost: boolean;
 }
 
@@ -45,6 +48,7 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       close: async (link) => {
         if (!link.lost) await link.connection.close();
       },
+      alive: (link) => !link.lost && !link.connection.isClosed(),
       max: options.maxConnections,
       idleMs: options.idleMs,
     });
@@ -54,14 +58,13 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
     const outcome = brokerOutcome(performance.now());
     if (signal?.aborted) return outcome.failed("aborted: the server is shutting down", true);
     const { url, subject } = delivery.destination;
-    let used: NatsLink | null = null;
+    const attempt: { link: NatsLink | null } = { link: null };
     try {
       const note = await withDeadline(
         this.pool.use(url, async (link) => {
-          used = link;
+          attempt.link = link;
           if (link.lost || link.connection.isClosed()) throw new Error("connection lost");
-          const { headers } = await import("@nats-io/transport-node");
-          const messageHeaders = headers();
+          const messageHeaders = link.headers();
           for (const [name, value] of Object.entries(standardWebhookHeaders(delivery, this.options.userAgent)))
             messageHeaders.set(name, value);
           const ack = await link.jetstream.publish(subject, delivery.body, {
@@ -78,8 +81,8 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       return outcome.confirmed(note);
     } catch (error) {
       if (error instanceof AbortedError) return outcome.failed(error.message, true);
-      const link: NatsLink | null = used;
-      if (link && ((link as NatsLink).lost || error instanceof DeadlineError)) this.pool.discard(url, link);
+      const { link } = attempt;
+      if (link && (link.lost || error instanceof DeadlineError)) this.pool.discard(url, link);
       const where = `nats ${maskedBrokerUrl(url)} subject ${JSON.stringify(subject)}`;
       return outcome.failed(`${where}: ${scrub(describe(error), url)}`);
     }
@@ -99,12 +102,12 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       ),
     );
     const port = url.port === "" ? 4222 : Number(url.port);
-    const [{ connect }, { jetstream }] = await Promise.all([
+    const [{ connect, headers }, { jetstream }] = await Promise.all([
       import("@nats-io/transport-node"),
       import("@nats-io/jetstream"),
     ]);
-    const user = decodeURIComponent(url.username);
-    const pass = decodeURIComponent(url.password);
+    const user = safelyDecoded(url.username);
+    const pass = safelyDecoded(url.password);
     const connection = await connect({
       servers: family === 6 ? `[${address}]:${port}` : `${address}:${port}`,
       ...(pass !== "" ? { user, pass } : user !== "" ? { token: user } : {}),
@@ -113,7 +116,7 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       reconnect: false,
       ignoreClusterUpdates: true,
     });
-    const link: NatsLink = { connection, jetstream: jetstream(connection), lost: false };
+    const link: NatsLink = { connection, jetstream: jetstream(connection), headers, lost: false };
     void connection.closed().then(() => (link.lost = true));
     return link;
   }

@@ -2,7 +2,6 @@ import { isIP } from "node:net";
 import type { ChannelModel, ConfirmChannel } from "amqplib";
 import type { RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
-import type { AddressGuard } from "../address-guard.ts";
 import type { SendResult } from "../webhook-sender.ts";
 import { ConnectionPool } from "./connection-pool.ts";
 import {
@@ -10,8 +9,10 @@ import {
   brokerOutcome,
   DeadlineError,
   errorText,
+  scrub,
   standardWebhookHeaders,
   withDeadline,
+  type BrokerTransportOptions,
   type DeliveryTransport,
   type OutgoingDelivery,
 } from "./delivery-transport.ts";
@@ -27,16 +28,6 @@ import {
  * attempts, retried on the schedule. Messages are persistent; the exchange routes them as it is declared (an
  * unroutable message is confirmed and dropped by the broker, as the receiver's bindings decide).
  */
-
-export interface BrokerTransportOptions {
-  readonly guard: AddressGuard;
-  readonly timeoutMs: number;
-  readonly userAgent: string;
-  /** Connections kept at most (one per broker URL). */
-  readonly maxConnections: number;
-  /** A connection unused this long is closed. */
-  readonly idleMs: number;
-}
 
 class RabbitConnection {
   /** One confirm channel per exchange, opened on first use; a closed one is removed and opened again. */
@@ -127,6 +118,7 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
       close: async (connection) => {
         if (connection.failure === null) await connection.model.close();
       },
+      alive: (connection) => connection.failure === null,
       max: options.maxConnections,
       idleMs: options.idleMs,
     });
@@ -137,11 +129,11 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
     if (signal?.aborted) return outcome.failed("aborted: the server is shutting down", true);
     const { url, exchange, routingKey } = delivery.destination;
     const headers = standardWebhookHeaders(delivery, this.options.userAgent);
-    let used: RabbitConnection | null = null;
+    const attempt: { connection: RabbitConnection | null } = { connection: null };
     try {
       await withDeadline(
         this.pool.use(url, async (connection) => {
-          used = connection;
+          attempt.connection = connection;
           if (connection.failure) throw new Error(connection.failure);
           const channel = await connection.channel(exchange);
           const body = Buffer.from(delivery.body, "utf8");
@@ -153,10 +145,10 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
       return outcome.confirmed(null);
     } catch (error) {
       if (error instanceof AbortedError) return outcome.failed(error.message, true);
-      const lost: RabbitConnection | null = used;
       // A connection that failed, or kept a confirm past the deadline, is replaced for the next delivery.
-      if (lost && ((lost as RabbitConnection).failure !== null || error instanceof DeadlineError))
-        this.pool.discard(url, lost);
+      const { connection } = attempt;
+      if (connection && (connection.failure !== null || error instanceof DeadlineError))
+        this.pool.discard(url, connection);
       const where = `rabbitmq ${maskedBrokerUrl(url)} exchange ${JSON.stringify(exchange)}`;
       return outcome.failed(`${where}: ${scrub(errorText(error), url)}`);
     }
@@ -182,18 +174,4 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
     });
     return new RabbitConnection(model);
   }
-}
-
-/** Error texts never carry the broker URL's credentials into the delivery log. */
-export function scrub(text: string, rawUrl: string): string {
-  let url: URL;
-  try {
-    url = new URL(rawUrl);
-  } catch {
-    return text;
-  }
-  let scrubbed = text.replaceAll(rawUrl, maskedBrokerUrl(rawUrl));
-  for (const secret of [url.password, decodeURIComponent(url.password)])
-    if (secret.length > 0) scrubbed = scrubbed.replaceAll(secret, "****");
-  return scrubbed;
 }
