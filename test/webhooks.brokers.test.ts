@@ -109,6 +109,21 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       expect(log.attempts).toHaveLength(1);
       expect(log.attempts[0].status_code).toBe(202);
       expect(JSON.parse(log.attempts[0].response_body)).toMatchObject({ stream: stream.name, seq: 1 });
+
+      // A replay sends the event again under the same webhook-id: RabbitMQ carries it twice, the stream keeps one
+      // copy (Nats-Msg-Id) and says so in the attempt's response.
+      const since = new Date(Date.now() - 60_000).toISOString();
+      for (const endpoint of [rabbitEndpoint, natsEndpoint])
+        expectStatus(await http(server, "POST", `/v1/webhooks/${endpoint.id}/replay`, { body: { since } }), 202);
+      await eventually(async () => queue.messages.length >= 2, 10_000, "the replayed RabbitMQ message");
+      expect(queue.messages[1]!.headers["webhook-id"]).toBe(rabbitDelivery.id);
+      expect(queue.messages[1]!.body).toBe(sent!.body);
+      const replayed = await eventually(async () => {
+        const delivery = await getDelivery(server, natsEndpoint.id, natsDelivery.id);
+        return delivery.attempts.length === 2 && delivery.status === "succeeded" && delivery;
+      });
+      expect(JSON.parse(replayed.attempts[1].response_body)).toMatchObject({ seq: 1, duplicate: true });
+      expect(await stream.read()).toHaveLength(1);
     } finally {
       await queue.channel.close();
       await stream.delete();
