@@ -9,7 +9,8 @@
  *   peer           PostGraphile 4 on the same PostgreSQL data, alternating rounds (bench/peer.bench.ts)
  *   cached         secondary: repeated requests that the read cache answers, and the lifecycle log's pages
  *                  (bench/cached-reads.bench.ts; `reads` is an alias)
- *   webhooks       webhook deliveries (bench/webhooks.bench.ts, webhooks-ordering.bench.ts, webhooks-fairness.bench.ts)
+ *   webhooks       webhook deliveries (bench/webhooks.bench.ts, webhooks-ordering.bench.ts, webhooks-fairness.bench.ts,
+ *                  webhooks-brokers.bench.ts: RabbitMQ and NATS JetStream endpoints beside an HTTP one)
  *   subscriptions  live subscriptions (bench/subscriptions.bench.ts)
  *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
  *
@@ -126,6 +127,8 @@ async function main(): Promise<void> {
     await runWebhookOrderingBench();
     const { runWebhookFairnessBench } = await import("./webhooks-fairness.bench.ts");
     await runWebhookFairnessBench();
+    const { runWebhookBrokersBench } = await import("./webhooks-brokers.bench.ts");
+    await runWebhookBrokersBench();
   }
   if (parts.has("subscriptions")) {
     console.log("\nPart D — live subscriptions");

@@ -42,6 +42,7 @@ describe.each(DATABASE_KINDS)("units of work on the executor on %s", (kind) => {
       id,
       organizationId: "b-organization",
       url: "http://127.0.0.1:9/hooks",
+      destination: null,
       eventTypes: ["reference_created"],
       tagIds: null,
       description: null,

@@ -12,7 +12,24 @@ import { dateTime, freeForm, nullableDateTime, page, record, uuid } from "./resp
 
 const webhookEndpointProperties = {
   id: { ...uuid, description: "Endpoint id" },
-  url: { type: "string", description: "Where deliveries are POSTed" },
+  url: {
+    type: ["string", "null"],
+    description: "Where deliveries are POSTed; null when they are published to a message broker (destination)",
+  },
+  destination: {
+    type: ["object", "null"],
+    description:
+      "The message broker deliveries are published to instead of url, its URL's password masked (****); null " +
+      "for an HTTP endpoint. A confirmed publish is logged as an attempt with status_code 202",
+    properties: {
+      kind: { type: "string", enum: ["rabbitmq", "nats"] },
+      url: { type: "string", description: "The broker URL, its password (or NATS token) replaced by ****" },
+      exchange: { type: "string", description: "rabbitmq: the exchange published to" },
+      routing_key: { type: ["string", "null"], description: "rabbitmq: the routing key; null: each event's type" },
+      subject: { type: "string", description: "nats: the subject published to" },
+    },
+    required: ["kind", "url"],
+  },
   event_types: {
     type: ["array", "null"],
     items: { type: "string", enum: [...LIFECYCLE_EVENT_TYPES] },

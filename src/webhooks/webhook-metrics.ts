@@ -52,4 +52,14 @@ export class WebhookMetrics {
       },
     });
   }
+
+  /** Counts one recorded attempt by its verdict (`statusCode` null: no answer, or no broker confirm). */
+  countAttempt(verdict: "succeeded" | "retry" | string, statusCode: number | null, eventType: string): void {
+    this.attempts.inc({
+      outcome: verdict === "succeeded" ? "success" : statusCode === null ? "network_error" : "http_error",
+    });
+    if (verdict === "succeeded") this.sent.inc({ event_type: eventType });
+    else if (verdict === "retry") this.retried.inc();
+    else this.failed.inc({ reason: verdict });
+  }
 }

@@ -5,6 +5,7 @@ import type { CommitSignals } from "../domain/live/live-feed-ports.ts";
 import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { AddressGuard } from "./address-guard.ts";
+import { DestinationRouter } from "./destinations/destination-router.ts";
 import { WebhookMetrics } from "./webhook-metrics.ts";
 import { WebhookSender } from "./webhook-sender.ts";
 import { WebhookWorker } from "./webhook-worker.ts";
@@ -36,15 +37,16 @@ export function startWebhookWorker({
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
-  const sender = new WebhookSender({
-    guard: new AddressGuard(config.webhookAllowedCidrs),
+  const guard = new AddressGuard(config.webhookAllowedCidrs);
+  const http = new WebhookSender({
+    guard,
     timeoutMs: config.webhookTimeoutMs,
     // Endpoints may share a host: never let the agent queue one endpoint's request behind another's.
     connectionsPerOrigin: config.webhookConcurrency,
   });
   const worker = new WebhookWorker(
     services.webhookDeliveries,
-    sender,
+    new DestinationRouter(http, { guard, timeoutMs: config.webhookTimeoutMs }),
     clock,
     metrics,
     log.child({ component: "webhooks" }),

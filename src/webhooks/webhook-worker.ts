@@ -6,7 +6,7 @@ import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
 import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { OutcomeRecorder } from "./outcome-recorder.ts";
 import type { WebhookMetrics } from "./webhook-metrics.ts";
-import type { WebhookSender } from "./webhook-sender.ts";
+import { outgoingDelivery, type DeliveryTransport } from "./destinations/delivery-transport.ts";
 
 export interface WebhookWorkerOptions {
   /** Requests in flight at once, all endpoints. */
@@ -117,7 +117,7 @@ export class WebhookWorker {
 
   constructor(
     private readonly deliveries: WebhookDeliveryService,
-    private readonly sender: WebhookSender,
+    private readonly sender: DeliveryTransport,
     private readonly clock: Clock,
     private readonly metrics: WebhookMetrics,
     private readonly log: FastifyBaseLogger,
@@ -202,9 +202,7 @@ export class WebhookWorker {
     const notStarted = [...this.waiting.values()].flat();
     this.waiting.clear();
     this.waitingCount = 0;
-    await this.deliveries
-      .release(notStarted)
-      .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
+    await this.handBack(notStarted, false);
     const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
     let graceTimer: NodeJS.Timeout | undefined;
     await Promise.race([all(), new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)))]);
@@ -291,13 +289,18 @@ export class WebhookWorker {
       }
     }
     if (round.length > 0) this.startRound(round);
-    if (expired.length > 0)
-      this.deliveries
-        .release(expired)
-        .then(() => {
-          this.drained = false;
-        })
-        .catch((error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"));
+    if (expired.length > 0) void this.handBack(expired, false);
+  }
+
+  /** Hands leases back (sent again later, by any instance); they may be claimed again, at once when `wake`. */
+  private handBack(deliveries: readonly ClaimedDelivery[], wake: boolean): Promise<void> {
+    return this.deliveries.release(deliveries).then(
+      () => {
+        this.drained = false;
+        if (wake) this.wakeSoon();
+      },
+      (error: unknown) => this.log.error({ err: error }, "webhook worker could not hand leases back"),
+    );
   }
 
   /**
@@ -328,15 +331,7 @@ export class WebhookWorker {
         this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
         for (const claimed of round) this.giveSlotBack(claimed.delivery.endpointId);
         checked();
-        this.deliveries
-          .release(round)
-          .then(() => {
-            this.drained = false;
-            this.wakeSoon();
-          })
-          .catch((releaseError: unknown) =>
-            this.log.error({ err: releaseError }, "webhook worker could not hand leases back"),
-          );
+        void this.handBack(round, true);
       })
       .finally(() => this.checks.delete(check));
     this.checks.add(check);
@@ -399,16 +394,8 @@ export class WebhookWorker {
       this.wakeSoon();
       return;
     }
-    const result = await this.sender.send(
-      {
-        url: claimed.endpoint.url,
-        webhookId: delivery.id,
-        body: delivery.body,
-        secrets: this.deliveries.signingSecrets(claimed.endpoint, attemptedAt),
-        timestamp: attemptedAt,
-      },
-      signal,
-    );
+    const secrets = this.deliveries.signingSecrets(claimed.endpoint, attemptedAt);
+    const result = await this.sender.send(outgoingDelivery(delivery, claimed.endpoint, secrets, attemptedAt), signal);
     releaseEndpointSlot();
     if (result.aborted) {
       await this.deliveries.release([claimed], true);
@@ -428,12 +415,7 @@ export class WebhookWorker {
     });
     // A retry (perhaps due at once) or the next delivery of an ordered reference may be claimable now.
     if (verdict.kind !== "succeeded" || delivery.orderingKey !== null) this.drained = false;
-    this.metrics.attempts.inc({
-      outcome: verdict.kind === "succeeded" ? "success" : result.statusCode === null ? "network_error" : "http_error",
-    });
-    if (verdict.kind === "succeeded") this.metrics.sent.inc({ event_type: delivery.eventType });
-    else if (verdict.kind === "retry") this.metrics.retried.inc();
-    else this.metrics.failed.inc({ reason: verdict.kind });
+    this.metrics.countAttempt(verdict.kind, result.statusCode, delivery.eventType);
     if (disabledReason) {
       // The URL and ids only: secrets and bodies never reach the log.
       this.log.warn(

@@ -3,11 +3,14 @@ import { validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
 import { parseEndpointUrl, type WebhookTargetPolicy } from "./endpoint-url.ts";
 import { WEBHOOK_SIGNINGS, type WebhookSigning } from "./signing-keys.ts";
+import { validateDestination, type BrokerDestination } from "./webhook-destination.ts";
 import { WEBHOOK_ORDERINGS, type WebhookOrdering } from "./webhook-models.ts";
 
 /** Raw input from either surface; `validateEndpointInput` checks every field. Absent (`undefined`) means "unchanged". */
 export interface WebhookEndpointInput {
   readonly url?: unknown;
+  /** A broker destination instead of `url` (src/domain/webhooks/webhook-destination.ts); null: absent. */
+  readonly destination?: unknown;
   /** null: every event type. */
   readonly eventTypes?: unknown;
   /** null: no tag filter (every reference); else a non-empty list of the organization's tag ids. */
@@ -26,6 +29,8 @@ export interface WebhookEndpointInput {
 /** The fields of a valid input, in the domain's types; absent fields are unchanged. */
 export interface EndpointChanges {
   readonly url?: string;
+  /** A broker destination; null when `url` is given (the endpoint delivers over HTTP from then on). */
+  readonly destination?: BrokerDestination | null;
   readonly eventTypes?: LifecycleEventType[] | null;
   readonly tagIds?: string[] | null;
   readonly description?: string | null;
@@ -42,16 +47,31 @@ export const MAX_DELIVERIES_PER_SECOND = 10_000;
 export const MAX_FILTER_TAGS = 100;
 
 /**
- * Validates the fields present in `input`; every problem is reported at once.
+ * Validates the fields present in `input`; every problem is reported at once. `currentDestination`: the
+ * endpoint's broker destination on an update (its URL is kept when the same kind comes without one).
  * @throws VALIDATION_FAILED
  */
 export async function validateEndpointInput(
   input: WebhookEndpointInput,
   targets: WebhookTargetPolicy,
+  currentDestination: BrokerDestination | null = null,
 ): Promise<EndpointChanges> {
   const issues: FieldIssue[] = [];
   let url: string | undefined;
-  if (input.url !== undefined) {
+  let destination: BrokerDestination | null | undefined;
+  const hasDestination = input.destination !== undefined && input.destination !== null;
+  if (hasDestination && input.url !== undefined && input.url !== null) {
+    issues.push({
+      path: ["destination"],
+      code: "CONFLICTING_FIELDS",
+      message: "give either url (HTTP) or destination (a message broker), not both",
+    });
+  } else if (hasDestination) {
+    const parsed = await validateDestination(input.destination, currentDestination, targets);
+    if (parsed.destination) destination = parsed.destination;
+    else issues.push(...parsed.issues);
+  } else if (input.url !== undefined) {
+    destination = null;
     const parsed = parseEndpointUrl(input.url);
     if (parsed.url) {
       const refusal = await targets.refusalReason(parsed.url);
@@ -157,5 +177,5 @@ export async function validateEndpointInput(
     else maxDeliveriesPerSecond = max;
   }
   if (issues.length > 0) throw validationFailed(issues);
-  return { url, eventTypes, tagIds, description, enabled, ordering, signing, maxDeliveriesPerSecond };
+  return { url, destination, eventTypes, tagIds, description, enabled, ordering, signing, maxDeliveriesPerSecond };
 }

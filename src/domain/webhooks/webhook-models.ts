@@ -1,5 +1,6 @@
 import type { LifecycleEventType } from "../lifecycle/lifecycle-event.ts";
 import type { WebhookSigning } from "./signing-keys.ts";
+import type { BrokerDestination } from "./webhook-destination.ts";
 
 /*
  * Webhooks. Glossary:
@@ -26,7 +27,13 @@ export interface PreviousSecret {
 export interface WebhookEndpoint {
   readonly id: string;
   readonly organizationId: string;
-  readonly url: string;
+  /** The HTTP(S) URL; null when the endpoint delivers to a message broker (`destination`). */
+  readonly url: string | null;
+  /**
+   * A message broker the endpoint publishes to instead of `url` (SPEC §9.3), with its URL's credentials in plain
+   * text here (encrypted at rest like the secrets); null for an HTTP endpoint.
+   */
+  readonly destination: BrokerDestination | null;
   /** null: every event type. */
   readonly eventTypes: readonly LifecycleEventType[] | null;
   /**

@@ -64,8 +64,10 @@ export class WebhookService {
    *   the organization, description), LIMIT_EXCEEDED. Nothing is written then.
    */
   async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
-    if (input.url === undefined)
-      throw validationFailed([{ path: ["url"], code: "REQUIRED", message: "url is required" }]);
+    if (input.url === undefined && (input.destination === undefined || input.destination === null))
+      throw validationFailed([
+        { path: ["url"], code: "REQUIRED", message: "url is required (or a message broker's destination instead)" },
+      ]);
     const changes = await validateEndpointInput(input, this.targets);
     const now = this.clock.now();
     const signing = changes.signing ?? "hmac-sha256";
@@ -73,7 +75,8 @@ export class WebhookService {
     const endpoint: WebhookEndpoint = {
       id: newId(),
       organizationId,
-      url: changes.url!,
+      url: changes.url ?? null,
+      destination: changes.destination ?? null,
       eventTypes: changes.eventTypes ?? null,
       tagIds: changes.tagIds ? [...new Set(changes.tagIds)].sort() : null,
       description: changes.description ?? null,
@@ -134,7 +137,7 @@ export class WebhookService {
    */
   async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
     const before = await this.getEndpoint(organizationId, id);
-    const changes = await validateEndpointInput(input, this.targets);
+    const changes = await validateEndpointInput(input, this.targets, before.destination);
     if (changes.signing !== undefined && changes.signing !== before.signing)
       throw validationFailed([
         {
@@ -151,6 +154,8 @@ export class WebhookService {
       const updated: WebhookEndpoint = {
         ...current,
         ...(changes.url !== undefined && { url: changes.url }),
+        ...(changes.destination !== undefined && { destination: changes.destination }),
+        ...(changes.destination && { url: null }),
         ...(changes.eventTypes !== undefined && { eventTypes: changes.eventTypes }),
         ...(changes.tagIds !== undefined && { tagIds: changes.tagIds && [...new Set(changes.tagIds)].sort() }),
         ...(changes.description !== undefined && { description: changes.description }),

@@ -87,6 +87,8 @@ export type CreateTagPayload = {
 export type CreateWebhookEndpointInput = {
   /** A note for people, at most 500 characters. */
   description?: InputMaybe<Scalars['String']['input']>;
+  /** A message broker to publish events to instead of an HTTP URL. */
+  destination?: InputMaybe<WebhookDestinationInput>;
   /** Whether the endpoint receives events; default true. */
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** The event types to send (at least one); null or absent: every type. */
@@ -103,8 +105,11 @@ export type CreateWebhookEndpointInput = {
    * organization is a VALIDATION_FAILED error whose `field` points at it, and nothing is created.
    */
   tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
-  /** Where to send events: an https or http URL, at most 2,048 characters, without credentials or fragment. */
-  url: Scalars['String']['input'];
+  /**
+   * Where to send events: an https or http URL, at most 2,048 characters, without credentials or fragment.
+   * Exactly one of `url` and `destination` is given.
+   */
+  url?: InputMaybe<Scalars['String']['input']>;
 };
 
 /** Result of `createWebhookEndpoint`. */
@@ -694,6 +699,30 @@ export type MutationUpdateWebhookEndpointArgs = {
 };
 
 /**
+ * A NATS JetStream subject: each publish is acknowledged by the stream that captures the subject, with
+ * `Nats-Msg-Id` set to the `webhook-id` so that the stream drops a retry it already stored.
+ */
+export type NatsDestination = {
+  __typename?: 'NatsDestination';
+  /** The subject published to (no wildcards). */
+  subject: Scalars['String']['output'];
+  /** The server's `nats://` URL, its password (or token) replaced by `****`. */
+  url: Scalars['String']['output'];
+};
+
+/** A NATS JetStream destination. Its host passes the same address checks as an HTTP URL's. */
+export type NatsDestinationInput = {
+  /** The subject to publish to (no wildcards); a stream of the receiver's must capture it. */
+  subject: Scalars['String']['input'];
+  /**
+   * The server's `nats://` URL, with `user:password@` or `token@` when it needs them (stored encrypted, never
+   * shown back). Required when creating, or when the endpoint is not already a NATS endpoint; otherwise null
+   * keeps the current one.
+   */
+  url?: InputMaybe<Scalars['String']['input']>;
+};
+
+/**
  * An object that can be fetched again by its id alone, whatever its type, with `Query.node` or `Query.nodes`
  * (Relay's global object identification, which normalized client caches such as Relay, Apollo Client and urql
  * rely on). Ids are the plain UUIDv7 identifiers used on every surface (REST, webhooks, the lifecycle log): a
@@ -857,6 +886,31 @@ export type QueryWebhookEndpointArgs = {
 export type QueryWebhookEndpointsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
   first?: InputMaybe<Scalars['Int']['input']>;
+};
+
+/** A RabbitMQ exchange (AMQP 0-9-1, publisher confirms, persistent messages). */
+export type RabbitMqDestination = {
+  __typename?: 'RabbitMqDestination';
+  /** The exchange published to. */
+  exchange: Scalars['String']['output'];
+  /** The routing key; null means each event's type (`webhook_test` for a test event). */
+  routingKey?: Maybe<Scalars['String']['output']>;
+  /** The broker's `amqp://` or `amqps://` URL, its password replaced by `****`. */
+  url: Scalars['String']['output'];
+};
+
+/** A RabbitMQ destination. Its host passes the same address checks as an HTTP URL's. */
+export type RabbitMqDestinationInput = {
+  /** An exchange of the receiver's (letters, digits, `-`, `_`, `.`, `:`; at most 255 bytes); it must exist. */
+  exchange: Scalars['String']['input'];
+  /** The routing key (at most 255 bytes); null or absent: each event's type. */
+  routingKey?: InputMaybe<Scalars['String']['input']>;
+  /**
+   * The broker's `amqp://` or `amqps://` URL, credentials and vhost included (stored encrypted, never shown
+   * back). Required when creating, or when the endpoint is not already a RabbitMQ endpoint; otherwise null keeps
+   * the current one.
+   */
+  url?: InputMaybe<Scalars['String']['input']>;
 };
 
 /** Input of `reactivateReference`. */
@@ -1301,6 +1355,8 @@ export type TagSnapshot = {
 export type UpdateWebhookEndpointInput = {
   /** A new description; an explicit null removes it. */
   description?: InputMaybe<Scalars['String']['input']>;
+  /** A new broker destination, replacing the URL or the destination the endpoint has. */
+  destination?: InputMaybe<WebhookDestinationInput>;
   /** Enable or disable the endpoint. */
   enabled?: InputMaybe<Scalars['Boolean']['input']>;
   /** New event types; an explicit null means every type. */
@@ -1321,7 +1377,7 @@ export type UpdateWebhookEndpointInput = {
    * null removes the filter (every reference).
    */
   tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
-  /** A new URL. */
+  /** A new URL (an endpoint with a broker destination becomes an HTTP endpoint). */
   url?: InputMaybe<Scalars['String']['input']>;
 };
 
@@ -1440,9 +1496,25 @@ export type WebhookDeliveryStatus =
   | 'succeeded';
 
 /**
+ * A message broker an endpoint publishes its events to. Each message carries the same body as an HTTP delivery
+ * and the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`, `content-type`) as
+ * message headers; retries, ordering, filters, the delivery log, recovery and replay are as for HTTP. The
+ * exchange or stream is the receiver's: reftrail publishes to it and never creates it, and a publish the broker
+ * does not confirm is a failed attempt, retried on the schedule. A confirmed publish is logged as status 202.
+ */
+export type WebhookDestination = NatsDestination | RabbitMqDestination;
+
+/** A message broker to publish an endpoint's events to, instead of an HTTP URL: exactly one kind. */
+export type WebhookDestinationInput =
+  /** A NATS JetStream subject. */
+  { nats: NatsDestinationInput; rabbitmq?: never; }
+  |  /** A RabbitMQ exchange. */
+  { nats?: never; rabbitmq: RabbitMqDestinationInput; };
+
+/**
  * A URL of the organization that receives its lifecycle events as signed HTTP POST requests (Standard
- * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
- * `rotateWebhookEndpointSecret`.
+ * Webhooks), or a message broker the events are published to (`destination`). The signing secret is never
+ * readable: it is returned once, by `createWebhookEndpoint` and `rotateWebhookEndpointSecret`.
  */
 export type WebhookEndpoint = Node & {
   __typename?: 'WebhookEndpoint';
@@ -1452,6 +1524,11 @@ export type WebhookEndpoint = Node & {
   deliveries: WebhookDeliveryConnection;
   /** A note for people. */
   description?: Maybe<Scalars['String']['output']>;
+  /**
+   * The message broker the events are published to instead of `url`, its URL's password masked; null for an
+   * HTTP endpoint.
+   */
+  destination?: Maybe<WebhookDestination>;
   /**
    * Why the service disabled the endpoint (it answered 410 Gone, or every attempt failed for too long); null
    * otherwise.
@@ -1501,15 +1578,18 @@ export type WebhookEndpoint = Node & {
   tagIds?: Maybe<Array<Scalars['ID']['output']>>;
   /** When the endpoint last changed. */
   updatedAt: Scalars['DateTime']['output'];
-  /** Where events are sent: an https or http URL. */
-  url: Scalars['String']['output'];
+  /**
+   * Where events are sent: an https or http URL; null when they are published to a message broker
+   * (`destination`).
+   */
+  url?: Maybe<Scalars['String']['output']>;
 };
 
 
 /**
  * A URL of the organization that receives its lifecycle events as signed HTTP POST requests (Standard
- * Webhooks). The signing secret is never readable: it is returned once, by `createWebhookEndpoint` and
- * `rotateWebhookEndpointSecret`.
+ * Webhooks), or a message broker the events are published to (`destination`). The signing secret is never
+ * readable: it is returned once, by `createWebhookEndpoint` and `rotateWebhookEndpointSecret`.
  */
 export type WebhookEndpointDeliveriesArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -1710,6 +1790,13 @@ export type DirectiveResolverFn<TResult = Record<PropertyKey, never>, TParent = 
 
 
 
+/** Mapping of union types */
+export type ResolversUnionTypes<_RefType extends Record<string, unknown>> = ResolversObject<{
+  WebhookDestination:
+    | ( NatsDestination )
+    | ( RabbitMqDestination )
+  ;
+}>;
 
 /** Mapping of interface types */
 export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = ResolversObject<{
@@ -1765,9 +1852,13 @@ export type ResolversTypes = ResolversObject<{
   LifecycleEventFilter: LifecycleEventFilter;
   LifecycleEventType: ResolverTypeWrapper<LifecycleEventTypeModel>;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
+  NatsDestination: ResolverTypeWrapper<NatsDestination>;
+  NatsDestinationInput: NatsDestinationInput;
   Node: ResolverTypeWrapper<ResolversInterfaceTypes<ResolversTypes>['Node']>;
   PageInfo: ResolverTypeWrapper<PageInfo>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
+  RabbitMqDestination: ResolverTypeWrapper<RabbitMqDestination>;
+  RabbitMqDestinationInput: RabbitMqDestinationInput;
   ReactivateReferenceInput: ReactivateReferenceInput;
   ReactivateReferencePayload: ResolverTypeWrapper<Omit<ReactivateReferencePayload, 'reference'> & { reference: ResolversTypes['Reference'] }>;
   RecordExtractionInput: RecordExtractionInput;
@@ -1810,6 +1901,8 @@ export type ResolversTypes = ResolversObject<{
   WebhookDeliveryEdge: ResolverTypeWrapper<Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversTypes['WebhookDelivery'] }>;
   WebhookDeliveryFilter: WebhookDeliveryFilter;
   WebhookDeliveryStatus: ResolverTypeWrapper<WebhookDeliveryStatusModel>;
+  WebhookDestination: ResolverTypeWrapper<ResolversUnionTypes<ResolversTypes>['WebhookDestination']>;
+  WebhookDestinationInput: WebhookDestinationInput;
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
@@ -1861,9 +1954,13 @@ export type ResolversParentTypes = ResolversObject<{
   LifecycleEventEdge: Omit<LifecycleEventEdge, 'node'> & { node: ResolversParentTypes['LifecycleEvent'] };
   LifecycleEventFilter: LifecycleEventFilter;
   Mutation: Record<PropertyKey, never>;
+  NatsDestination: NatsDestination;
+  NatsDestinationInput: NatsDestinationInput;
   Node: ResolversInterfaceTypes<ResolversParentTypes>['Node'];
   PageInfo: PageInfo;
   Query: Record<PropertyKey, never>;
+  RabbitMqDestination: RabbitMqDestination;
+  RabbitMqDestinationInput: RabbitMqDestinationInput;
   ReactivateReferenceInput: ReactivateReferenceInput;
   ReactivateReferencePayload: Omit<ReactivateReferencePayload, 'reference'> & { reference: ResolversParentTypes['Reference'] };
   RecordExtractionInput: RecordExtractionInput;
@@ -1904,6 +2001,8 @@ export type ResolversParentTypes = ResolversObject<{
   WebhookDeliveryConnection: Omit<WebhookDeliveryConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookDeliveryEdge']> };
   WebhookDeliveryEdge: Omit<WebhookDeliveryEdge, 'node'> & { node: ResolversParentTypes['WebhookDelivery'] };
   WebhookDeliveryFilter: WebhookDeliveryFilter;
+  WebhookDestination: ResolversUnionTypes<ResolversParentTypes>['WebhookDestination'];
+  WebhookDestinationInput: WebhookDestinationInput;
   WebhookEndpoint: WebhookEndpointModel;
   WebhookEndpointConnection: Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversParentTypes['WebhookEndpointEdge']> };
   WebhookEndpointEdge: Omit<WebhookEndpointEdge, 'node'> & { node: ResolversParentTypes['WebhookEndpoint'] };
@@ -2029,6 +2128,12 @@ export type MutationResolvers<ContextType = GraphqlContext, ParentType extends R
   updateWebhookEndpoint?: Resolver<ResolversTypes['UpdateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
 }>;
 
+export type NatsDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['NatsDestination'] = ResolversParentTypes['NatsDestination']> = ResolversObject<{
+  subject?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+}>;
+
 export type NodeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Node'] = ResolversParentTypes['Node']> = ResolversObject<{
   __resolveType: TypeResolveFn<'LifecycleEvent' | 'Reference' | 'ReferenceUpdate' | 'Tag' | 'WebhookAttempt' | 'WebhookDelivery' | 'WebhookEndpoint', ParentType, ContextType>;
 }>;
@@ -2050,6 +2155,13 @@ export type QueryResolvers<ContextType = GraphqlContext, ParentType extends Reso
   webhookDelivery?: Resolver<Maybe<ResolversTypes['WebhookDelivery']>, ParentType, ContextType, RequireFields<QueryWebhookDeliveryArgs, 'id'>>;
   webhookEndpoint?: Resolver<Maybe<ResolversTypes['WebhookEndpoint']>, ParentType, ContextType, RequireFields<QueryWebhookEndpointArgs, 'id'>>;
   webhookEndpoints?: Resolver<ResolversTypes['WebhookEndpointConnection'], ParentType, ContextType, Partial<QueryWebhookEndpointsArgs>>;
+}>;
+
+export type RabbitMqDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RabbitMqDestination'] = ResolversParentTypes['RabbitMqDestination']> = ResolversObject<{
+  exchange?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  routingKey?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
 export type ReactivateReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ReactivateReferencePayload'] = ResolversParentTypes['ReactivateReferencePayload']> = ResolversObject<{
@@ -2215,10 +2327,15 @@ export type WebhookDeliveryEdgeResolvers<ContextType = GraphqlContext, ParentTyp
 
 export type WebhookDeliveryStatusResolvers = { FAILED: 'failed', PENDING: 'pending', SUCCEEDED: 'succeeded' };
 
+export type WebhookDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDestination'] = ResolversParentTypes['WebhookDestination']> = ResolversObject<{
+  __resolveType: TypeResolveFn<'NatsDestination' | 'RabbitMqDestination', ParentType, ContextType>;
+}>;
+
 export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpoint'] = ResolversParentTypes['WebhookEndpoint']> = ResolversObject<{
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   deliveries?: Resolver<ResolversTypes['WebhookDeliveryConnection'], ParentType, ContextType, Partial<WebhookEndpointDeliveriesArgs>>;
   description?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  destination?: Resolver<Maybe<ResolversTypes['WebhookDestination']>, ParentType, ContextType>;
   disabledReason?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   enabled?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   eventTypes?: Resolver<Maybe<Array<ResolversTypes['LifecycleEventType']>>, ParentType, ContextType>;
@@ -2234,7 +2351,7 @@ export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType ex
   tagFilterState?: Resolver<ResolversTypes['WebhookTagFilterState'], ParentType, ContextType>;
   tagIds?: Resolver<Maybe<Array<ResolversTypes['ID']>>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
-  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  url?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 }>;
 
@@ -2303,9 +2420,11 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   LifecycleEventEdge?: LifecycleEventEdgeResolvers<ContextType>;
   LifecycleEventType?: LifecycleEventTypeResolvers;
   Mutation?: MutationResolvers<ContextType>;
+  NatsDestination?: NatsDestinationResolvers<ContextType>;
   Node?: NodeResolvers<ContextType>;
   PageInfo?: PageInfoResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;
+  RabbitMqDestination?: RabbitMqDestinationResolvers<ContextType>;
   ReactivateReferencePayload?: ReactivateReferencePayloadResolvers<ContextType>;
   RecordExtractionPayload?: RecordExtractionPayloadResolvers<ContextType>;
   RecordReferenceUpdatePayload?: RecordReferenceUpdatePayloadResolvers<ContextType>;
@@ -2333,6 +2452,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookDeliveryConnection?: WebhookDeliveryConnectionResolvers<ContextType>;
   WebhookDeliveryEdge?: WebhookDeliveryEdgeResolvers<ContextType>;
   WebhookDeliveryStatus?: WebhookDeliveryStatusResolvers;
+  WebhookDestination?: WebhookDestinationResolvers<ContextType>;
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;

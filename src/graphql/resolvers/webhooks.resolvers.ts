@@ -1,5 +1,6 @@
+import { maskedDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { tagFilterStateOf, type WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
-import type { Resolvers } from "../__generated__/resolvers-types.ts";
+import type { Resolvers, WebhookDestinationInput } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
@@ -16,6 +17,7 @@ export const webhookResolvers: Resolvers = {
   WebhookEndpoint: {
     tagIds: (endpoint) => (endpoint.tagIds === null ? null : [...endpoint.tagIds]),
     tagFilterState: (endpoint) => tagFilterStateOf(endpoint),
+    destination: (endpoint) => endpoint.destination && maskedDestination(endpoint.destination),
     heldBack: (endpoint, _, { caller, services }) =>
       services.webhookRecovery.heldBack(caller.organizationId, endpoint.id),
     replay: (endpoint, _, { caller, services }) =>
@@ -29,6 +31,9 @@ export const webhookResolvers: Resolvers = {
         }),
       ),
   },
+  WebhookDestination: {
+    __resolveType: (destination) => ("exchange" in destination ? "RabbitMqDestination" : "NatsDestination"),
+  },
   WebhookDelivery: {
     body: (delivery) => JSON.parse(delivery.body) as Record<string, unknown>,
     // A delivery read on its own comes with its attempts; in a list, one loader batch reads them all.
@@ -39,15 +44,20 @@ export const webhookResolvers: Resolvers = {
   },
   Mutation: {
     createWebhookEndpoint: async (_, { input }, { caller, services }) => {
-      const { endpoint, secret } = await services.webhooks.createEndpoint(caller.organizationId, input);
+      const { endpoint, secret } = await services.webhooks.createEndpoint(caller.organizationId, {
+        ...input,
+        url: input.url ?? undefined,
+        destination: destinationOf(input.destination),
+      });
       return { webhookEndpoint: endpoint, secret };
     },
-    updateWebhookEndpoint: async (_, { input: { id, url, ...changes } }, { caller, services }) => ({
+    updateWebhookEndpoint: async (_, { input: { id, url, destination, ...changes } }, { caller, services }) => ({
       // An explicit null means "every type" for eventTypes, "every reference" for tagIds and "none" for
-      // description; a null url or enabled changes nothing.
+      // description; a null url, destination or enabled changes nothing.
       webhookEndpoint: await services.webhooks.updateEndpoint(caller.organizationId, id, {
         ...changes,
         url: url ?? undefined,
+        destination: destinationOf(destination),
       }),
     }),
     deleteWebhookEndpoint: async (_, { input }, { caller, services }) => {
@@ -74,7 +84,25 @@ export const webhookResolvers: Resolvers = {
   },
 };
 
+/** The domain's `{ kind, ...fields }` from the @oneOf input (`{ rabbitmq: {...} }` or `{ nats: {...} }`). */
+function destinationOf(input: WebhookDestinationInput | null | undefined): Record<string, unknown> | undefined {
+  if (!input) return undefined;
+  if (input.rabbitmq) return { kind: "rabbitmq", ...withoutNulls(input.rabbitmq) };
+  if (input.nats) return { kind: "nats", ...withoutNulls(input.nats) };
+  return undefined;
+}
+
+/** The domain's `destination.<field>` is `input.destination.<kind>.<field>` in the @oneOf input. */
+const endpointInput: InputLocator = (path, args) => {
+  const [head, field, ...rest] = path;
+  if (head !== "destination" || field === undefined) return ["input", ...path];
+  const destination = (args.input as { destination?: Record<string, unknown> } | undefined)?.destination ?? {};
+  return ["input", "destination", ...Object.keys(destination).slice(0, 1), field, ...rest];
+};
+
 /** Where each webhook field's service input sits in its arguments (for `extensions.field`). */
 export const webhookInputLocators: Readonly<Record<string, InputLocator>> = {
   "WebhookEndpoint.deliveries": underArgument(["filter"], { cursor: ["after"] }),
+  "Mutation.createWebhookEndpoint": endpointInput,
+  "Mutation.updateWebhookEndpoint": endpointInput,
 };

@@ -62,6 +62,13 @@ const WINDOW_ACTIONS = {
   },
 };
 
+/** Where an endpoint sends: its URL, or its broker destination (URL masked by the server) and exchange or subject. */
+export function target(endpoint) {
+  const destination = endpoint.destination;
+  if (!destination) return endpoint.url;
+  return `${destination.url} ${destination.exchange ? `exchange ${destination.exchange}` : `subject ${destination.subject}`}`;
+}
+
 /**
  * Recover or replay over a window: the dialog counts first (a dry run) and sends only after the operator has
  * seen the count, with the same window.
@@ -70,7 +77,7 @@ export function windowAction(kind, endpoint, { $, graphql, notify, action, load 
   const { label, mutation, help } = WINDOW_ACTIONS[kind];
   return action(label, async () => {
     const dialog = $("window-dialog");
-    $("window-title").textContent = `${label}: ${endpoint.url}`;
+    $("window-title").textContent = `${label}: ${target(endpoint)}`;
     $("window-help").textContent = help;
     $("window-count").textContent = "";
     const run = $("window-run");

@@ -3,6 +3,7 @@
 
 const KEY_STORAGE = "reftrail.operator.apiKey";
 const ENDPOINT_FIELDS = `id url description enabled disabledReason failingSince eventTypes tagIds tagFilterState
+  destination { ... on RabbitMqDestination { url exchange } ... on NatsDestination { url subject } }
   ordering heldBack { references deliveries oldest { referenceId eventId eventType occurredAt } }
   replay { state remaining }`;
 const DELIVERY_FIELDS = `id eventId eventType status attemptCount nextAttemptAt heldBack heldBackReason createdAt updatedAt
@@ -13,7 +14,7 @@ const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
     deliveries(first: 20, filter: { status: $status }) { edges { node { ${DELIVERY_FIELDS} } } } } } }
 }`;
 
-import { ordering, windowAction } from "./operator-window.js";
+import { ordering, target, windowAction } from "./operator-window.js";
 
 const $ = (id) => document.getElementById(id);
 const state = { key: localStorage.getItem(KEY_STORAGE), endpoints: [], tags: new Map(), ws: null, stop: null };
@@ -115,7 +116,7 @@ function renderEndpoints() {
         el(
           "td",
           {},
-          el("div", { class: "url" }, endpoint.url),
+          el("div", { class: "url" }, target(endpoint)),
           el("div", { class: "sub" }, endpoint.description ?? endpoint.id),
         ),
         el(

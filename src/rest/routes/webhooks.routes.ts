@@ -15,6 +15,11 @@ import {
   MAX_DESCRIPTION_LENGTH,
   MAX_FILTER_TAGS,
 } from "../../domain/webhooks/webhook-endpoint-input.ts";
+import {
+  DESTINATION_KINDS,
+  maskedDestination,
+  type BrokerDestination,
+} from "../../domain/webhooks/webhook-destination.ts";
 import { callerOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
@@ -43,7 +48,27 @@ const endpointProperties = {
   url: {
     type: "string",
     description:
-      "https or http URL of at most 2,048 characters; private, loopback and link-local targets are refused unless allowed",
+      "https or http URL of at most 2,048 characters; private, loopback and link-local targets are refused unless " +
+      "allowed. Exactly one of url and destination is given on creation; on update, either one replaces the other",
+  },
+  destination: {
+    type: "object",
+    description:
+      "A message broker to publish events to instead of an HTTP URL: " +
+      '{"kind": "rabbitmq", "url": "amqp://…", "exchange": "…", "routing_key": "…"} (routing_key defaults to the ' +
+      'event type) or {"kind": "nats", "url": "nats://…", "subject": "…"}. The URL may hold credentials: it is ' +
+      "stored encrypted and read back with its password masked; on update, a destination of the endpoint's kind " +
+      "without url keeps the current one. Its host passes the same checks as an HTTP url's. The exchange or stream " +
+      "must exist: reftrail never creates it",
+    properties: {
+      kind: { type: "string", enum: [...DESTINATION_KINDS] },
+      url: { type: "string", description: "amqp:// or amqps:// (rabbitmq), nats:// (nats)" },
+      exchange: { type: "string", description: "rabbitmq: the receiver's exchange" },
+      routing_key: { type: ["string", "null"], description: "rabbitmq: the routing key; absent: the event type" },
+      subject: { type: "string", description: "nats: the subject a stream of the receiver's captures" },
+    },
+    required: ["kind"],
+    additionalProperties: false,
   },
   event_types: eventTypesSchema,
   tag_ids: {
@@ -87,8 +112,17 @@ const endpointProperties = {
   },
 } as const;
 
+interface DestinationBody {
+  kind: string;
+  url?: string;
+  exchange?: string;
+  routing_key?: string | null;
+  subject?: string;
+}
+
 interface EndpointBody {
   url?: string;
+  destination?: DestinationBody | null;
   event_types?: string[] | null;
   tag_ids?: string[] | null;
   description?: string | null;
@@ -104,6 +138,7 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
   return {
     id: endpoint.id,
     url: endpoint.url,
+    destination: endpoint.destination && serializeDestination(maskedDestination(endpoint.destination)),
     event_types: endpoint.eventTypes,
     // null: no tag filter; []: every tag of the filter was deleted and nothing is sent (tag_filter_state "empty").
     tag_ids: endpoint.tagIds,
@@ -120,6 +155,12 @@ export function serializeWebhookEndpoint(endpoint: WebhookEndpoint) {
     created_at: endpoint.createdAt.toISOString(),
     updated_at: endpoint.updatedAt.toISOString(),
   };
+}
+
+function serializeDestination(destination: BrokerDestination) {
+  if (destination.kind === "nats") return destination;
+  const { kind, url, exchange, routingKey } = destination;
+  return { kind, url, exchange, routing_key: routingKey };
 }
 
 export function serializeWebhookDelivery(delivery: WebhookDeliveryView) {
@@ -153,6 +194,7 @@ export function serializeWebhookAttempt(attempt: WebhookAttempt) {
 
 const toInput = (body: EndpointBody) => ({
   url: body.url,
+  destination: body.destination && destinationInput(body.destination),
   eventTypes: body.event_types,
   tagIds: body.tag_ids,
   description: body.description,
@@ -161,6 +203,11 @@ const toInput = (body: EndpointBody) => ({
   signing: body.signing,
   maxDeliveriesPerSecond: body.max_deliveries_per_second,
 });
+
+/** The domain's field names (`routingKey`); absent fields stay absent. */
+function destinationInput({ routing_key, ...rest }: DestinationBody): Record<string, unknown> {
+  return routing_key === undefined ? rest : { ...rest, routingKey: routing_key };
+}
 
 export function registerWebhookRoutes(app: FastifyInstance, services: Services): void {
   app.post<{ Body: EndpointBody }>(
@@ -171,7 +218,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
         operationId: "createWebhookEndpoint",
         summary: "Create a webhook endpoint; the response holds its signing secret, shown this once",
         headers: idempotencyKeyHeader,
-        body: { type: "object", properties: endpointProperties, required: ["url"], additionalProperties: false },
+        body: { type: "object", properties: endpointProperties, additionalProperties: false },
         response: {
           201: success("The endpoint with its secret", "WebhookEndpointWithSecret", {
             location: true,
@@ -231,7 +278,8 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       schema: {
         tags,
         operationId: "updateWebhookEndpoint",
-        summary: "Change a webhook endpoint's url, event types, tag filter, description, enabled flag or ordering",
+        summary:
+          "Change a webhook endpoint's url or destination, event types, tag filter, description, enabled flag or ordering",
         description:
           "Once this has answered, no request begins toward the endpoint's old state, on any instance: none after a " +
           "disable, none to the old url. Deliveries already claimed are given up (disable) or sent as the endpoint " +

@@ -64,12 +64,12 @@ export class SqlWebhookEndpointRepository {
       INSERT INTO "webhook_endpoints" ("id", "organization_id", "url", "event_types", "description", "enabled",
         "disabled_reason", "secret", "previous_secret", "previous_secret_expires_at", "failing_since",
         "tag_filtered", "ordering", "created_at", "updated_at", "signing", "public_key",
-        "max_deliveries_per_second")
-      VALUES (${endpoint.id}, ${endpoint.organizationId}, ${endpoint.url}, ${stored.eventTypes},
+        "max_deliveries_per_second", "destination")
+      VALUES (${endpoint.id}, ${endpoint.organizationId}, ${stored.url}, ${stored.eventTypes},
         ${endpoint.description}, ${endpoint.enabled}, ${endpoint.disabledReason}, ${stored.secret},
         ${stored.previousSecrets}, ${endpoint.previousSecretExpiresAt}, ${endpoint.failingSince},
         ${stored.tagFiltered}, ${endpoint.ordering}, ${endpoint.createdAt}, ${endpoint.updatedAt},
-        ${endpoint.signing}, ${endpoint.publicKey}, ${endpoint.maxDeliveriesPerSecond})`);
+        ${endpoint.signing}, ${endpoint.publicKey}, ${endpoint.maxDeliveriesPerSecond}, ${stored.destination})`);
     if (endpoint.maxDeliveriesPerSecond !== null) await this.writeThrottle(endpoint);
   }
 
@@ -90,14 +90,15 @@ export class SqlWebhookEndpointRepository {
   async updateEndpoint(endpoint: WebhookEndpoint): Promise<void> {
     const stored = toStoredEndpointColumns(endpoint, this.provider, this.secrets);
     const rows = await this.sql.all<{ id: string; version: number | bigint }>(Prisma.sql`
-      UPDATE "webhook_endpoints" SET "url" = ${endpoint.url}, "event_types" = ${stored.eventTypes},
+      UPDATE "webhook_endpoints" SET "url" = ${stored.url}, "event_types" = ${stored.eventTypes},
         "description" = ${endpoint.description}, "enabled" = ${endpoint.enabled},
         "disabled_reason" = ${endpoint.disabledReason}, "secret" = ${stored.secret},
         "previous_secret" = ${stored.previousSecrets},
         "previous_secret_expires_at" = ${endpoint.previousSecretExpiresAt},
         "failing_since" = ${endpoint.failingSince}, "tag_filtered" = ${stored.tagFiltered},
         "ordering" = ${endpoint.ordering}, "updated_at" = ${endpoint.updatedAt}, "version" = "version" + 1,
-        "public_key" = ${endpoint.publicKey}, "max_deliveries_per_second" = ${endpoint.maxDeliveriesPerSecond}
+        "public_key" = ${endpoint.publicKey}, "max_deliveries_per_second" = ${endpoint.maxDeliveriesPerSecond},
+        "destination" = ${stored.destination}
       WHERE "id" = ${endpoint.id} AND "organization_id" = ${endpoint.organizationId}
       RETURNING "id", "version"`);
     if (rows.length > 0) await this.writeThrottle(endpoint);

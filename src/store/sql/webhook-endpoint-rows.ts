@@ -1,5 +1,6 @@
 import type { LifecycleEventType } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { WebhookSigning } from "../../domain/webhooks/signing-keys.ts";
+import { maskedBrokerUrl, type BrokerDestination } from "../../domain/webhooks/webhook-destination.ts";
 import type { PreviousSecret, WebhookEndpoint, WebhookOrdering } from "../../domain/webhooks/webhook-models.ts";
 import type { DatabaseProvider } from "../database.ts";
 import { isEncrypted, type SecretCipher } from "../secret-cipher.ts";
@@ -33,13 +34,14 @@ export interface EndpointColumns {
   readonly signing: string;
   readonly public_key: string | null;
   readonly max_deliveries_per_second: number | bigint | null;
+  readonly destination: string | null;
 }
 
 /** Every column of the endpoint `e`, as `EndpointColumns` reads them. */
 export const ENDPOINT_COLUMNS = Prisma.sql`e."id", e."organization_id", e."url", e."event_types", e."description",
   e."enabled", e."disabled_reason", e."secret", e."previous_secret", e."previous_secret_expires_at",
   e."failing_since", e."tag_filtered", e."ordering", e."created_at", e."updated_at", e."version", e."signing",
-  e."public_key", e."max_deliveries_per_second"`;
+  e."public_key", e."max_deliveries_per_second", e."destination"`;
 
 /** The stored list of secrets rotated out, inside its encrypted envelope. */
 interface StoredPreviousSecret {
@@ -49,6 +51,10 @@ interface StoredPreviousSecret {
 
 /** The values of the columns that differ from the domain's endpoint. */
 export interface StoredEndpointColumns {
+  /** The HTTP URL, or a broker destination's URL with its password masked (for people reading the table). */
+  readonly url: string;
+  /** A broker destination: one encrypted envelope of its JSON, the URL's credentials inside; null for HTTP. */
+  readonly destination: string | null;
   readonly secret: string;
   readonly previousSecrets: string | null;
   /** A parameter: JSON text on SQLite, jsonb on PostgreSQL; SQL NULL for every event type. */
@@ -67,7 +73,10 @@ export function toStoredEndpointColumns(
   }));
   // null is SQL NULL (every event type), not the JSON value null.
   const eventTypes = endpoint.eventTypes === null ? null : JSON.stringify(endpoint.eventTypes);
+  const { destination } = endpoint;
   return {
+    url: destination ? maskedBrokerUrl(destination.url) : (endpoint.url ?? ""),
+    destination: destination ? secrets.encrypt(JSON.stringify(toStoredDestination(destination))) : null,
     secret: secrets.encrypt(endpoint.secret),
     // One envelope for the whole list: the row stays one row however many rotations happened in 24 hours.
     previousSecrets: previous.length === 0 ? null : secrets.encrypt(JSON.stringify(previous)),
@@ -85,7 +94,8 @@ export function toEndpointFromColumns(
   return {
     id: row.id,
     organizationId: row.organization_id,
-    url: row.url,
+    url: row.destination === null ? row.url : null,
+    destination: row.destination === null ? null : fromStoredDestination(secrets.decrypt(row.destination)),
     eventTypes: (fromJson(row.event_types) as LifecycleEventType[] | null) ?? null,
     tagIds: toBoolean(row.tag_filtered) ? [...tagIds] : null,
     description: row.description,
@@ -114,4 +124,21 @@ function readPreviousSecrets(row: EndpointColumns, secrets: SecretCipher): Previ
   }
   const stored = JSON.parse(secrets.decrypt(row.previous_secret)) as StoredPreviousSecret[];
   return stored.map((item) => ({ secret: item.secret, expiresAt: new Date(item.expires_at) }));
+}
+
+/** A broker destination as stored (inside its envelope): the REST field names, so that the JSON reads as sent. */
+type StoredDestination =
+  | { readonly kind: "rabbitmq"; readonly url: string; readonly exchange: string; readonly routing_key: string | null }
+  | { readonly kind: "nats"; readonly url: string; readonly subject: string };
+
+function toStoredDestination(destination: BrokerDestination): StoredDestination {
+  if (destination.kind === "nats") return destination;
+  const { kind, url, exchange, routingKey } = destination;
+  return { kind, url, exchange, routing_key: routingKey };
+}
+
+function fromStoredDestination(text: string): BrokerDestination {
+  const stored = JSON.parse(text) as StoredDestination;
+  if (stored.kind === "nats") return { kind: "nats", url: stored.url, subject: stored.subject };
+  return { kind: "rabbitmq", url: stored.url, exchange: stored.exchange, routingKey: stored.routing_key };
 }

@@ -1,0 +1,132 @@
+import type { headers, NatsConnection } from "@nats-io/transport-node";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { NatsDestination } from "../../domain/webhooks/webhook-destination.ts";
+import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
+import type { SendResult } from "../webhook-sender.ts";
+import { ConnectionPool } from "./connection-pool.ts";
+import {
+  AbortedError,
+  brokerOutcome,
+  DeadlineError,
+  errorText,
+  safelyDecoded,
+  scrub,
+  standardWebhookHeaders,
+  withDeadline,
+  type BrokerTransportOptions,
+  type DeliveryTransport,
+  type OutgoingDelivery,
+} from "./delivery-transport.ts";
+
+/*
+ * NATS JetStream destinations: a JetStream publish, acknowledged by the stream that captures the subject, with
+ * `Nats-Msg-Id` = the webhook-id, so that the stream drops a retry it already stored (within its duplicate
+ * window). The clients (@nats-io/transport-node, @nats-io/jetstream) are loaded with this module, which the router
+ * imports only once a NATS endpoint has a delivery.
+ *
+ * One connection per server URL (pooled). The host is resolved through the address guard and the connection made
+ * to the address it allowed, without reconnecting on its own and ignoring the servers a cluster announces (they
+ * were never checked): a lost connection is dropped from the pool and the next delivery opens a new one. No
+ * stream for the subject (no responders), a publish error and no acknowledgement within WEBHOOK_TIMEOUT are
+ * failed attempts, retried on the schedule.
+ */
+
+interface NatsLink {
+  readonly connection: NatsConnection;
+  readonly jetstream: JetStreamClient;
+  /** The client's header constructor (loaded with it). */
+  readonly headers: typeof headers;
+  lost: boolean;
+}
+
+export class NatsTransport implements DeliveryTransport<NatsDestination> {
+  private readonly pool: ConnectionPool<NatsLink>;
+
+  constructor(private readonly options: BrokerTransportOptions) {
+    this.pool = new ConnectionPool({
+      open: (url) => this.open(url),
+      close: async (link) => {
+        if (!link.lost) await link.connection.close();
+      },
+      alive: (link) => !link.lost && !link.connection.isClosed(),
+      max: options.maxConnections,
+      idleMs: options.idleMs,
+    });
+  }
+
+  async send(delivery: OutgoingDelivery<NatsDestination>, signal?: AbortSignal): Promise<SendResult> {
+    const outcome = brokerOutcome(performance.now());
+    if (signal?.aborted) return outcome.failed("aborted: the server is shutting down", true);
+    const { url, subject } = delivery.destination;
+    const attempt: { link: NatsLink | null } = { link: null };
+    try {
+      const note = await withDeadline(
+        this.pool.use(url, async (link) => {
+          attempt.link = link;
+          if (link.lost || link.connection.isClosed()) throw new Error("connection lost");
+          const messageHeaders = link.headers();
+          for (const [name, value] of Object.entries(standardWebhookHeaders(delivery, this.options.userAgent)))
+            messageHeaders.set(name, value);
+          const ack = await link.jetstream.publish(subject, delivery.body, {
+            msgID: delivery.webhookId,
+            headers: messageHeaders,
+            timeout: this.options.timeoutMs,
+          });
+          // The attempt log's "response": where the stream stored it (a duplicate: stored before, within its window).
+          return JSON.stringify({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate });
+        }),
+        this.options.timeoutMs,
+        signal,
+      );
+      return outcome.confirmed(note);
+    } catch (error) {
+      if (error instanceof AbortedError) return outcome.failed(error.message, true);
+      const { link } = attempt;
+      if (link && (link.lost || error instanceof DeadlineError)) this.pool.discard(url, link);
+      const where = `nats ${maskedBrokerUrl(url)} subject ${JSON.stringify(subject)}`;
+      return outcome.failed(`${where}: ${scrub(describe(error), url)}`);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async open(rawUrl: string): Promise<NatsLink> {
+    const url = new URL(rawUrl);
+    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    // The guard refuses any address of the name that is not allowed, and answers the one to connect to.
+    const { address, family } = await new Promise<{ address: string; family: number }>((resolve, reject) =>
+      this.options.guard.lookup(host, {}, (error, address, family) =>
+        error ? reject(error) : resolve({ address: address as string, family: family ?? 4 }),
+      ),
+    );
+    const port = url.port === "" ? 4222 : Number(url.port);
+    const [{ connect, headers }, { jetstream }] = await Promise.all([
+      import("@nats-io/transport-node"),
+      import("@nats-io/jetstream"),
+    ]);
+    const user = safelyDecoded(url.username);
+    const pass = safelyDecoded(url.password);
+    const connection = await connect({
+      servers: family === 6 ? `[${address}]:${port}` : `${address}:${port}`,
+      ...(pass !== "" ? { user, pass } : user !== "" ? { token: user } : {}),
+      name: this.options.userAgent,
+      timeout: this.options.timeoutMs,
+      reconnect: false,
+      ignoreClusterUpdates: true,
+    });
+    const link: NatsLink = { connection, jetstream: jetstream(connection), headers, lost: false };
+    void connection.closed().then(() => (link.lost = true));
+    return link;
+  }
+}
+
+function describe(error: unknown): string {
+  const text = errorText(error);
+  // Nobody answers a JetStream publish when no stream captures the subject; the client calls that "jetstream is
+  // not enabled", which would send a receiver looking at the wrong thing.
+  return /no responders|jetstream is not enabled/i.test(text)
+    ? `no stream captures the subject (no responders: ${text})`
+    : text;
+}
