@@ -1,7 +1,9 @@
 import type { ServerResponse } from "node:http";
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
+import type { Tracer } from "@opentelemetry/api";
 import { createHandler, type ExecutionResult, type Response } from "graphql-sse";
+import { traceSubscriptionMessage } from "../tracing/subscription-spans.ts";
 import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
@@ -48,6 +50,8 @@ export interface SseDependencies {
   readonly subscriptions: LiveSubscriptions;
   readonly deliveryActivity?: DeliveryActivityService;
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  /** When tracing is on: a span per message sent (src/tracing/subscription-spans.ts). */
+  readonly tracer?: Tracer;
 }
 
 /** One open stream: whose it is, the key it presented (checked again), and how to end it. */
@@ -116,6 +120,7 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     onOperation: (_context, request, _args, result) =>
       isAsyncIterator(result) ? pacedBy(request.context.stream.response, result) : undefined,
     onNext: (_context, request, result) => {
+      if (deps.tracer) traceSubscriptionMessage(deps.tracer, "sse", null);
       const errors = (result as ExecutionResult).errors as readonly GraphQLError[] | undefined;
       if (!errors || errors.length === 0) return;
       masking.logUnexpected(request.context.stream.log, errors, null);

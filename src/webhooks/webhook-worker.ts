@@ -377,6 +377,8 @@ export class WebhookWorker {
         body: delivery.body,
         secrets: this.deliveries.signingSecrets(claimed.endpoint, attemptedAt),
         timestamp: attemptedAt,
+        endpointId: delivery.endpointId,
+        attempt: delivery.attemptCount + 1,
       },
       signal,
     );
