@@ -229,7 +229,7 @@ export function loadConfig(
 
 /** Where spans go when tracing is on. The SDK reads the exporter's own OTEL_EXPORTER_OTLP_* settings itself. */
 export interface TracingSettings {
-  /** `otlp`: OTLP over HTTP (protobuf) to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; `console`: spans on stdout. */
+  /** `otlp`: OTLP over HTTP (JSON) to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; `console`: spans on stdout. */
   readonly exporter: "otlp" | "console";
   /** The `service.name` resource attribute (OTEL_SERVICE_NAME). */
   readonly serviceName: string;
