@@ -42,13 +42,14 @@ function setProcessWide(): void {
 /** A provider exporting to `destination` (spans batched for OTLP and the console, one by one for a test's). */
 export function startTracingSdk(
   serviceName: string,
-  destination: "otlp" | "console" | SpanExporter,
+  destination: "otlp" | "console" | { readonly exporter: SpanExporter; readonly batched?: boolean },
 ): { readonly tracer: Tracer; shutdown(): Promise<void> } {
   setProcessWide();
   let processor: SpanProcessor;
   if (destination === "otlp") processor = new BatchSpanProcessor(new OTLPTraceExporter());
   else if (destination === "console") processor = new BatchSpanProcessor(new ConsoleSpanExporter());
-  else processor = new SimpleSpanProcessor(destination);
+  else if (destination.batched) processor = new BatchSpanProcessor(destination.exporter);
+  else processor = new SimpleSpanProcessor(destination.exporter);
   const resource = defaultResource()
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName, [ATTR_SERVICE_VERSION]: PACKAGE_VERSION }));

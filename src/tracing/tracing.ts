@@ -23,9 +23,11 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
-/** What a test or the bench gives instead of the configured exporter: spans are exported one by one, as they end. */
+/** What a test or the bench gives instead of the configured exporter. */
 export interface SpanDestination {
   readonly exporter: SpanExporter;
+  /** Spans exported in batches, as to a collector (the bench); by default one by one as they end (tests). */
+  readonly batched?: boolean;
 }
 
 /**
@@ -38,5 +40,5 @@ export async function startTracing(
 ): Promise<Tracing | undefined> {
   if (!settings && !destination) return undefined;
   const { startTracingSdk } = await import("./tracing-sdk.ts");
-  return startTracingSdk(settings?.serviceName ?? "reftrail", destination?.exporter ?? settings?.exporter ?? "otlp");
+  return startTracingSdk(settings?.serviceName ?? "reftrail", destination ?? settings?.exporter ?? "otlp");
 }
