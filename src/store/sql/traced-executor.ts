@@ -5,19 +5,18 @@ import type { Prisma } from "./sql-template.ts";
 import type { StatementCacheStats } from "./statement-cache.ts";
 
 /*
- * A span per statement (kind client), a child of whatever span is active where the statement is sent: the
- * GraphQL operation or the HTTP request that needs it, the webhook delivery that records its outcome. It wraps
- * the executor only when tracing is on (src/app.ts), so that with tracing off a statement costs what it did.
+ * A span per statement (kind client), a child of whatever span is active where the statement is sent (the GraphQL
+ * operation or the HTTP request that needs it; none for the background's statements, which are traces of their
+ * own). It wraps the executor only when tracing is on (src/app.ts): with tracing off a statement costs what it did.
  *
- * Measured (issue 37), instead of node-postgres's and better-sqlite3's instrumentations: those patch the drivers
- * as modules load (ES modules need a loader hook for it) and see statements as the driver does — on PostgreSQL
- * the pipelined read lanes' statements leave in batches on shared connections (postgres-read-lanes.ts), and
- * better-sqlite3's calls on the read thread are in another thread, where no context is. Here every statement is
- * seen once, where the store sends it, in its caller's context.
+ * Chosen (issue 37) over node-postgres's instrumentation (better-sqlite3 has none in OpenTelemetry's contrib set),
+ * which patches the driver as modules load (ES modules need a loader hook for it) and sees statements as the
+ * driver does: on PostgreSQL the pipelined read lanes' statements leave in batches on shared connections
+ * (postgres-read-lanes.ts). Here every statement is seen once, where the store sends it, in its caller's context.
  *
  * What a span carries: the statement's name (`db.query.summary`, its operation and first table, e.g.
- * `SELECT references`), the database system, and its text as the store builds it — a template whose values are
- * bound parameters (sql-template.ts), never in the text. Bound values are never recorded.
+ * `SELECT shipping_references`), the database system, and its text as the store builds it — a template whose values
+ * are bound parameters (sql-template.ts), never in the text. Bound values are never recorded.
  */
 
 const DB_SYSTEM_NAME = "db.system.name";
