@@ -80,7 +80,6 @@ export async function buildApp({
       sendProblem(reply, toProblem(error, request, isDatabaseUnavailableError)),
     forceCloseConnections: "idle",
   });
-  if (tracer) traceHttpRequests(http, tracer);
 
   // Migrations listed once: the files do not change while the process runs.
   const migrations = listMigrations(database.provider);
@@ -101,6 +100,8 @@ export async function buildApp({
     metricsRegistry,
   );
   readAdmission.register(http);
+  // After the admission's hooks, which may hold a read before its handler (src/tracing/http-spans.ts).
+  if (tracer) traceHttpRequests(http, tracer);
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);

@@ -35,7 +35,7 @@ const EVENTS = `subscription TracedEvents { lifecycleEvents { cursor node { id t
 const TRACE_ID = "0af7651916cd43dd8448eb211c80319c";
 const CALLER_SPAN_ID = "b7ad6b7169203331";
 
-const ENV = { SUBSCRIPTION_POLL_INTERVAL: "100ms", WEBHOOK_POLL_INTERVAL: "50ms" };
+const ENV = { SUBSCRIPTION_POLL_INTERVAL: "100ms", WEBHOOK_POLL_INTERVAL: "50ms", READS_PER_TURN: "1" };
 
 function byParent(spans: readonly ReadableSpan[], parent: ReadableSpan): ReadableSpan[] {
   return spans.filter((span) => span.parentSpanContext?.spanId === parent.spanContext().spanId);
@@ -117,6 +117,38 @@ describe.each(DATABASE_KINDS)("traces on %s", (kind) => {
     }
     // Everything else of the trace hangs under the request (the key's lookup runs before the operation).
     expect(descendants(spans, request)).toHaveLength(spans.length - 1);
+  });
+
+  it("puts each REST read's statements under its own request, also when the read admission held it", async () => {
+    const references = await Promise.all(Array.from({ length: 4 }, () => createReference(server)));
+    exporter.reset();
+    // READS_PER_TURN=1: of reads arriving together, all but one wait for a later turn of the admission.
+    const reads = Array.from({ length: 24 }, (_, i) => references[i % references.length]!.id);
+    const statuses = await Promise.all(
+      reads.map(async (id) => {
+        const response = await fetch(`${server.url}/v1/references/${id}`, {
+          headers: { "x-api-key": server.apiKey, "cache-control": "no-cache" },
+        });
+        await response.arrayBuffer();
+        return response.status;
+      }),
+    );
+    expect(statuses.every((status) => status === 200)).toBe(true);
+    const requests = await eventually(
+      async () => {
+        const found = exporter.getFinishedSpans().filter((span) => span.name === "GET /v1/references/:referenceId");
+        return found.length === reads.length && found;
+      },
+      10_000,
+      "every request's span",
+    );
+    const spans = exporter.getFinishedSpans();
+    for (const request of requests) {
+      expect(request.attributes).toMatchObject({ "http.route": "/v1/references/:referenceId" });
+      const own = descendants(spans, request).filter(isStatement);
+      expect(own.map((span) => span.name)).toContain("SELECT shipping_references");
+      expect(own.every((span) => span.spanContext().traceId === request.spanContext().traceId)).toBe(true);
+    }
   });
 
   it("makes a span per webhook delivery attempt, and sends its traceparent", async () => {

@@ -6,7 +6,6 @@ import {
   SpanStatusCode,
   trace,
   type Context,
-  type Span,
   type Tracer,
 } from "@opentelemetry/api";
 import {
@@ -16,72 +15,64 @@ import {
   ATTR_URL_PATH,
   ATTR_URL_SCHEME,
 } from "@opentelemetry/semantic-conventions";
-import type { FastifyInstance } from "fastify";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 
 /*
- * One span per HTTP request (kind server), in the trace its `traceparent` header names, if any. The span wraps
- * Fastify's whole handling of the request: the server's request listener runs inside the span's context, and the
- * request and response emitters are bound to it, so that body parsing (a `data` listener runs in the socket's
- * context, not the listener's) and everything after it (hooks, the route, Apollo, the store's statements) see it
- * as the active span. It ends when the response closes: sent, or cut short by the client.
+ * One span per HTTP request (kind server), in the trace its `traceparent` header names, if any, named after the
+ * route that matched (`POST /graphql`, `GET /v1/references/:referenceId`). It ends when the response closes: sent, or cut
+ * short by the client.
+ *
+ * The span is made active twice, by calling Fastify's `done` inside it: when the request arrives (onRequest), and
+ * again right before the handler (preHandler), because what runs between may continue in another context — the
+ * body is parsed in the socket's `data` callbacks, and a REST read held by the read admission is let go from the
+ * admission's own turn. The http instrumentation binds the request's and response's emitters instead, which
+ * wraps every listener Fastify adds to them: measured, that was a cost of its own on every request.
  */
 
-type RequestListener = (request: IncomingMessage, response: ServerResponse) => void;
+/** The context of each request in flight, its span active. */
+const requestContexts = new WeakMap<FastifyRequest, Context>();
 
-/** The request spans open, by the raw request: Fastify's onRequest hook names them after their route. */
-const openSpans = new WeakMap<IncomingMessage, Span>();
-
-/** Starts the request's span; returns the context in which the request is handled, with the span active. */
-function startRequestSpan(tracer: Tracer, request: IncomingMessage, response: ServerResponse): Context {
+function startRequestSpan(tracer: Tracer, request: FastifyRequest): Context {
   const parent = propagation.extract(ROOT_CONTEXT, request.headers);
-  const method = request.method ?? "GET";
-  const url = request.url ?? "/";
-  const query = url.indexOf("?");
+  const { method, url } = request.raw;
+  const route = request.routeOptions.url;
+  const query = url?.indexOf("?") ?? -1;
   const span = tracer.startSpan(
-    method,
+    route === undefined ? method! : `${method} ${route}`,
     {
       kind: SpanKind.SERVER,
       attributes: {
         [ATTR_HTTP_REQUEST_METHOD]: method,
         // The path only: a query string may carry values a trace must not keep.
-        [ATTR_URL_PATH]: query === -1 ? url : url.slice(0, query),
+        [ATTR_URL_PATH]: query === -1 ? url : url!.slice(0, query),
         [ATTR_URL_SCHEME]: "http",
+        ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
       },
     },
     parent,
   );
-  openSpans.set(request, span);
-  response.once("close", () => {
-    span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, response.statusCode);
-    if (response.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
-  });
   return trace.setSpan(parent, span);
 }
 
 /**
- * Makes every request `http` serves a span of `tracer`. Call before the routes are registered (the hook names the
- * span after the route that matched: `GET /v1/references/:id`, `POST /graphql`).
+ * Makes every request `http` serves a span of `tracer`. Call after the hooks that may hold a request before its
+ * handler (the read admission's), so that the span is made active again after them.
  */
 export function traceHttpRequests(http: FastifyInstance, tracer: Tracer): void {
-  const listeners = http.server.listeners("request") as RequestListener[];
-  http.server.removeAllListeners("request");
-  for (const listener of listeners) {
-    http.server.on("request", (request: IncomingMessage, response: ServerResponse) => {
-      const active = startRequestSpan(tracer, request, response);
-      context.bind(active, request);
-      context.bind(active, response);
-      context.with(active, listener, undefined, request, response);
+  http.addHook("onRequest", (request, reply, done) => {
+    const active = startRequestSpan(tracer, request);
+    requestContexts.set(request, active);
+    const span = trace.getSpan(active)!;
+    reply.raw.once("close", () => {
+      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, reply.raw.statusCode);
+      if (reply.raw.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
     });
-  }
-  http.addHook("onRequest", (request, _reply, done) => {
-    const span = openSpans.get(request.raw);
-    const route = request.routeOptions.url;
-    if (span && route !== undefined) {
-      span.setAttribute(ATTR_HTTP_ROUTE, route);
-      span.updateName(`${request.method} ${route}`);
-    }
-    done();
+    context.with(active, done);
+  });
+  http.addHook("preHandler", (request, _reply, done) => {
+    const active = requestContexts.get(request);
+    if (active) context.with(active, done);
+    else done();
   });
 }
