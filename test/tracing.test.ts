@@ -197,6 +197,9 @@ describe.each(DATABASE_KINDS)("traces on %s", (kind) => {
       const ws = messages.find((span) => span.attributes["reftrail.subscription.transport"] === "graphql-ws")!;
       expect(ws.kind).toBe(SpanKind.PRODUCER);
       expect(ws.attributes["graphql.operation.name"]).toBe("TracedEvents");
+      const sse = messages.find((span) => span.attributes["reftrail.subscription.transport"] === "sse")!;
+      expect(sse.kind).toBe(SpanKind.PRODUCER);
+      expect(sse.attributes["graphql.operation.name"]).toBe("TracedEvents");
       expect(messages.every((span) => span.parentSpanContext === undefined)).toBe(true);
     } finally {
       await overWs.dispose();
