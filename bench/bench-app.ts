@@ -2,6 +2,8 @@ import { buildApp, type App } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
+import type { ExportResult } from "@opentelemetry/core";
+import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 
 /**
  * The server under test, in the bench's own process, set up as in production (NODE_ENV=production, a throwaway
@@ -19,7 +21,18 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
     ...passedThrough(),
     ...env,
   });
-  return buildApp({ config, database: await openDatabase(url, { sqliteReadThread: config.sqliteReadThread }) });
+  const database = await openDatabase(url, { sqliteReadThread: config.sqliteReadThread });
+  // BENCH_TRACING=memory: traces on, batched as to a collector, into an in-memory exporter (bench/data-path.bench.ts).
+  const spans = env.BENCH_TRACING === "memory" ? { exporter: new ForgetfulSpanExporter(), batched: true } : undefined;
+  return buildApp({ config, database, spans });
+}
+
+/** The SDK's in-memory exporter, emptied after every export: a load of many minutes keeps no spans. */
+class ForgetfulSpanExporter extends InMemorySpanExporter {
+  override export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    super.export(spans, resultCallback);
+    this.reset();
+  }
 }
 
 /** Settings a bench run may set in its environment to compare values: the rest are the production defaults. */

@@ -34,6 +34,8 @@ export interface DataPathSettings {
   readonly feedRate: number;
   /** Whether to run the mixed rows (reads while the feed writes). */
   readonly mixed: boolean;
+  /** Whether to run the GraphQL fresh rows again with traces on (issue 37: an in-memory exporter). */
+  readonly tracing: boolean;
 }
 
 export const GRAPHQL_REFERENCE = `query BenchReference($id: ID!) {
@@ -290,6 +292,7 @@ async function benchScale(
         rows.push({ name: `${ROW_NAMES[key]}, fresh`, anchor, result: await measure(specs[key]) });
       }
       peakReads = server.peakRssMiB();
+      if (settings.tracing) rows.push(...(await tracedRows(database.url, apiKey, seeded, measure, kind)));
       if (settings.mixed) {
         server.resetPeak();
         rows.push(...(await mixedRows(server, apiKey, seeded, specs, settings, measure, kind)));
@@ -322,6 +325,38 @@ async function benchScale(
     await database.drop();
   }
 }
+
+/**
+ * The GraphQL fresh rows again, right after the rows above, on a server with traces on: every span made and
+ * batched as for a collector, into the SDK's in-memory exporter (bench/bench-app.ts, BENCH_TRACING). The rows
+ * above are the same requests with traces off, the default.
+ */
+async function tracedRows(
+  url: string,
+  apiKey: string,
+  seeded: SeededData,
+  measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
+  kind: Kind,
+): Promise<Row[]> {
+  const traced = await startReftrailChild(url, {
+    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
+    BENCH_TRACING: "memory",
+  });
+  const rows: Row[] = [];
+  try {
+    const specs = await readSpecs(traced.url, apiKey, seeded);
+    for (const key of ["reference", "graphqlPage"] as const) {
+      log(`${kind}: ${ROW_NAMES[key]}, fresh, traced`);
+      rows.push({ name: `${ROW_NAMES[key]}, fresh, ${TRACED}`, anchor: "apollo", result: await measure(specs[key]) });
+    }
+  } finally {
+    await traced.stop();
+  }
+  return rows;
+}
+
+/** How the traced rows' names end. */
+export const TRACED = "traces on (in-memory exporter)";
 
 async function mixedRows(
   server: ServerChild,

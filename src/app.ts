@@ -31,11 +31,16 @@ import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts"
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { SqlWebhookEndpointRepository } from "./store/sql/webhook-endpoint-repository.ts";
 import { startWebhookWorker } from "./webhooks/webhook-runtime.ts";
+import { startTracing, type SpanDestination } from "./tracing/tracing.ts";
+import { traceHttpRequests } from "./tracing/http-spans.ts";
+import { withTracedStatements } from "./store/sql/traced-executor.ts";
 
 export interface AppDependencies {
   readonly config: Config;
   readonly database: Database;
   readonly clock?: Clock;
+  /** Where spans go instead of the exporter the OTEL_* settings name (tests and the bench: an in-memory one). */
+  readonly spans?: SpanDestination;
 }
 
 export interface App {
@@ -46,7 +51,16 @@ export interface App {
 }
 
 /** The composition root: database -> store -> services (build-services.ts) -> adapters (REST, GraphQL, operations). */
-export async function buildApp({ config, database, clock = systemClock }: AppDependencies): Promise<App> {
+export async function buildApp({
+  config,
+  database: opened,
+  clock = systemClock,
+  spans,
+}: AppDependencies): Promise<App> {
+  // Traces (src/tracing/): off unless the OTEL_* settings ask for them; when off, nothing of the SDK is loaded.
+  const tracing = await startTracing(config.tracing, spans);
+  const tracer = tracing?.tracer;
+  const database = tracer ? withTracedStatements(opened, tracer) : opened;
   // Read now, not on first use: a server without its key must refuse to start (production) rather than fail later.
   const secretCipher = new SecretCipher(loadWebhookSecretKey(config));
   const services = buildServices(config, database, clock, secretCipher);
@@ -86,6 +100,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     metricsRegistry,
   );
   readAdmission.register(http);
+  // After the admission's hooks, which may hold a read before its handler (src/tracing/http-spans.ts).
+  if (tracer) traceHttpRequests(http, tracer);
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
@@ -107,6 +123,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     isServiceUnavailable: isDatabaseUnavailableError,
     readCache,
     readAdmission,
+    tracer,
   });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
@@ -137,6 +154,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     subscriptions,
     metrics: metricsRegistry,
     deliveryActivity,
+    tracer,
   });
   // The same subscriptions over Server-Sent Events (graphql-sse), at /graphql/stream.
   await registerSseSubscriptions(http, {
@@ -146,6 +164,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     config,
     subscriptions,
     deliveryActivity,
+    tracer,
   });
 
   const encrypted = await new SqlWebhookEndpointRepository(
@@ -167,6 +186,7 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
     log: http.log,
     commitSignals,
     isDatabaseUnavailable: isDatabaseUnavailableError,
+    tracer,
   });
 
   return {
@@ -183,6 +203,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       stopCountingContention();
       await deliverySignals.close();
       await database.close();
+      // Last: the spans of everything above are exported before the process ends.
+      await tracing?.shutdown();
     },
   };
 }

@@ -92,6 +92,8 @@ export interface Config {
    * PostgreSQL, where a write waits for a turn at each of its three round trips; on SQLite it runs in one turn.
    */
   readonly readTurnTargetMs: number;
+  /** OpenTelemetry traces (src/tracing/): null when off, the default. */
+  readonly tracing: TracingSettings | null;
 }
 
 export class ConfigError extends Error {
@@ -219,7 +221,36 @@ export function loadConfig(
       "READ_TURN_TARGET",
     ),
     maxReadsInFlight: parseInteger(env, "MAX_READS_IN_FLIGHT", 64, 1),
+    tracing: parseTracing(env),
   };
+}
+
+// --- Traces (issue 37) -------------------------------------------------------------------------------------------
+
+/** Where spans go when tracing is on. The SDK reads the exporter's own OTEL_EXPORTER_OTLP_* settings itself. */
+export interface TracingSettings {
+  /** `otlp`: OTLP over HTTP (JSON) to OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; `console`: spans on stdout. */
+  readonly exporter: "otlp" | "console";
+  /** The `service.name` resource attribute (OTEL_SERVICE_NAME). */
+  readonly serviceName: string;
+}
+
+/**
+ * Tracing is on when the standard OpenTelemetry settings ask for an exporter: OTEL_EXPORTER_OTLP_ENDPOINT or
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, or OTEL_TRACES_EXPORTER naming one (`otlp`, `console`; `none` is off).
+ * OTEL_SDK_DISABLED=true turns it off whatever else is set.
+ */
+function parseTracing(env: NodeJS.ProcessEnv): TracingSettings | null {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return null;
+  const named = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
+  const endpoint = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+  let exporter: TracingSettings["exporter"] | null;
+  if (named === undefined || named === "") exporter = endpoint ? "otlp" : null;
+  else if (named === "none") exporter = null;
+  else if (named === "otlp" || named === "console") exporter = named;
+  else throw new ConfigError(`OTEL_TRACES_EXPORTER: "${env.OTEL_TRACES_EXPORTER}" is not otlp, console or none`);
+  if (exporter === null) return null;
+  return { exporter, serviceName: env.OTEL_SERVICE_NAME?.trim() || "reftrail" };
 }
 
 function parseLogFormat(raw: string | undefined, stdoutIsTerminal: boolean): LogFormat {

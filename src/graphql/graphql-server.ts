@@ -22,7 +22,7 @@ import {
 import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "./errors.ts";
 import { registerExplorer } from "./explorer-assets.ts";
 import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
-import { graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
+import { estimatedOperationCost, graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
 import { GraphQLError } from "graphql";
 import { authenticateHeaders } from "../authentication.ts";
 import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
@@ -30,6 +30,8 @@ import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
+import type { Tracer } from "@opentelemetry/api";
+import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -44,6 +46,8 @@ export interface GraphqlDependencies {
   readonly readCache: ReadCache;
   /** Holds a query that the cache could not answer until the read admission lets it run (src/admission/). */
   readonly readAdmission: Pick<ReadAdmissionGate, "holdRead">;
+  /** When tracing is on: a span per operation (src/tracing/graphql-spans.ts). */
+  readonly tracer?: Tracer;
 }
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
@@ -146,12 +150,14 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { schema, services, config, isServiceUnavailable, readCache, readAdmission }: GraphqlDependencies,
+  { schema, services, config, isServiceUnavailable, readCache, readAdmission, tracer }: GraphqlDependencies,
 ): Promise<void> {
   const masking = createGraphqlErrorMasking(isServiceUnavailable);
+  const operationSpans = tracer ? new GraphqlOperationSpans<GraphqlContext>(tracer, estimatedOperationCost) : null;
+  const gateway = new CompiledExecutor(schema).gateway();
   const apollo = new ApolloServer<GraphqlContext>({
     // The schema, served through a gateway whose executor runs queries compiled once per document.
-    gateway: new CompiledExecutor(schema).gateway(),
+    gateway: operationSpans ? operationSpans.gateway(gateway) : gateway,
     validationRules: graphqlValidationRules(config),
     parseOptions: graphqlParseOptions(config),
     formatError: masking.format,
@@ -170,6 +176,7 @@ export async function registerGraphql(
       ApolloServerPluginCacheControlDisabled(),
       noStorePlugin(),
       operationCostPlugin<GraphqlContext>(config),
+      ...(operationSpans ? [operationSpans.plugin()] : []),
       unexpectedErrorLoggingPlugin(app.log, masking),
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),

@@ -209,8 +209,14 @@ export interface OperationRequest {
  * walks the expanded operation, which the selection limit (selection-limit.ts) bounds by `maxSelections` first;
  * its own node guard is set just past that bound, so that it never refuses what the selection limit accepts.
  */
-export function costLimitRule(maxCost: number, maxSelections: number, request: OperationRequest = {}): ValidationRule {
+export function costLimitRule(
+  maxCost: number,
+  maxSelections: number,
+  request: OperationRequest = {},
+  onEstimate?: (cost: number) => void,
+): ValidationRule {
   return createComplexityRule({
+    ...(onEstimate ? { onComplete: onEstimate } : {}),
     maximumComplexity: maxCost,
     maxQueryNodes: maxSelections + 1,
     estimators: [costEstimator],
@@ -264,12 +270,14 @@ export function checkOperationCost(
   document: DocumentNode,
   config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
   request: OperationRequest,
+  /** Told the estimate (traces record it). */
+  onEstimate?: (cost: number) => void,
 ): GraphQLError | null {
   try {
     // Only the limit's own error: variables that do not coerce are reported, with their proper code, when
     // the operation executes.
     const errors = validate(schema, document, [
-      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request),
+      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request, onEstimate),
     ]);
     return errors.find((error) => error.extensions.limit !== undefined) ?? null;
   } catch (error) {
@@ -317,7 +325,16 @@ function costVariables(document: DocumentNode): readonly string[] {
 /** Cost checks passed, per parsed document (Apollo keeps one DocumentNode per query text in its document store). */
 interface PassedCostChecks {
   readonly variables: readonly string[];
-  readonly passed: Set<string>;
+  /** Each passing (operation, cost variables) combination, with its estimate. */
+  readonly passed: Map<string, number>;
+}
+
+/** The estimate of each request's operation, by the request's context value, once its cost check has passed. */
+const estimates = new WeakMap<object, number>();
+
+/** The estimated cost of the operation of the request whose context value is `contextValue` (after the check). */
+export function estimatedOperationCost(contextValue: object): number | undefined {
+  return estimates.get(contextValue);
 }
 
 /** How many passing (operation, cost variables) combinations are remembered per document. */
@@ -336,24 +353,33 @@ export function operationCostPlugin<Context extends object>(
   return {
     async requestDidStart() {
       return {
-        async didResolveOperation({ schema, document, request }) {
+        async didResolveOperation({ schema, document, request, contextValue }) {
           let checks = passedByDocument.get(document);
           if (!checks) {
-            checks = { variables: costVariables(document), passed: new Set() };
+            checks = { variables: costVariables(document), passed: new Map() };
             passedByDocument.set(document, checks);
           }
           const variables = request.variables ?? {};
           // An absent variable takes its definition's default, an explicit null does not: the key tells them apart.
           const values = checks.variables.map((name) => (Object.hasOwn(variables, name) ? [variables[name]] : []));
           const key = JSON.stringify([request.operationName ?? null, values]);
-          if (checks.passed.has(key)) return;
-          const error = checkOperationCost(schema, document, config, {
-            variables: request.variables ?? null,
-            operationName: request.operationName ?? null,
-          });
+          const passed = checks.passed.get(key);
+          if (passed !== undefined) {
+            estimates.set(contextValue, passed);
+            return;
+          }
+          let estimate = 0;
+          const error = checkOperationCost(
+            schema,
+            document,
+            config,
+            { variables: request.variables ?? null, operationName: request.operationName ?? null },
+            (cost) => (estimate = cost),
+          );
           if (error) throw error;
           if (checks.passed.size >= MAX_PASSED_COST_CHECKS) checks.passed.clear();
-          checks.passed.add(key);
+          checks.passed.set(key, estimate);
+          estimates.set(contextValue, estimate);
         },
       };
     },

@@ -1,7 +1,9 @@
 import type { ServerResponse } from "node:http";
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
+import type { Tracer } from "@opentelemetry/api";
 import { createHandler, type ExecutionResult, type Response } from "graphql-sse";
+import { traceSubscriptionMessage, type MessageOperation } from "../tracing/subscription-spans.ts";
 import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
@@ -48,6 +50,8 @@ export interface SseDependencies {
   readonly subscriptions: LiveSubscriptions;
   readonly deliveryActivity?: DeliveryActivityService;
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  /** When tracing is on: a span per message sent (src/tracing/subscription-spans.ts). */
+  readonly tracer?: Tracer;
 }
 
 /** One open stream: whose it is, the key it presented (checked again), and how to end it. */
@@ -73,6 +77,8 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
   const streams = new Set<OpenStream>();
   const perOrganization = new Map<string, number>();
   let closing = false;
+  /** With tracing on: each operation's document, whose name its messages' spans carry. */
+  const tracedOperations = new WeakMap<SseContext, MessageOperation>();
 
   const format = (errors: readonly GraphQLError[]): GraphQLFormattedError[] =>
     errors.map((error) => masking.format(error.toJSON(), error));
@@ -104,6 +110,8 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
         deliveryActivity: deps.deliveryActivity,
       };
       stream.log.info({ operationName: params.operationName ?? null }, "SSE subscription started");
+      if (deps.tracer)
+        tracedOperations.set(contextValue, { document: prepared.document, operationName: params.operationName });
       return {
         schema,
         document: prepared.document,
@@ -115,7 +123,8 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     // Paced by the socket: see the top.
     onOperation: (_context, request, _args, result) =>
       isAsyncIterator(result) ? pacedBy(request.context.stream.response, result) : undefined,
-    onNext: (_context, request, result) => {
+    onNext: (context, request, result) => {
+      if (deps.tracer) traceSubscriptionMessage(deps.tracer, "sse", tracedOperations.get(context) ?? null);
       const errors = (result as ExecutionResult).errors as readonly GraphQLError[] | undefined;
       if (!errors || errors.length === 0) return;
       masking.logUnexpected(request.context.stream.log, errors, null);

@@ -5,7 +5,9 @@ import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { GraphQLError, type FormattedExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
 import type { Context } from "graphql-ws";
 import { useServer, type Extra } from "graphql-ws/use/ws";
+import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
+import { traceSubscriptionMessage } from "../tracing/subscription-spans.ts";
 import { WebSocketServer, type WebSocket } from "ws";
 import { presentedApiKey } from "../authentication.ts";
 import type { Config } from "../config.ts";
@@ -64,6 +66,8 @@ export interface SubscriptionDependencies {
   readonly deliveryActivity?: DeliveryActivityService;
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  /** When tracing is on: a span per message sent (src/tracing/subscription-spans.ts). */
+  readonly tracer?: Tracer;
 }
 
 /** One WebSocket connection: who it is, and the keys it presented (checked again for revocation). */
@@ -224,7 +228,8 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       },
 
       // Results and errors take the HTTP path's masking: coded errors pass, others are masked and logged.
-      onNext: (ctx, _id, payload, _args, result) => {
+      onNext: (ctx, id, payload, args, result) => {
+        if (deps.tracer) traceSubscriptionMessage(deps.tracer, "graphql-ws", args, id);
         if (!result.errors || result.errors.length === 0) return;
         masking.logUnexpected(sessionOf(ctx).log, result.errors, payload.operationName);
         const formatted: FormattedExecutionResult = { ...result, errors: format(result.errors) };

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import type { Config } from "../config.ts";
 import type { CommitSignals } from "../domain/live/live-feed-ports.ts";
@@ -20,6 +21,8 @@ export interface WebhookWorkerDependencies {
   readonly commitSignals: CommitSignals;
   /** Whether an error means the database is away for a moment (outcomes are then written again). */
   readonly isDatabaseUnavailable: (error: unknown) => boolean;
+  /** When tracing is on: a span per delivery attempt (src/tracing/webhook-spans.ts). */
+  readonly tracer?: Tracer;
 }
 
 /**
@@ -34,6 +37,7 @@ export function startWebhookWorker({
   log,
   commitSignals,
   isDatabaseUnavailable,
+  tracer,
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
@@ -43,6 +47,7 @@ export function startWebhookWorker({
     timeoutMs: config.webhookTimeoutMs,
     // Endpoints may share a host: never let the agent queue one endpoint's request behind another's.
     connectionsPerOrigin: config.webhookConcurrency,
+    tracer,
   });
   const worker = new WebhookWorker(
     services.webhookDeliveries,

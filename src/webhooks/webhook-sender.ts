@@ -4,6 +4,8 @@ import type { Agent } from "undici";
 import { ATTEMPT_TEXT_MAX_BYTES } from "../domain/webhooks/attempt-text.ts";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
+import type { Tracer } from "@opentelemetry/api";
+import { traceWebhookAttempt } from "../tracing/webhook-spans.ts";
 
 /*
  * One HTTP POST of a webhook: signed headers, a timeout covering connection, response and body, no
@@ -40,6 +42,9 @@ export interface WebhookRequest {
   readonly secrets: readonly string[];
   /** The `webhook-timestamp`. */
   readonly timestamp: Date;
+  /** For its trace span (when tracing is on): the endpoint, and which attempt of the delivery this is (1-based). */
+  readonly endpointId?: string;
+  readonly attempt?: number;
 }
 
 export interface SendResult {
@@ -64,6 +69,8 @@ export interface WebhookSenderOptions {
    * queue behind one another's slow requests.
    */
   readonly connectionsPerOrigin: number;
+  /** When tracing is on: a span per attempt, whose `traceparent` the request carries (src/tracing/). */
+  readonly tracer?: Tracer;
 }
 
 /** What a target URL resolves to before any connection: where to send, or why not. */
@@ -125,6 +132,23 @@ export class WebhookSender {
   }
 
   async send(request: WebhookRequest, signal?: AbortSignal): Promise<SendResult> {
+    const tracer = this.options.tracer;
+    if (!tracer) return this.sendOnce(request, signal, undefined);
+    const target = this.target(request.url);
+    const attempt = {
+      endpointId: request.endpointId,
+      deliveryId: request.webhookId,
+      attempt: request.attempt,
+      host: "origin" in target ? new URL(target.origin).host : "",
+    };
+    return traceWebhookAttempt(tracer, attempt, (traceparent) => this.sendOnce(request, signal, traceparent));
+  }
+
+  private async sendOnce(
+    request: WebhookRequest,
+    signal: AbortSignal | undefined,
+    traceparent: string | undefined,
+  ): Promise<SendResult> {
     // The pool (and undici with it) is made before the clock starts: loading undici for the first request is not
     // the receiver's time, neither for the deadline nor for the latency.
     const agent = await this.pool();
@@ -171,6 +195,7 @@ export class WebhookSender {
           "webhook-id": request.webhookId,
           "webhook-timestamp": String(timestamp),
           "webhook-signature": signWebhook(request.secrets, request.webhookId, timestamp, request.body),
+          ...(traceparent ? { traceparent } : {}),
         },
         body: request.body,
         signal: deadline.signal,

@@ -10,6 +10,7 @@ import type { Services } from "../../src/domain/services.ts";
 import type { Clock } from "../../src/domain/shared/clock.ts";
 import { openDatabase, type Database } from "../../src/store/database.ts";
 import { migrateDatabase } from "../../src/store/prisma/migration-runner.ts";
+import type { SpanDestination } from "../../src/tracing/tracing.ts";
 
 export type DatabaseKind = "sqlite" | "postgres";
 
@@ -96,6 +97,8 @@ export interface StartOptions {
   readonly onQuery?: (sql: string) => void;
   /** Runs on the built app before it listens, e.g. to add a hook that observes every response. */
   readonly beforeListen?: (app: App) => void;
+  /** Where the app's trace spans go (tracing on); tracing follows the OTEL_* settings otherwise (off in tests). */
+  readonly spans?: SpanDestination;
 }
 
 export interface TestServer {
@@ -123,7 +126,7 @@ export async function startTestServer(kind: DatabaseKind, options: StartOptions 
     ...options.env,
   });
   const database = await openDatabase(testDatabase.url, { onQuery: options.onQuery });
-  const app = await buildApp({ config, database, clock: options.clock });
+  const app = await buildApp({ config, database, clock: options.clock, spans: options.spans });
   options.beforeListen?.(app);
   await app.http.listen({ host: "127.0.0.1", port: 0 });
   const address = app.http.server.address();

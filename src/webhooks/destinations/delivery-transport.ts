@@ -24,6 +24,9 @@ export interface OutgoingDelivery<D extends DeliveryDestination = DeliveryDestin
   readonly secrets: readonly string[];
   /** The `webhook-timestamp`. */
   readonly timestamp: Date;
+  /** For its trace span (when tracing is on): the endpoint, and which attempt of the delivery this is (1-based). */
+  readonly endpointId: string;
+  readonly attempt: number;
 }
 
 /** What a delivery sends now, signed with `secrets` at `timestamp`, to its endpoint's destination. */
@@ -40,6 +43,8 @@ export function outgoingDelivery(
     body: delivery.body,
     secrets,
     timestamp,
+    endpointId: delivery.endpointId,
+    attempt: delivery.attemptCount + 1,
   };
 }
 

@@ -1,0 +1,78 @@
+import { context, trace, type Span, type Tracer } from "@opentelemetry/api";
+import type { ApolloServerOptionsWithGateway, ApolloServerPlugin, BaseContext } from "@apollo/server";
+import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
+
+/*
+ * One span per GraphQL operation over HTTP, a child of its request's span and the parent of the statements its
+ * resolvers run. It starts once Apollo has resolved the operation (its name and type known, the cost estimated),
+ * is the active span while the operation executes (the gateway's executor runs inside it: Apollo's plugin hooks
+ * cannot wrap execution) and ends when the response is ready.
+ */
+
+/** The attributes of an operation span (graphql.* as OpenTelemetry's semantic conventions name them). */
+export const GRAPHQL_OPERATION_NAME = "graphql.operation.name";
+export const GRAPHQL_OPERATION_TYPE = "graphql.operation.type";
+/** The operation's estimated cost (src/graphql/limits.ts), the figure the cost limit is checked against. */
+export const GRAPHQL_ESTIMATED_COST = "reftrail.graphql.estimated_cost";
+
+type Gateway = NonNullable<ApolloServerOptionsWithGateway<BaseContext>["gateway"]>;
+
+export class GraphqlOperationSpans<Context extends BaseContext> {
+  /** Open operation spans, by the request's context value (one per request, the executor's `request.context`). */
+  private readonly open = new WeakMap<object, Span>();
+
+  constructor(
+    private readonly tracer: Tracer,
+    /** The operation's estimated cost, once the cost check has run (undefined when it did not). */
+    private readonly estimatedCost: (contextValue: Context) => number | undefined,
+  ) {}
+
+  /** The Apollo plugin that starts and ends the spans; place it after the cost plugin. */
+  plugin(): ApolloServerPlugin<Context> {
+    return {
+      requestDidStart: async () => ({
+        didResolveOperation: async ({ operation, operationName, contextValue }) => {
+          // Typed as present, but absent when the document names no operation Apollo could pick.
+          const type = (operation as typeof operation | undefined)?.operation ?? "unknown";
+          const span = this.tracer.startSpan(operationName ? `${type} ${operationName}` : type, {
+            attributes: {
+              [GRAPHQL_OPERATION_TYPE]: type,
+              ...(operationName ? { [GRAPHQL_OPERATION_NAME]: operationName } : {}),
+            },
+          });
+          this.open.set(contextValue, span);
+        },
+        willSendResponse: async ({ contextValue, errors }) => {
+          const span = this.open.get(contextValue);
+          if (!span) return;
+          this.open.delete(contextValue);
+          const cost = this.estimatedCost(contextValue);
+          if (cost !== undefined) span.setAttribute(GRAPHQL_ESTIMATED_COST, cost);
+          const code = errors?.[0]?.extensions.code;
+          if (typeof code === "string") span.setAttribute(ATTR_ERROR_TYPE, code);
+          span.end();
+        },
+      }),
+    };
+  }
+
+  /** `gateway`, its executor run with the request's operation span active. */
+  gateway(gateway: Gateway): Gateway {
+    return {
+      ...gateway,
+      load: async (options) => {
+        const loaded = await gateway.load(options);
+        const executor = loaded.executor;
+        if (!executor) return loaded;
+        return {
+          ...loaded,
+          executor: (request) => {
+            const span = this.open.get(request.context);
+            if (!span) return executor(request);
+            return context.with(trace.setSpan(context.active(), span), executor, undefined, request);
+          },
+        };
+      },
+    };
+  }
+}
