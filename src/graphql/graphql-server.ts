@@ -4,7 +4,6 @@ import {
   ApolloServerPluginCacheControlDisabled,
   ApolloServerPluginLandingPageDisabled,
 } from "@apollo/server/plugin/disabled";
-import { fastifyApolloHandler } from "@as-integrations/fastify";
 import type { FastifyBaseLogger, FastifyError, FastifyInstance } from "fastify";
 import type { GraphQLSchema } from "graphql";
 import type { Config } from "../config.ts";
@@ -30,6 +29,9 @@ import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
+import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
+import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -206,10 +208,15 @@ export async function registerGraphql(
     const readCacheHttp = new GraphqlReadCache(readCache);
     readCacheHttp.register(scope);
 
-    const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
+    const trustedDocuments = new TrustedDocumentsHttp(new DocumentResolver(services.trustedDocuments));
+
+    const executeGraphql = apolloFastifyHandler<GraphqlContext>(apollo, {
       context: async (request, reply) => {
         try {
-          return await createGraphqlContext({
+          // Found on the route, before the read cache (trusted-documents/graphql-http.ts); thrown here, so that a
+          // refusal is answered like every GraphQL error, and an outage like every outage.
+          if (request.graphqlDocumentFailure !== undefined) throw request.graphqlDocumentFailure;
+          const context = await createGraphqlContext({
             services,
             credentials: request.headers,
             log: request.log,
@@ -217,6 +224,8 @@ export async function registerGraphql(
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
           });
+          if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
+          return context;
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
           if (!isServiceUnavailable(error)) throw error;
@@ -243,7 +252,13 @@ export async function registerGraphql(
         const caller = await authenticateHeaders(services, request.headers).catch(() => null);
         if (caller) {
           request.caller = caller;
-          if (readCacheHttp.answer(request, reply, caller)) return reply;
+          // A request by document id becomes the request with the registered text; a trusted-documents-only key's
+          // text that is not registered is refused (src/trusted-documents/).
+          await trustedDocuments.apply(request, caller).catch((error: unknown) => {
+            request.graphqlDocumentFailure = error;
+          });
+          const decided = request.graphqlDocumentFailure === undefined && !request.graphqlDocumentRefusal;
+          if (decided && readCacheHttp.answer(request, reply, caller)) return reply;
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.
