@@ -40,6 +40,7 @@ const config: CodegenConfig = {
           WebhookEndpoint: `${WEBHOOK_MODELS}#WebhookEndpoint`,
           WebhookDelivery: `${WEBHOOK_MODELS}#WebhookDeliveryView`,
           WebhookAttempt: `${WEBHOOK_MODELS}#WebhookAttempt`,
+          TrustedDocument: `${DOMAIN_MODELS}#TrustedDocument`,
           IngestionItemResult: "../ingestion-results.ts#LocatedIngestionItemResult",
           IngestionItemError: "../ingestion-results.ts#IngestionItemErrorModel",
           // Enums too: codegen's own resolver type for an enum with mapped values is broken (`null`).

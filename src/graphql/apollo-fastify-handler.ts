@@ -29,7 +29,12 @@ export function apolloFastifyHandler<Context extends BaseContext>(
   return async (request, reply) => {
     const search = request.graphqlSearch ?? new URL(request.url, "http://localhost/").search;
     const response = await apollo.executeHTTPGraphQLRequest({
-      httpGraphQLRequest: { method: request.method.toUpperCase(), headers: headerMapOf(request.headers), search, body: request.body },
+      httpGraphQLRequest: {
+        method: request.method.toUpperCase(),
+        headers: headerMapOf(request.headers),
+        search,
+        body: request.body,
+      },
       context: () => options.context(request, reply),
     });
     for (const [name, value] of response.headers) void reply.header(name, value);

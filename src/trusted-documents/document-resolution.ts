@@ -31,7 +31,8 @@ export interface DocumentSource {
 
 /** A request refused before its document is parsed: the GraphQL error's code, message and HTTP status. */
 export interface DocumentRefusal {
-  readonly code: "PERSISTED_DOCUMENT_NOT_FOUND" | "PERSISTED_QUERY_NOT_FOUND" | "TRUSTED_DOCUMENTS_ONLY" | "BAD_REQUEST";
+  readonly code:
+    "PERSISTED_DOCUMENT_NOT_FOUND" | "PERSISTED_QUERY_NOT_FOUND" | "TRUSTED_DOCUMENTS_ONLY" | "BAD_REQUEST";
   readonly message: string;
   /** Over HTTP. PERSISTED_QUERY_NOT_FOUND is a 200, as Apollo answers it (its clients read the body). */
   readonly status: number;
@@ -53,11 +54,15 @@ export const DOCUMENT_REFUSALS = {
     status: 400,
   }),
   // Apollo's own message: Apollo's clients recognize it by message or by code.
-  queryNotFound: (): DocumentRefusal => ({ code: "PERSISTED_QUERY_NOT_FOUND", message: "PersistedQueryNotFound", status: 200 }),
+  queryNotFound: (): DocumentRefusal => ({
+    code: "PERSISTED_QUERY_NOT_FOUND",
+    message: "PersistedQueryNotFound",
+    status: 200,
+  }),
   trustedOnly: (): DocumentRefusal => ({
     code: "TRUSTED_DOCUMENTS_ONLY",
     message:
-      "This API key runs registered documents only: send the document's id (documentId: \"sha256:<hex>\" or " +
+      'This API key runs registered documents only: send the document\'s id (documentId: "sha256:<hex>" or ' +
       "extensions.persistedQuery.sha256Hash) instead of a document that is not registered",
     status: 400,
   }),

@@ -94,7 +94,10 @@ export class TrustedDocumentService {
     const ids = entries.map((entry) => entry.documentId);
     const inserted = await this.store.documents.insertDocumentsIfAbsent(organizationId, createdAt, entries);
     const held = new Map(
-      (await this.store.documents.findDocuments(organizationId, ids)).map((document) => [document.documentId, document]),
+      (await this.store.documents.findDocuments(organizationId, ids)).map((document) => [
+        document.documentId,
+        document,
+      ]),
     );
     const documents = ids.map((id) => {
       const document = held.get(id);
@@ -116,7 +119,8 @@ export class TrustedDocumentService {
     return pageOf(
       rows,
       input.limit,
-      (document) => this.cursors.encode<ListPosition>({ t: document.createdAt.getTime(), d: document.documentId }, filters),
+      (document) =>
+        this.cursors.encode<ListPosition>({ t: document.createdAt.getTime(), d: document.documentId }, filters),
       after !== undefined,
     );
   }

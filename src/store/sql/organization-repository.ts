@@ -15,7 +15,9 @@ import { isOneOf } from "./value-lists.ts";
  * inside `store.transaction`, statements run in that transaction.
  */
 
-const API_KEY_COLUMNS = Prisma.raw(`"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only"`);
+const API_KEY_COLUMNS = Prisma.raw(
+  `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only"`,
+);
 
 interface ApiKeyRow {
   readonly id: string;
