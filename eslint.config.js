@@ -15,7 +15,7 @@ const aboveTheStore = [
 ];
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "src/**/__generated__/**", "data/**", "bench/results*"] },
+  { ignores: ["node_modules/**", "src/**/__generated__/**", "test/**/__generated__/**", "data/**", "bench/results*"] },
   {
     files: ["src/**/*.ts", "test/**/*.ts", "bench/**/*.ts"],
     extends: [tseslint.configs.base],
