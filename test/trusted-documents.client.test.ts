@@ -197,4 +197,21 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as any).errors[0].extensions.code).toBe("TRUSTED_DOCUMENTS_ONLY");
   });
+
+  it("marks an existing key trusted-documents-only, and lifts the mark, with the reftrail command", async () => {
+    const plain = await cli(server, "key", "create", server.organizationId);
+    const apiKey = String(plain.api_key);
+    const query = "{ __typename }";
+    expect((await gql(server, query, {}, { apiKey })).body).toEqual({ data: { __typename: "Query" } });
+    const marked = await cli(server, "key", "trusted-documents-only", String(plain.api_key_id));
+    expect(marked).toEqual({ api_key_id: plain.api_key_id, trusted_documents_only: true });
+    expect((await gql(server, query, {}, { apiKey })).body.errors?.[0]?.extensions?.code).toBe(
+      "TRUSTED_DOCUMENTS_ONLY",
+    );
+    const listed = await cli(server, "key", "list", server.organizationId);
+    expect(listed.api_keys.find((key: any) => key.api_key_id === plain.api_key_id).trusted_documents_only).toBe(true);
+    const lifted = await cli(server, "key", "trusted-documents-only", String(plain.api_key_id), "--off");
+    expect(lifted).toEqual({ api_key_id: plain.api_key_id, trusted_documents_only: false });
+    expect((await gql(server, query, {}, { apiKey })).body).toEqual({ data: { __typename: "Query" } });
+  });
 });
