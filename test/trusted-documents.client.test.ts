@@ -90,6 +90,12 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
         expect(decodeURIComponent(request)).not.toContain(text);
       }
     }
+    // A browser's GET by id is an operation too, not the explorer page.
+    const search = new URLSearchParams({ documentId: documentIdOf(TrustedClientTagsDocument), variables: "{}" });
+    const browser = await fetch(`${server.url}/graphql?${search.toString()}`, {
+      headers: { "x-api-key": trustedKey, accept: "text/html,application/xhtml+xml,*/*;q=0.8" },
+    });
+    expect(((await browser.json()) as any).data.tags.edges).toHaveLength(1);
     // A mutation is never run by GET, by id as by text (GraphQL-over-HTTP: 405).
     expect((await client.execute(TrustedClientCreateTagDocument, { name: "by-get" }, "get")).status).toBe(405);
   });
