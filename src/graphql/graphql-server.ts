@@ -29,7 +29,7 @@ import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
-import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
 
@@ -215,7 +215,7 @@ export async function registerGraphql(
         try {
           // Found on the route, before the read cache (trusted-documents/graphql-http.ts); thrown here, so that a
           // refusal is answered like every GraphQL error, and an outage like every outage.
-          if (request.graphqlDocumentFailure !== undefined) throw request.graphqlDocumentFailure;
+          if (request.graphqlRouteFailure !== undefined) throw request.graphqlRouteFailure;
           const context = await createGraphqlContext({
             services,
             credentials: request.headers,
@@ -225,6 +225,9 @@ export async function registerGraphql(
             holdRead: () => readAdmission.holdRead(reply),
           });
           if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
+          // A key the route did not find (it was issued between the two lookups) had no document decided for it.
+          if (!request.caller && context.caller.trustedDocumentsOnly)
+            throw documentRefusalError(DOCUMENT_REFUSALS.trustedOnly());
           return context;
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
@@ -248,16 +251,20 @@ export async function registerGraphql(
         if (wantsExplorerPage(request)) return reply.type("text/html; charset=utf-8").send(explorerPage);
         // Authentication runs here, outside the read cache and once: a hit is looked up under the caller's read
         // version, and the context reuses the caller. A request it cannot authenticate, or an outage, goes on to
-        // Apollo's context, which answers the error (401 or 503) as for any request.
-        const caller = await authenticateHeaders(services, request.headers).catch(() => null);
+        // Apollo's context, which answers the error (401 or 503) as for any request; an outage is handed over as
+        // it is, so that the request is not run with a caller whose document was not decided here.
+        const caller = await authenticateHeaders(services, request.headers).catch((error: unknown) => {
+          request.graphqlRouteFailure = error;
+          return null;
+        });
         if (caller) {
           request.caller = caller;
           // A request by document id becomes the request with the registered text; a trusted-documents-only key's
           // text that is not registered is refused (src/trusted-documents/).
           await trustedDocuments.apply(request, caller).catch((error: unknown) => {
-            request.graphqlDocumentFailure = error;
+            request.graphqlRouteFailure = error;
           });
-          const decided = request.graphqlDocumentFailure === undefined && !request.graphqlDocumentRefusal;
+          const decided = request.graphqlRouteFailure === undefined && !request.graphqlDocumentRefusal;
           if (decided && readCacheHttp.answer(request, reply, caller)) return reply;
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution

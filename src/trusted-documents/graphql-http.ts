@@ -8,8 +8,11 @@ declare module "fastify" {
   interface FastifyRequest {
     /** Set when the request's document is refused before it is parsed (trusted documents): the context throws it. */
     graphqlDocumentRefusal?: DocumentRefusal;
-    /** Set when the registry could not be read for the request (an outage): the context throws it. */
-    graphqlDocumentFailure?: unknown;
+    /**
+     * Set when the route could not authenticate the request or read the registry for it (an outage): the context
+     * throws it, so that the request is answered 503 like any outage and never runs undecided.
+     */
+    graphqlRouteFailure?: unknown;
     /**
      * A GET request's search string as Apollo is to read it, when it differs from the URL's: the request named a
      * registered document by id, and the parameters now carry its text.
