@@ -8,14 +8,14 @@ import tseslint from "typescript-eslint";
 const outsideDomain = ["**/store/**", "**/rest/**", "**/graphql/**", "**/cli/**", "**/app.ts", "**/build-services.ts"];
 // Folders beside the domain that share a room's name (domain/live, domain/webhooks) are matched only as a relative
 // path that climbs straight out of the importing folder into src/<name>/, so "../../domain/live/…" stays allowed.
-const adapterFolders = "(rest|graphql|read-cache|admission|live|webhooks|operator|cli)";
+const adapterFolders = "(rest|graphql|read-cache|admission|trusted-documents|live|webhooks|operator|cli)";
 const aboveTheStore = [
   `^(\\.\\./)+${adapterFolders}/`,
   "^(\\.\\./)+(app|main|build-services|operations|authentication|logging|start-screen|config)\\.ts$",
 ];
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "src/**/__generated__/**", "data/**", "bench/results*"] },
+  { ignores: ["node_modules/**", "src/**/__generated__/**", "test/**/__generated__/**", "data/**", "bench/results*"] },
   {
     files: ["src/**/*.ts", "test/**/*.ts", "bench/**/*.ts"],
     extends: [tseslint.configs.base],
@@ -71,6 +71,7 @@ export default tseslint.config(
       "src/graphql/**/*.ts",
       "src/read-cache/**/*.ts",
       "src/admission/**/*.ts",
+      "src/trusted-documents/**/*.ts",
       "src/live/**/*.ts",
       "src/webhooks/**/*.ts",
       "src/operator/**/*.ts",

@@ -1,5 +1,6 @@
 import { loadConfig, loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords } from "./domain/idempotency/idempotency-store.ts";
+import { TrustedDocumentService } from "./domain/documents/trusted-document-service.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
@@ -21,6 +22,7 @@ import { migrateDatabase, type MigrationResult } from "./store/prisma/migration-
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
+import { graphqlDocumentReader } from "./trusted-documents/graphql-document-reader.ts";
 import { AddressGuard, DnsTargetPolicy } from "./webhooks/address-guard.ts";
 
 /*
@@ -46,6 +48,7 @@ export function buildServices(
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   return {
     organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
+    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { Ajv, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
@@ -316,6 +317,14 @@ describe("OpenAPI document against real responses (sqlite)", () => {
     await call("GET", `/v1/webhooks/${webhookId}/held-back`, { expect: 200 });
     await call("GET", "/v1/event-types", { expect: 200 });
     await call("GET", "/v1/event-types", { apiKey: null, expect: 401 });
+    // Trusted documents: a manifest registered, listed, one read; a bad entry refused.
+    const documentText = "{ __typename }";
+    const documentId = `sha256:${createHash("sha256").update(documentText).digest("hex")}`;
+    await call("POST", "/v1/trusted-documents", { body: { [documentId]: documentText }, expect: 200 });
+    await call("POST", "/v1/trusted-documents", { body: { [documentId]: "{ other }" }, expect: 422 });
+    await call("GET", "/v1/trusted-documents", { expect: 200 });
+    await call("GET", `/v1/trusted-documents/${documentId}`, { expect: 200 });
+    await call("GET", `/v1/trusted-documents/sha256:${"0".repeat(64)}`, { expect: 404 });
     await call("POST", `/v1/webhooks/${webhookId}/replay`, { body: { since }, expect: 202 });
     await call("GET", `/v1/webhooks/${webhookId}/replay`, { expect: 200 });
     await call("DELETE", `/v1/webhooks/${webhookId}`, { expect: 204 });

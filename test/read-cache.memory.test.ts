@@ -25,7 +25,7 @@ describe("the read cache's key", () => {
   it("is a digest of the request, and its bytes are counted with the response's", async () => {
     const registry = new Registry();
     const cache = new ReadCache({ maxBytes: 10_000_000, registry });
-    const caller = { organizationId: "org", apiKeyId: "key", readVersion: "1/none" };
+    const caller = { organizationId: "org", apiKeyId: "key", trustedDocumentsOnly: false, readVersion: "1/none" };
     const request = `graphql ${"x".repeat(500_000)}`;
     const key = cache.keyOf(caller, request);
     expect(key.length).toBeLessThan(100);
@@ -41,7 +41,7 @@ describe("the read cache's key", () => {
   it("keeps the total of responses and keys under the bound", async () => {
     const registry = new Registry();
     const cache = new ReadCache({ maxBytes: 1_000, registry });
-    const caller = { organizationId: "org", apiKeyId: "key", readVersion: "1/none" };
+    const caller = { organizationId: "org", apiKeyId: "key", trustedDocumentsOnly: false, readVersion: "1/none" };
     for (let index = 0; index < 100; index++) cache.keep(cache.keyOf(caller, `request ${index}`), "{}", "x");
     const bytes = cacheBytes(await registry.metrics());
     expect(bytes).toBeLessThanOrEqual(1_000);

@@ -56,10 +56,23 @@ export function buildCli(): Command {
   key
     .command("create <organization_id>")
     .description("issue another API key for an organization (shown once)")
-    .action((organizationId: string) =>
+    .option("--trusted-documents-only", "the key runs registered GraphQL documents only (see `documents register`)")
+    .action((organizationId: string, options: { trustedDocumentsOnly?: boolean }) =>
       withServices(async (services) => {
-        const issued = await services.organizations.createApiKey(organizationId);
+        const issued = await services.organizations.createApiKey(organizationId, {
+          trustedDocumentsOnly: options.trustedDocumentsOnly === true,
+        });
         print({ organization_id: issued.organizationId, api_key: issued.key, api_key_id: issued.id });
+      }),
+    );
+  key
+    .command("trusted-documents-only <key_id>")
+    .description("mark an API key trusted-documents-only (GraphQL runs registered documents only); --off lifts it")
+    .option("--off", "lift the mark: the key may send any GraphQL document again")
+    .action((keyId: string, options: { off?: boolean }) =>
+      withServices(async (services) => {
+        const updated = await services.organizations.setTrustedDocumentsOnly(keyId, options.off !== true);
+        print({ api_key_id: updated.id, trusted_documents_only: updated.trustedDocumentsOnly });
       }),
     );
   key
@@ -75,6 +88,7 @@ export function buildCli(): Command {
             key_prefix: apiKey.keyPrefix,
             created_at: apiKey.createdAt.toISOString(),
             revoked_at: apiKey.revokedAt?.toISOString() ?? null,
+            trusted_documents_only: apiKey.trustedDocumentsOnly,
           })),
         });
       }),
@@ -86,6 +100,56 @@ export function buildCli(): Command {
       withServices(async (services) => {
         await services.organizations.revokeApiKey(keyId);
         print({ api_key_id: keyId, revoked: true });
+      }),
+    );
+
+  const documents = program.command("documents").description("trusted GraphQL documents");
+  documents
+    .command("register <organization_id> <file>")
+    .description(
+      "register the documents of a manifest (GraphQL Code Generator's persisted-documents.json: an object from " +
+        "sha256 hash to document text) for an organization; idempotent",
+    )
+    .action((organizationId: string, file: string) =>
+      withServices(async (services) => {
+        const manifest: unknown = JSON.parse(readFileSync(file, "utf8"));
+        const result = await services.trustedDocuments.registerDocuments(
+          { organizationId, trustedDocumentsOnly: false },
+          manifest,
+        );
+        print({
+          organization_id: organizationId,
+          registered: result.registered,
+          already_registered: result.documents.length - result.registered,
+          documents: result.documents.map((document) => ({
+            document_id: document.documentId,
+            operation_names: document.operationNames,
+            created_at: document.createdAt.toISOString(),
+          })),
+        });
+      }),
+    );
+  documents
+    .command("list <organization_id>")
+    .description('list an organization\'s registered documents, oldest first; prints {"documents":[...],"next_cursor"}')
+    .option("--limit <n>", "documents per page (1-500)", "100")
+    .option("--cursor <cursor>", "the next_cursor of the previous page")
+    .action((organizationId: string, options: { limit: string; cursor?: string }) =>
+      withServices(async (services) => {
+        const page = await services.trustedDocuments.listDocuments(organizationId, {
+          limit: Math.min(500, Math.max(1, Number(options.limit) || 100)),
+          cursor: options.cursor,
+        });
+        print({
+          organization_id: organizationId,
+          documents: page.items.map((document) => ({
+            document_id: document.documentId,
+            operation_names: document.operationNames,
+            created_at: document.createdAt.toISOString(),
+            document: document.document,
+          })),
+          next_cursor: page.nextCursor,
+        });
       }),
     );
 

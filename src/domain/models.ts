@@ -58,3 +58,15 @@ export interface ReferenceUpdate {
   readonly document: Record<string, unknown>;
   readonly createdAt: Date;
 }
+
+/** A GraphQL document an organization registered (src/domain/documents/): never changed once written. */
+export interface TrustedDocument {
+  /** `sha256:<hex>`: the SHA-256 of `document` (GraphQL-over-HTTP Appendix A). */
+  readonly documentId: string;
+  readonly organizationId: string;
+  /** The document's text, exactly as registered. */
+  readonly document: string;
+  /** The names of its operations, in document order; null for an anonymous operation. */
+  readonly operationNames: readonly (string | null)[];
+  readonly createdAt: Date;
+}

@@ -1,3 +1,4 @@
+import type { TrustedDocumentService } from "./documents/trusted-document-service.ts";
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
 import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
@@ -13,6 +14,8 @@ import type { WebhookService } from "./webhooks/webhook-service.ts";
 /** Everything the adapters (REST, GraphQL, CLI, workers) may call. Built once in `app.ts`. */
 export interface Services {
   readonly organizations: OrganizationService;
+  /** The registry of trusted documents: GraphQL documents an organization's clients may name by id. */
+  readonly trustedDocuments: TrustedDocumentService;
   readonly tags: TagService;
   readonly references: ReferenceService;
   /** What the tracking side reports about a reference: extractions, updates, deactivation, reactivation. */

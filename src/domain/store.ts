@@ -1,3 +1,4 @@
+import type { TrustedDocumentRepository } from "./documents/trusted-document-repository.ts";
 import type { LifecycleEvent } from "./lifecycle/lifecycle-event.ts";
 import type { LifecycleRepository } from "./lifecycle/lifecycle-repository.ts";
 import type { OrganizationRepository } from "./organizations/organization-repository.ts";
@@ -51,6 +52,8 @@ export interface Store {
   onEventsCommitted(listener: EventsCommittedListener): () => void;
   /** Organizations and their API keys. */
   readonly organizations: OrganizationRepository;
+  /** The organizations' registered (trusted) GraphQL documents. */
+  readonly documents: TrustedDocumentRepository;
   readonly tags: TagRepository;
   /** References, their children and tag links, and the update documents reported for them. */
   readonly references: ReferenceRepository;

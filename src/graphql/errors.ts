@@ -24,6 +24,7 @@ export const GRAPHQL_CODE_BY_DOMAIN_CODE: Readonly<Record<ErrorCode, string>> = 
   NOT_FOUND: "NOT_FOUND",
   CONFLICT: "CONFLICT",
   UNAUTHENTICATED: "UNAUTHENTICATED",
+  FORBIDDEN: "FORBIDDEN",
   // A malformed filter value or page size is an argument error in GraphQL terms: GraphQL's own code.
   INVALID_QUERY_PARAMETER: "BAD_USER_INPUT",
   INVALID_LIMIT: "BAD_USER_INPUT",

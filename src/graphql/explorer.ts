@@ -267,7 +267,13 @@ export function renderExplorerPage(options: ExplorerOptions): string {
 export function wantsExplorerPage(request: FastifyRequest): boolean {
   if (request.method !== "GET") return false;
   const query: unknown = request.query;
-  if (typeof query === "object" && query !== null && Object.hasOwn(query, "query")) return false;
+  // An operation, by its text or by a registered document's id, is answered as GraphQL whatever the Accept header.
+  if (
+    typeof query === "object" &&
+    query !== null &&
+    (Object.hasOwn(query, "query") || Object.hasOwn(query, "documentId"))
+  )
+    return false;
   const accept = request.headers.accept;
   if (accept === undefined) return false;
   const ranks = mediaRanks(accept);

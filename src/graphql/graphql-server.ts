@@ -4,7 +4,6 @@ import {
   ApolloServerPluginCacheControlDisabled,
   ApolloServerPluginLandingPageDisabled,
 } from "@apollo/server/plugin/disabled";
-import { fastifyApolloHandler } from "@as-integrations/fastify";
 import type { FastifyBaseLogger, FastifyError, FastifyInstance } from "fastify";
 import type { GraphQLSchema } from "graphql";
 import type { Config } from "../config.ts";
@@ -32,6 +31,9 @@ import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
 import type { Tracer } from "@opentelemetry/api";
 import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
+import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
+import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -213,10 +215,15 @@ export async function registerGraphql(
     const readCacheHttp = new GraphqlReadCache(readCache);
     readCacheHttp.register(scope);
 
-    const executeGraphql = fastifyApolloHandler<GraphqlContext>(apollo, {
+    const trustedDocuments = new TrustedDocumentsHttp(new DocumentResolver(services.trustedDocuments));
+
+    const executeGraphql = apolloFastifyHandler<GraphqlContext>(apollo, {
       context: async (request, reply) => {
         try {
-          return await createGraphqlContext({
+          // Found on the route, before the read cache (trusted-documents/graphql-http.ts); thrown here, so that a
+          // refusal is answered like every GraphQL error, and an outage like every outage.
+          if (request.graphqlRouteFailure !== undefined) throw request.graphqlRouteFailure;
+          const context = await createGraphqlContext({
             services,
             credentials: request.headers,
             log: request.log,
@@ -224,6 +231,11 @@ export async function registerGraphql(
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
           });
+          if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
+          // A key the route did not find (it was issued between the two lookups) had no document decided for it.
+          if (!request.caller && context.caller.trustedDocumentsOnly)
+            throw documentRefusalError(DOCUMENT_REFUSALS.trustedOnly());
+          return context;
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
           if (!isServiceUnavailable(error)) throw error;
@@ -246,11 +258,21 @@ export async function registerGraphql(
         if (wantsExplorerPage(request)) return reply.type("text/html; charset=utf-8").send(explorerPage);
         // Authentication runs here, outside the read cache and once: a hit is looked up under the caller's read
         // version, and the context reuses the caller. A request it cannot authenticate, or an outage, goes on to
-        // Apollo's context, which answers the error (401 or 503) as for any request.
-        const caller = await authenticateHeaders(services, request.headers).catch(() => null);
+        // Apollo's context, which answers the error (401 or 503) as for any request; an outage is handed over as
+        // it is, so that the request is not run with a caller whose document was not decided here.
+        const caller = await authenticateHeaders(services, request.headers).catch((error: unknown) => {
+          request.graphqlRouteFailure = error;
+          return null;
+        });
         if (caller) {
           request.caller = caller;
-          if (readCacheHttp.answer(request, reply, caller)) return reply;
+          // A request by document id becomes the request with the registered text; a trusted-documents-only key's
+          // text that is not registered is refused (src/trusted-documents/).
+          await trustedDocuments.apply(request, caller).catch((error: unknown) => {
+            request.graphqlRouteFailure = error;
+          });
+          const decided = request.graphqlRouteFailure === undefined && !request.graphqlDocumentRefusal;
+          if (decided && readCacheHttp.answer(request, reply, caller)) return reply;
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.

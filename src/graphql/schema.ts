@@ -24,6 +24,7 @@ import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
 import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.resolvers.ts";
 import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
+import { trustedDocumentInputLocators, trustedDocumentResolvers } from "./resolvers/trusted-documents.resolvers.ts";
 import { subscriptionResolvers } from "../live/subscription.resolvers.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
@@ -65,6 +66,7 @@ const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {
   ...lifecycleInputLocators,
   ...ingestionInputLocators,
   ...webhookInputLocators,
+  ...trustedDocumentInputLocators,
 };
 
 /** A mutation's service input is its `input` argument, unless INPUT_LOCATORS says otherwise. */
@@ -138,6 +140,7 @@ export function buildGraphqlSchema(): GraphQLSchema {
       subscriptionResolvers,
       webhookResolvers,
       nodeResolvers,
+      trustedDocumentResolvers,
     ]),
   );
   return makeExecutableSchema({

@@ -17,6 +17,8 @@ import {
 import { createLoaders } from "../graphql/loaders.ts";
 import type { LiveSubscriptions } from "./live-subscriptions.ts";
 import { OperationPreparation } from "./operation-preparation.ts";
+import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { LiveDocuments } from "../trusted-documents/live.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
 
 /*
@@ -136,6 +138,33 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     },
   });
 
+  const liveDocuments = new LiveDocuments(new DocumentResolver(services.trustedDocuments));
+
+  /** The request's URL and body as graphql-sse is to read them: with the document's text, or its refusal. */
+  const resolveDocument = async (
+    request: FastifyRequest,
+    caller: Caller,
+  ): Promise<{ readonly url: string; readonly body: unknown } | GraphQLError> => {
+    const get = request.method === "GET";
+    const parameters = (get ? request.query : request.body) as Record<string, unknown> | null | undefined;
+    // Anything but an object is graphql-sse's to refuse.
+    if (typeof parameters !== "object" || parameters === null || Array.isArray(parameters))
+      return { url: request.url, body: request.body };
+    const document = await liveDocuments.documentOf(caller, {
+      query: parameters.query,
+      documentId: parameters.documentId,
+      extensions: get ? parsedJson(parameters.extensions) : parameters.extensions,
+    });
+    if (document instanceof GraphQLError) return document;
+    if (document === parameters.query) return { url: request.url, body: request.body };
+    const { documentId: _named, ...rest } = parameters;
+    if (!get) return { url: request.url, body: { ...rest, query: document } };
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries({ ...rest, query: document }))
+      for (const each of [value].flat()) if (typeof each === "string") search.append(name, each);
+    return { url: `${SSE_ENDPOINT}?${search.toString()}`, body: request.body };
+  };
+
   const serve = async (request: FastifyRequest, reply: FastifyReply) => {
     if (closing) return reply.code(503).send(errorBody([{ message: "The server is shutting down" }]));
     const key = presentedApiKey(request.headers);
@@ -157,6 +186,21 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
         .code(401)
         .header("www-authenticate", AUTHENTICATION_CHALLENGE)
         .send(errorBody([{ message, extensions: { code: "UNAUTHENTICATED" } }]));
+    }
+    // A registered document named by id becomes the request with its text; a trusted-documents-only key's text
+    // that is not registered is refused (src/trusted-documents/), before the stream opens.
+    let operation: { readonly url: string; readonly body: unknown };
+    try {
+      const resolved = await resolveDocument(request, caller);
+      if (resolved instanceof GraphQLError) return reply.code(400).send(errorBody(format([resolved])));
+      operation = resolved;
+    } catch (error) {
+      if (!deps.isServiceUnavailable(error)) throw error;
+      request.log.error({ err: error }, "database unavailable");
+      return reply
+        .code(503)
+        .header("retry-after", "5")
+        .send(errorBody([{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }]));
     }
     const open = perOrganization.get(caller.organizationId) ?? 0;
     const limit = config.subscriptionMaxStreamsPerOrganization;
@@ -184,9 +228,9 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     try {
       const [body, init] = await handler({
         method: request.method,
-        url: request.url,
+        url: operation.url,
         headers: { get: (name) => headerValue(request.headers[name.toLowerCase()]) },
-        body: (request.body ?? null) as Record<string, unknown> | string | null,
+        body: (operation.body ?? null) as Record<string, unknown> | string | null,
         raw: request,
         context: { stream },
       });
@@ -318,6 +362,15 @@ function errorResponse(status: number, errors: readonly GraphQLFormattedError[])
       headers: { "content-type": "application/json; charset=utf-8" },
     },
   ];
+}
+
+function parsedJson(text: unknown): unknown {
+  if (typeof text !== "string") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 function headerValue(value: string | string[] | undefined): string | null {

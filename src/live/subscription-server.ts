@@ -3,7 +3,7 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { GraphQLError, type FormattedExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
-import type { Context } from "graphql-ws";
+import type { Context, SubscribePayload } from "graphql-ws";
 import { useServer, type Extra } from "graphql-ws/use/ws";
 import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
@@ -19,6 +19,8 @@ import { createGraphqlErrorMasking } from "../graphql/error-masking.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql/graphql-server.ts";
 import { createLoaders } from "../graphql/loaders.ts";
 import { OperationPreparation } from "./operation-preparation.ts";
+import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { LiveDocuments } from "../trusted-documents/live.ts";
 import type { SubscriptionContext } from "./subscription.resolvers.ts";
 import { registerSubscriptionMetrics } from "./subscription-metrics.ts";
 
@@ -95,6 +97,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
 
   const masking = createGraphqlErrorMasking(deps.isServiceUnavailable);
   const preparation = new OperationPreparation(schema, config, log);
+  const liveDocuments = new LiveDocuments(new DocumentResolver(services.trustedDocuments));
   const sessions = new Map<WebSocket, ConnectionSession>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: config.bodyLimitBytes, perMessageDeflate: false });
   let closing = false;
@@ -204,7 +207,10 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
             ),
           ];
         }
-        const prepared = preparation.prepare(payload);
+        // A registered document named by id, or the text as sent when the key may send it (trusted documents).
+        const document = await liveDocuments.documentOf(caller, payload as SubscribePayload & { documentId?: unknown });
+        if (document instanceof GraphQLError) return [document];
+        const prepared = preparation.prepare({ ...payload, query: document });
         if (Array.isArray(prepared)) return prepared;
         const contextValue: SubscriptionContext = {
           caller,

@@ -14,6 +14,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, number> = {
   NOT_FOUND: 404,
   CONFLICT: 409,
   UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
   INVALID_QUERY_PARAMETER: 400,
   INVALID_LIMIT: 400,
   INVALID_CURSOR: 400,
@@ -29,6 +30,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, number> = {
 const TITLES: Record<number, string> = {
   400: "Bad Request",
   401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
   409: "Conflict",

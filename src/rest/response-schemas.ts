@@ -4,6 +4,7 @@ import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import { dateTime, freeForm, nullableDateTime, nullableUuid, page, record, uuid } from "./response-schema-parts.ts";
 import { deactivateReasonSchema } from "./schemas.ts";
 import { WEBHOOK_RESPONSE_SCHEMAS } from "./webhook-response-schemas.ts";
+import { TRUSTED_DOCUMENT_SCHEMAS } from "./trusted-document-schemas.ts";
 
 /*
  * Response bodies of the /v1 routes, as shared JSON Schemas (`app.addSchema`). They do two jobs at once:
@@ -157,6 +158,7 @@ export const RESPONSE_SCHEMAS = [
     }),
   },
   ...WEBHOOK_RESPONSE_SCHEMAS,
+  ...TRUSTED_DOCUMENT_SCHEMAS,
   { $id: "ProblemIssue", ...problemIssue },
   {
     $id: "Problem",
@@ -228,6 +230,7 @@ export const noContent = (description: string) => ({ description, type: "null" }
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   400: "Malformed input: syntax, a query parameter, a cursor (`code` says which)",
   401: "Missing, invalid or revoked API key (UNAUTHENTICATED)",
+  403: "The key may not do this (FORBIDDEN): a trusted-documents-only key registering documents",
   404: "No such resource in the caller's organization (NOT_FOUND)",
   409: "Conflicts with the current state (CONFLICT, IDEMPOTENCY_KEY_IN_USE)",
   413: "The body is larger than the server accepts (PAYLOAD_TOO_LARGE)",

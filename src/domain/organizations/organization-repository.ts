@@ -13,6 +13,8 @@ export interface ApiKeyRecord {
   readonly keyPrefix: string;
   readonly createdAt: Date;
   readonly revokedAt: Date | null;
+  /** GraphQL requests with this key run registered (trusted) documents only; REST is unaffected. */
+  readonly trustedDocumentsOnly: boolean;
 }
 
 /** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
@@ -20,6 +22,7 @@ export interface AuthenticatedApiKey {
   readonly id: string;
   readonly keyHash: string;
   readonly organizationId: string;
+  readonly trustedDocumentsOnly: boolean;
   /** The organization's data version, raised by the database with every commit that changes its data. */
   readonly dataVersion: number;
   /** When the organization's oldest lifecycle event at or after the given retention cutoff occurred; null if none. */
@@ -48,4 +51,6 @@ export interface OrganizationRepository {
    */
   findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
+  /** Marks a key trusted-documents-only, or not; returns it as it is now, or null for an unknown key. */
+  updateTrustedDocumentsOnly(id: string, trustedDocumentsOnly: boolean): Promise<ApiKeyRecord | null>;
 }

@@ -5,7 +5,7 @@ import { notFound } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Organization } from "../models.ts";
 import type { Store } from "../store.ts";
-import type { AuthenticatedApiKey } from "./organization-repository.ts";
+import type { ApiKeyRecord, AuthenticatedApiKey } from "./organization-repository.ts";
 
 export interface IssuedApiKey {
   readonly id: string;
@@ -22,11 +22,24 @@ export interface ApiKeySummary {
   readonly keyPrefix: string;
   readonly createdAt: Date;
   readonly revokedAt: Date | null;
+  /** GraphQL requests with this key run registered (trusted) documents only (src/domain/documents/). */
+  readonly trustedDocumentsOnly: boolean;
+}
+
+/** What may be set on a key as it is issued. */
+export interface ApiKeyOptions {
+  /** GraphQL requests with the key run registered documents only (default false). */
+  readonly trustedDocumentsOnly?: boolean;
 }
 
 export interface Caller {
   readonly organizationId: string;
   readonly apiKeyId: string;
+  /**
+   * The key runs registered (trusted) documents only: GraphQL text it sends is refused unless it is the text of
+   * a document its organization registered (src/trusted-documents/). REST is unaffected.
+   */
+  readonly trustedDocumentsOnly: boolean;
   /**
    * Everything a read of the organization's data depends on besides the request, taken when the caller was
    * authenticated, before the request read any data: the organization's data version, which the database raises
@@ -107,22 +120,28 @@ export class OrganizationService {
     if (!isUuid(organizationId) || !(await this.store.organizations.findOrganization(organizationId)))
       throw notFound("organization");
     const keys = await this.store.organizations.listApiKeys(organizationId);
-    return keys.map(({ id, keyPrefix, createdAt, revokedAt }) => ({
-      id,
-      organizationId,
-      keyPrefix,
-      createdAt,
-      revokedAt,
-    }));
+    return keys.map(summaryOf);
   }
 
   /** @throws NOT_FOUND for an unknown organization. */
-  async createApiKey(organizationId: string): Promise<IssuedApiKey> {
+  async createApiKey(organizationId: string, options: ApiKeyOptions = {}): Promise<IssuedApiKey> {
     return this.store.transaction(async (store) => {
       if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
         throw notFound("organization");
-      return this.issueKey(store, organizationId);
+      return this.issueKey(store, organizationId, options);
     });
+  }
+
+  /**
+   * Marks a key trusted-documents-only (GraphQL runs registered documents only), or lifts the mark. Takes effect
+   * with the key's next request (every request reads its key afresh). @throws NOT_FOUND.
+   */
+  async setTrustedDocumentsOnly(keyId: string, trustedDocumentsOnly: boolean): Promise<ApiKeySummary> {
+    const key = isUuid(keyId)
+      ? await this.store.organizations.updateTrustedDocumentsOnly(keyId, trustedDocumentsOnly)
+      : null;
+    if (!key) throw notFound("API key");
+    return summaryOf(key);
   }
 
   /** Revokes at once: the next request with that key is refused. @throws NOT_FOUND. */
@@ -140,11 +159,12 @@ export class OrganizationService {
     return {
       organizationId: key.organizationId,
       apiKeyId: key.id,
+      trustedDocumentsOnly: key.trustedDocumentsOnly,
       readVersion: `${key.dataVersion}/${oldestVisibleEvent}`,
     };
   }
 
-  private async issueKey(store: Store, organizationId: string): Promise<IssuedApiKey> {
+  private async issueKey(store: Store, organizationId: string, options: ApiKeyOptions = {}): Promise<IssuedApiKey> {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
     const id = newId();
     await store.organizations.insertApiKey({
@@ -154,7 +174,13 @@ export class OrganizationService {
       keyPrefix: key.slice(0, 8),
       createdAt: this.clock.now(),
       revokedAt: null,
+      trustedDocumentsOnly: options.trustedDocumentsOnly ?? false,
     });
     return { id, organizationId, key };
   }
+}
+
+function summaryOf(key: ApiKeyRecord): ApiKeySummary {
+  const { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly } = key;
+  return { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly };
 }

@@ -5,6 +5,7 @@ import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
 import { registerReferenceTrackingRoutes } from "./reference-tracking.routes.ts";
 import { registerReferenceRoutes } from "./references.routes.ts";
 import { registerTagRoutes } from "./tags.routes.ts";
+import { registerTrustedDocumentRoutes } from "./trusted-documents.routes.ts";
 import { registerWebhookRecoveryRoutes } from "./webhook-recovery.routes.ts";
 import { registerWebhookRoutes } from "./webhooks.routes.ts";
 
@@ -18,4 +19,5 @@ export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerWebhookRoutes,
   registerWebhookRecoveryRoutes,
   registerEventTypeRoutes,
+  registerTrustedDocumentRoutes,
 ];

@@ -5,7 +5,7 @@ import type {
   OrganizationRepository,
 } from "../../domain/organizations/organization-repository.ts";
 import type { Database } from "../database.ts";
-import { toDate, toNullableDate } from "./rows.ts";
+import { toBoolean, toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
@@ -15,7 +15,9 @@ import { isOneOf } from "./value-lists.ts";
  * inside `store.transaction`, statements run in that transaction.
  */
 
-const API_KEY_COLUMNS = Prisma.raw(`"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at"`);
+const API_KEY_COLUMNS = Prisma.raw(
+  `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only"`,
+);
 
 interface ApiKeyRow {
   readonly id: string;
@@ -24,6 +26,7 @@ interface ApiKeyRow {
   readonly key_prefix: string;
   readonly created_at: unknown;
   readonly revoked_at: unknown;
+  readonly trusted_documents_only: unknown;
 }
 
 function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -34,6 +37,7 @@ function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
     keyPrefix: row.key_prefix,
     createdAt: toDate(row.created_at),
     revokedAt: toNullableDate(row.revoked_at),
+    trustedDocumentsOnly: toBoolean(row.trusted_documents_only),
   };
 }
 
@@ -86,8 +90,10 @@ export class SqlOrganizationRepository implements OrganizationRepository {
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.sql.run(Prisma.sql`
-      INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at")
-      VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
+      INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at",
+        "trusted_documents_only")
+      VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt},
+        ${key.trustedDocumentsOnly})`);
   }
 
   async findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]> {
@@ -100,10 +106,11 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       id: string;
       key_hash: string;
       organization_id: string;
+      trusted_documents_only: unknown;
       data_version: unknown;
       oldest_visible_event_at: unknown;
     }>(Prisma.sql`
-      SELECT k."id", k."key_hash", k."organization_id", COALESCE(v."version", 0) AS "data_version",
+      SELECT k."id", k."key_hash", k."organization_id", k."trusted_documents_only", COALESCE(v."version", 0) AS "data_version",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
@@ -112,6 +119,7 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       id: row.id,
       keyHash: row.key_hash,
       organizationId: row.organization_id,
+      trustedDocumentsOnly: toBoolean(row.trusted_documents_only),
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
     }));
@@ -124,6 +132,13 @@ export class SqlOrganizationRepository implements OrganizationRepository {
     const [row] = await this.sql.all<ApiKeyRow>(
       Prisma.sql`SELECT ${API_KEY_COLUMNS} FROM "api_keys" WHERE "id" = ${id}`,
     );
+    return row ? apiKeyFromRow(row) : null;
+  }
+
+  async updateTrustedDocumentsOnly(id: string, trustedDocumentsOnly: boolean): Promise<ApiKeyRecord | null> {
+    const [row] = await this.sql.all<ApiKeyRow>(Prisma.sql`
+      UPDATE "api_keys" SET "trusted_documents_only" = ${trustedDocumentsOnly} WHERE "id" = ${id}
+      RETURNING ${API_KEY_COLUMNS}`);
     return row ? apiKeyFromRow(row) : null;
   }
 

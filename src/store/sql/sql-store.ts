@@ -4,6 +4,8 @@ import type { OrganizationRepository } from "../../domain/organizations/organiza
 import type { ReferenceRepository } from "../../domain/references/reference-repository.ts";
 import type { CommittedUnit, ContendedUnitOutcome, EventsCommittedListener, Store } from "../../domain/store.ts";
 import type { TagRepository } from "../../domain/tags/tag-repository.ts";
+import type { TrustedDocumentRepository } from "../../domain/documents/trusted-document-repository.ts";
+import { SqlTrustedDocumentRepository } from "./trusted-document-repository.ts";
 import type { WebhookRepository } from "../../domain/webhooks/webhook-repository.ts";
 import type { Database } from "../database.ts";
 import { SqlLifecycleRepository } from "./lifecycle-repository.ts";
@@ -90,6 +92,11 @@ export class SqlStore implements Store {
     return this.organizationRepository;
   }
 
+  get documents(): TrustedDocumentRepository {
+    this.documentRepository ??= new SqlTrustedDocumentRepository(this.database, this.sql);
+    return this.documentRepository;
+  }
+
   get tags(): TagRepository {
     this.tagRepository ??= new SqlTagRepository(this.database, this.sql, this.unit !== null);
     return this.tagRepository;
@@ -151,6 +158,7 @@ export class SqlStore implements Store {
   }
 
   private organizationRepository: OrganizationRepository | undefined;
+  private documentRepository: TrustedDocumentRepository | undefined;
   private tagRepository: TagRepository | undefined;
   private referenceRepository: ReferenceRepository | undefined;
   private lifecycleRepository: LifecycleRepository | undefined;
