@@ -60,8 +60,9 @@ export function eventTypes(page: Json<"/v1/references/{referenceId}/events", "ge
   return types;
 }
 
-export function secretOf(endpoint: Json<"/v1/webhooks", "post", 201>): string {
-  return endpoint.secret;
+// null for an ed25519 endpoint, whose private key is never shown (its public_key verifies).
+export function secretOf(endpoint: Json<"/v1/webhooks", "post", 201>): string | null {
+  return endpoint.signing === "ed25519" ? endpoint.public_key : endpoint.secret;
 }
 
 export function attemptStatuses(delivery: Json<"/v1/webhooks/{webhookId}/deliveries/{deliveryId}", "get", 200>) {
