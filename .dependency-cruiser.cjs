@@ -45,7 +45,7 @@ module.exports = {
         "build-services.ts) wires the store.",
       from: {
         path:
-          "^src/(rest|graphql|read-cache|admission|live|webhooks|operator|cli)/" +
+          "^src/(rest|graphql|read-cache|admission|budget|live|webhooks|operator|cli)/" +
           "|^src/(operations|authentication|logging|start-screen|config)\\.ts$",
       },
       to: { path: "^src/store/" },

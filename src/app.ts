@@ -182,6 +182,8 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
       stopQueuedSignals();
       stopCountingContention();
       await deliverySignals.close();
+      // Refunds held back for the next charge are written before the database closes.
+      await services.budgets.close().catch((error: unknown) => http.log.error({ err: error }, "budget refunds lost"));
       await database.close();
     },
   };

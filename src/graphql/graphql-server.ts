@@ -30,6 +30,8 @@ import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
+import { costBudgetPlugin } from "../budget/graphql-plugin.ts";
+import { sendCachedResponse } from "../budget/cached-cost.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -174,6 +176,8 @@ export async function registerGraphql(
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
+      // Charges the estimate once every check has passed, before the read admission and execution.
+      costBudgetPlugin<GraphqlContext>(services.budgets),
       readAdmissionPlugin<GraphqlContext>(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
@@ -216,6 +220,7 @@ export async function registerGraphql(
             caller: request.caller,
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
+            operationCost: { requested: null, charge: null },
           });
         } catch (error) {
           // Authentication reads the database: an outage there is a 503 too (Apollo reads `extensions.http`).
@@ -243,7 +248,9 @@ export async function registerGraphql(
         const caller = await authenticateHeaders(services, request.headers).catch(() => null);
         if (caller) {
           request.caller = caller;
-          if (readCacheHttp.answer(request, reply, caller)) return reply;
+          const hit = readCacheHttp.find(request, caller);
+          // Charged and published like the response it repeats (src/budget/cached-cost.ts).
+          if (hit) return sendCachedResponse(reply, hit, caller, services.budgets);
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.

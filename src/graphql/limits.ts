@@ -209,11 +209,17 @@ export interface OperationRequest {
  * walks the expanded operation, which the selection limit (selection-limit.ts) bounds by `maxSelections` first;
  * its own node guard is set just past that bound, so that it never refuses what the selection limit accepts.
  */
-export function costLimitRule(maxCost: number, maxSelections: number, request: OperationRequest = {}): ValidationRule {
+export function costLimitRule(
+  maxCost: number,
+  maxSelections: number,
+  request: OperationRequest = {},
+  onEstimate?: (cost: number) => void,
+): ValidationRule {
   return createComplexityRule({
     maximumComplexity: maxCost,
     maxQueryNodes: maxSelections + 1,
     estimators: [costEstimator],
+    ...(onEstimate ? { onComplete: onEstimate } : {}),
     variables: { ...request.variables },
     ...(request.operationName ? { operationName: request.operationName } : {}),
     createError: (maximum, actual) =>
@@ -265,22 +271,38 @@ export function checkOperationCost(
   config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
   request: OperationRequest,
 ): GraphQLError | null {
+  return estimateOperationCost(schema, document, config, request).error;
+}
+
+/** The operation's estimated cost (null when it could not be estimated) and the limit's error, if it is over. */
+export function estimateOperationCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
+  request: OperationRequest,
+): { readonly cost: number | null; readonly error: GraphQLError | null } {
+  let cost: number | null = null;
   try {
     // Only the limit's own error: variables that do not coerce are reported, with their proper code, when
     // the operation executes.
     const errors = validate(schema, document, [
-      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request),
+      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request, (estimate) => {
+        cost = estimate;
+      }),
     ]);
-    return errors.find((error) => error.extensions.limit !== undefined) ?? null;
+    return { cost, error: errors.find((error) => error.extensions.limit !== undefined) ?? null };
   } catch (error) {
     // graphql-query-complexity throws (rather than reports) past its node-count guard.
     if (error instanceof GraphQLError) {
-      return limitError(
-        "cost",
-        `The operation is too large to estimate: ${error.message}`,
-        config.graphqlMaxCost,
-        null,
-      );
+      return {
+        cost: null,
+        error: limitError(
+          "cost",
+          `The operation is too large to estimate: ${error.message}`,
+          config.graphqlMaxCost,
+          null,
+        ),
+      };
     }
     throw error;
   }
@@ -317,43 +339,55 @@ function costVariables(document: DocumentNode): readonly string[] {
 /** Cost checks passed, per parsed document (Apollo keeps one DocumentNode per query text in its document store). */
 interface PassedCostChecks {
   readonly variables: readonly string[];
-  readonly passed: Set<string>;
+  /** The estimate of each passing (operation, cost variables) combination. */
+  readonly passed: Map<string, number>;
+}
+
+/** Where {@link operationCostPlugin} leaves an operation's estimate for the plugins after it (the cost budget). */
+export interface OperationCostContext {
+  readonly operationCost?: { requested: number | null };
 }
 
 /** How many passing (operation, cost variables) combinations are remembered per document. */
 const MAX_PASSED_COST_CHECKS = 64;
 
 /**
- * Runs {@link checkOperationCost} before Apollo executes an operation. The check walks the whole operation with
- * graphql-js's validator, as much work as executing a small query, so a pass is remembered per document and
- * per value of the variables the cost depends on: a client repeating one query pays for the check once. Only
- * passes are remembered; an operation over the limit is checked (and refused) every time.
+ * Runs {@link checkOperationCost} before Apollo executes an operation, and leaves the estimate in the context's
+ * `operationCost` (the requested cost the budget charges, src/budget/). The check walks the whole operation with
+ * graphql-js's validator, as much work as executing a small query, so a pass and its estimate are remembered per
+ * document and per value of the variables the cost depends on: a client repeating one query pays for the check
+ * once. Only passes are remembered; an operation over the limit is checked (and refused) every time.
  */
-export function operationCostPlugin<Context extends object>(
+export function operationCostPlugin<Context extends OperationCostContext>(
   config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
 ): ApolloServerPlugin<Context> {
   const passedByDocument = new WeakMap<DocumentNode, PassedCostChecks>();
   return {
     async requestDidStart() {
       return {
-        async didResolveOperation({ schema, document, request }) {
+        async didResolveOperation({ schema, document, request, contextValue }) {
           let checks = passedByDocument.get(document);
           if (!checks) {
-            checks = { variables: costVariables(document), passed: new Set() };
+            checks = { variables: costVariables(document), passed: new Map() };
             passedByDocument.set(document, checks);
           }
           const variables = request.variables ?? {};
           // An absent variable takes its definition's default, an explicit null does not: the key tells them apart.
           const values = checks.variables.map((name) => (Object.hasOwn(variables, name) ? [variables[name]] : []));
           const key = JSON.stringify([request.operationName ?? null, values]);
-          if (checks.passed.has(key)) return;
-          const error = checkOperationCost(schema, document, config, {
+          const known = checks.passed.get(key);
+          if (known !== undefined) {
+            if (contextValue.operationCost) contextValue.operationCost.requested = known;
+            return;
+          }
+          const { cost, error } = estimateOperationCost(schema, document, config, {
             variables: request.variables ?? null,
             operationName: request.operationName ?? null,
           });
           if (error) throw error;
+          if (contextValue.operationCost) contextValue.operationCost.requested = cost;
           if (checks.passed.size >= MAX_PASSED_COST_CHECKS) checks.passed.clear();
-          checks.passed.add(key);
+          checks.passed.set(key, cost ?? 0);
         },
       };
     },

@@ -16,6 +16,7 @@ import { CompiledLater } from "./compiled-later.ts";
 import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { registerReadCache } from "../read-cache/rest-hooks.ts";
+import { registerRestCostBudget } from "../budget/rest-hooks.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import { openApiWebhooks } from "./openapi-webhooks.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
@@ -180,6 +181,8 @@ export async function registerRest(
   }
 
   registerInputGuards(app);
+  // Before the read cache: a response the cache holds is charged like one computed afresh.
+  registerRestCostBudget(app, services.budgets);
   registerIdempotency(app, idempotency, clock);
   registerReadCache(app, readCache);
 

@@ -1,3 +1,4 @@
+import type { BudgetOverrides } from "../budgets/cost-budget.ts";
 import type { Organization } from "../models.ts";
 
 /*
@@ -13,6 +14,8 @@ export interface ApiKeyRecord {
   readonly keyPrefix: string;
   readonly createdAt: Date;
   readonly revokedAt: Date | null;
+  /** The key's own cost budget; each value null where the server's default applies. */
+  readonly budget: BudgetOverrides;
 }
 
 /** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
@@ -24,6 +27,8 @@ export interface AuthenticatedApiKey {
   readonly dataVersion: number;
   /** When the organization's oldest lifecycle event at or after the given retention cutoff occurred; null if none. */
   readonly oldestVisibleEventAt: Date | null;
+  /** The key's own cost budget (null values: the server's defaults). */
+  readonly budget: BudgetOverrides;
 }
 
 export interface OrganizationRepository {
@@ -41,6 +46,8 @@ export interface OrganizationRepository {
    */
   lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
+  /** One key, revoked or not; null when there is none with that id. */
+  findApiKey(id: string): Promise<ApiKeyRecord | null>;
   /**
    * The keys among these hashes that are not revoked, with what their organizations' reads depend on, read in one
    * statement: every authenticated request starts here, before it reads any data. Unknown and revoked keys are
@@ -48,4 +55,6 @@ export interface OrganizationRepository {
    */
   findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
+  /** Sets the key's own cost budget (a null value: the server's default again); null when there is no such key. */
+  updateApiKeyBudget(id: string, budget: BudgetOverrides): Promise<ApiKeyRecord | null>;
 }

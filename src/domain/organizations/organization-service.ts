@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import DataLoader from "dataloader";
+import type { BudgetOverrides } from "../budgets/cost-budget.ts";
 import type { Clock } from "../shared/clock.ts";
-import { notFound } from "../shared/errors.ts";
+import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Organization } from "../models.ts";
 import type { Store } from "../store.ts";
@@ -22,6 +23,14 @@ export interface ApiKeySummary {
   readonly keyPrefix: string;
   readonly createdAt: Date;
   readonly revokedAt: Date | null;
+  /** The key's own cost budget; each value null where the server's default applies. */
+  readonly budget: BudgetOverrides;
+}
+
+/** Changes to a key's own cost budget: a number sets it, null gives the server's default back, absent keeps it. */
+export interface ApiKeyBudgetChange {
+  readonly maximum?: number | null;
+  readonly restoreRate?: number | null;
 }
 
 export interface Caller {
@@ -36,6 +45,8 @@ export interface Caller {
    * key (src/read-cache/).
    */
   readonly readVersion: string;
+  /** The key's own cost budget, read with the key (null values: the server's defaults). */
+  readonly budget?: BudgetOverrides;
 }
 
 const KEY_PREFIX = "rt_";
@@ -107,21 +118,42 @@ export class OrganizationService {
     if (!isUuid(organizationId) || !(await this.store.organizations.findOrganization(organizationId)))
       throw notFound("organization");
     const keys = await this.store.organizations.listApiKeys(organizationId);
-    return keys.map(({ id, keyPrefix, createdAt, revokedAt }) => ({
+    return keys.map(({ id, keyPrefix, createdAt, revokedAt, budget }) => ({
       id,
       organizationId,
       keyPrefix,
       createdAt,
       revokedAt,
+      budget,
     }));
   }
 
-  /** @throws NOT_FOUND for an unknown organization. */
-  async createApiKey(organizationId: string): Promise<IssuedApiKey> {
+  /**
+   * Issues a key, with its own cost budget where `budget` sets one.
+   * @throws NOT_FOUND for an unknown organization; VALIDATION_FAILED for a budget value that is not a positive number.
+   */
+  async createApiKey(organizationId: string, budget: ApiKeyBudgetChange = {}): Promise<IssuedApiKey> {
+    const overrides = checkedBudget(budget, { maximum: null, restoreRate: null });
     return this.store.transaction(async (store) => {
       if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
         throw notFound("organization");
-      return this.issueKey(store, organizationId);
+      return this.issueKey(store, organizationId, overrides);
+    });
+  }
+
+  /**
+   * Sets a key's own cost budget (docs/decisions.md, "Cost budgets"): every instance applies it from the key's
+   * next request on. Returns the key as listed.
+   * @throws NOT_FOUND for an unknown key; VALIDATION_FAILED for a value that is not a positive number.
+   */
+  async updateApiKeyBudget(keyId: string, change: ApiKeyBudgetChange): Promise<ApiKeySummary> {
+    return this.store.transaction(async (store) => {
+      const current = isUuid(keyId) ? await store.organizations.findApiKey(keyId) : null;
+      if (!current) throw notFound("API key");
+      const updated = await store.organizations.updateApiKeyBudget(keyId, checkedBudget(change, current.budget));
+      if (!updated) throw notFound("API key");
+      const { id, organizationId, keyPrefix, createdAt, revokedAt, budget } = updated;
+      return { id, organizationId, keyPrefix, createdAt, revokedAt, budget };
     });
   }
 
@@ -141,10 +173,15 @@ export class OrganizationService {
       organizationId: key.organizationId,
       apiKeyId: key.id,
       readVersion: `${key.dataVersion}/${oldestVisibleEvent}`,
+      budget: key.budget,
     };
   }
 
-  private async issueKey(store: Store, organizationId: string): Promise<IssuedApiKey> {
+  private async issueKey(
+    store: Store,
+    organizationId: string,
+    budget: BudgetOverrides = { maximum: null, restoreRate: null },
+  ): Promise<IssuedApiKey> {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
     const id = newId();
     await store.organizations.insertApiKey({
@@ -154,7 +191,25 @@ export class OrganizationService {
       keyPrefix: key.slice(0, 8),
       createdAt: this.clock.now(),
       revokedAt: null,
+      budget,
     });
     return { id, organizationId, key };
   }
+}
+
+/** `change` applied to `current`, each value checked: a finite number above 0, or null (the server's default). */
+function checkedBudget(change: ApiKeyBudgetChange, current: BudgetOverrides): BudgetOverrides {
+  const issues: FieldIssue[] = [];
+  const check = (field: "maximum" | "restoreRate"): number | null => {
+    const value = change[field];
+    if (value === undefined) return current[field];
+    if (value === null) return null;
+    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+      issues.push({ path: [field], code: "INVALID_BUDGET", message: `{${field}} must be a number above 0` });
+    }
+    return value;
+  };
+  const budget = { maximum: check("maximum"), restoreRate: check("restoreRate") };
+  if (issues.length > 0) throw validationFailed(issues);
+  return budget;
 }

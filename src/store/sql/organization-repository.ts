@@ -15,7 +15,9 @@ import { isOneOf } from "./value-lists.ts";
  * inside `store.transaction`, statements run in that transaction.
  */
 
-const API_KEY_COLUMNS = Prisma.raw(`"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at"`);
+const API_KEY_COLUMNS = Prisma.raw(
+  `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "budget_maximum", "budget_restore_rate"`,
+);
 
 interface ApiKeyRow {
   readonly id: string;
@@ -24,6 +26,8 @@ interface ApiKeyRow {
   readonly key_prefix: string;
   readonly created_at: unknown;
   readonly revoked_at: unknown;
+  readonly budget_maximum: number | null;
+  readonly budget_restore_rate: number | null;
 }
 
 function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -34,6 +38,18 @@ function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
     keyPrefix: row.key_prefix,
     createdAt: toDate(row.created_at),
     revokedAt: toNullableDate(row.revoked_at),
+    budget: budgetFromRow(row),
+  };
+}
+
+/** A key's own cost budget (migration 0018): REAL / DOUBLE PRECISION, NULL where the server's default applies. */
+function budgetFromRow(row: {
+  readonly budget_maximum: unknown;
+  readonly budget_restore_rate: unknown;
+}): ApiKeyRecord["budget"] {
+  return {
+    maximum: row.budget_maximum === null ? null : Number(row.budget_maximum),
+    restoreRate: row.budget_restore_rate === null ? null : Number(row.budget_restore_rate),
   };
 }
 
@@ -86,8 +102,24 @@ export class SqlOrganizationRepository implements OrganizationRepository {
 
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.sql.run(Prisma.sql`
-      INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at")
-      VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt})`);
+      INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at",
+        "budget_maximum", "budget_restore_rate")
+      VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt},
+        ${key.budget.maximum}, ${key.budget.restoreRate})`);
+  }
+
+  async findApiKey(id: string): Promise<ApiKeyRecord | null> {
+    const [row] = await this.sql.all<ApiKeyRow>(
+      Prisma.sql`SELECT ${API_KEY_COLUMNS} FROM "api_keys" WHERE "id" = ${id}`,
+    );
+    return row ? apiKeyFromRow(row) : null;
+  }
+
+  async updateApiKeyBudget(id: string, budget: ApiKeyRecord["budget"]): Promise<ApiKeyRecord | null> {
+    await this.sql.run(Prisma.sql`
+      UPDATE "api_keys" SET "budget_maximum" = ${budget.maximum}, "budget_restore_rate" = ${budget.restoreRate}
+      WHERE "id" = ${id}`);
+    return this.findApiKey(id);
   }
 
   async findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]> {
@@ -102,8 +134,11 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       organization_id: string;
       data_version: unknown;
       oldest_visible_event_at: unknown;
+      budget_maximum: unknown;
+      budget_restore_rate: unknown;
     }>(Prisma.sql`
       SELECT k."id", k."key_hash", k."organization_id", COALESCE(v."version", 0) AS "data_version",
+        k."budget_maximum", k."budget_restore_rate",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
@@ -114,6 +149,7 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       organizationId: row.organization_id,
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
+      budget: budgetFromRow(row),
     }));
   }
 
