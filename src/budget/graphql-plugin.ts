@@ -1,8 +1,26 @@
-import { HeaderMap, type ApolloServerPlugin, type BaseContext } from "@apollo/server";
+import { HeaderMap, type ApolloServerPlugin, type BaseContext, type GraphQLResponse } from "@apollo/server";
 import type { CostBudgetService, BudgetHolder } from "../domain/budgets/cost-budget-service.ts";
 import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
 import { actualOperationCost } from "./actual-cost.ts";
+import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "../graphql/error-masking.ts";
 import { THROTTLED, throttledMessage, type PublishedCost } from "./published-cost.ts";
+
+/** Seconds a client is asked to wait when the budget could not be charged because the database is unavailable. */
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/** An answer in GraphQL's shape, sent instead of executing the operation. */
+function refusal(
+  status: number,
+  retryAfterSeconds: number,
+  message: string,
+  code: string,
+  extra = {},
+): GraphQLResponse {
+  return {
+    http: { status, headers: new HeaderMap([["retry-after", String(retryAfterSeconds)]]) },
+    body: { kind: "single", singleResult: { errors: [{ message, extensions: { code, ...extra } }] } },
+  };
+}
 
 /** A GraphQL request's cost as it goes: the estimate (set by src/graphql/limits.ts), then the charge. */
 export interface OperationCostSlot {
@@ -26,6 +44,8 @@ export interface BudgetContext extends BaseContext {
  */
 export function costBudgetPlugin<Context extends BudgetContext>(
   budgets: CostBudgetService,
+  /** Recognizes an error that means the database is unreachable right now (answered 503, as elsewhere). */
+  isServiceUnavailable: (error: unknown) => boolean,
 ): ApolloServerPlugin<Context> {
   return {
     async requestDidStart() {
@@ -35,26 +55,19 @@ export function costBudgetPlugin<Context extends BudgetContext>(
           const slot = contextValue.operationCost;
           if (!slot || !contextValue.caller) return null;
           const requested = slot.requested ?? 0;
-          const charge = await budgets.charge(contextValue.caller, requested);
+          let charge: BudgetCharge;
+          try {
+            charge = await budgets.charge(contextValue.caller, requested);
+          } catch (error) {
+            // Apollo does not catch this hook's errors: an outage is answered here, as the pipeline would.
+            if (!isServiceUnavailable(error)) throw error;
+            return refusal(503, UNAVAILABLE_RETRY_AFTER_SECONDS, SERVICE_UNAVAILABLE_MESSAGE, SERVICE_UNAVAILABLE);
+          }
           slot.charge = charge;
           if (charge.granted) return null;
-          return {
-            http: {
-              status: 429,
-              headers: new HeaderMap([["retry-after", String(charge.retryAfterSeconds)]]),
-            },
-            body: {
-              kind: "single",
-              singleResult: {
-                errors: [
-                  {
-                    message: throttledMessage(requested, charge),
-                    extensions: { code: THROTTLED, retryAfterSeconds: charge.retryAfterSeconds },
-                  },
-                ],
-              },
-            },
-          };
+          return refusal(429, charge.retryAfterSeconds, throttledMessage(requested, charge), THROTTLED, {
+            retryAfterSeconds: charge.retryAfterSeconds,
+          });
         },
         async willSendResponse({ contextValue, document, operation, response }) {
           // contextValue is typed as present, but is a bare object when the context itself failed.
@@ -64,9 +77,13 @@ export function costBudgetPlugin<Context extends BudgetContext>(
           let requested = slot.requested ?? 0;
           let charge = slot.charge;
           if (!charge) {
-            // Refused before the charge (parse, validation, a limit): nothing ran, nothing is charged.
+            // Refused before the charge (parse, validation, a limit, an outage): nothing ran, nothing is charged.
             requested = 0;
-            charge = await budgets.charge(caller, 0);
+            try {
+              charge = await budgets.charge(caller, 0);
+            } catch {
+              return;
+            }
           }
           const actual =
             charge.granted && document && operation

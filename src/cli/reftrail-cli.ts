@@ -119,7 +119,6 @@ export function buildCli(): Command {
             key_prefix: apiKey.keyPrefix,
             created_at: apiKey.createdAt.toISOString(),
             revoked_at: apiKey.revokedAt?.toISOString() ?? null,
-            ...printedBudget(apiKey.budget),
           })),
         });
       }),

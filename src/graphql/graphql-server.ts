@@ -177,7 +177,7 @@ export async function registerGraphql(
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
       // Charges the estimate once every check has passed, before the read admission and execution.
-      costBudgetPlugin<GraphqlContext>(services.budgets),
+      costBudgetPlugin<GraphqlContext>(services.budgets, isServiceUnavailable),
       readAdmissionPlugin<GraphqlContext>(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
@@ -250,7 +250,21 @@ export async function registerGraphql(
           request.caller = caller;
           const hit = readCacheHttp.find(request, caller);
           // Charged and published like the response it repeats (src/budget/cached-cost.ts).
-          if (hit) return sendCachedResponse(reply, hit, caller, services.budgets);
+          if (hit) {
+            return sendCachedResponse(reply, hit, caller, services.budgets).catch((error: unknown) => {
+              if (!isServiceUnavailable(error)) throw error;
+              request.log.error({ err: error }, "database unavailable");
+              return reply
+                .code(503)
+                .header("retry-after", String(RETRY_AFTER_SECONDS))
+                .type("application/json; charset=utf-8")
+                .send(
+                  JSON.stringify({
+                    errors: [{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }],
+                  }),
+                );
+            });
+          }
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.
