@@ -42,6 +42,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private running: Promise<void> | null = null;
   private scheduled = false;
   private refundTimer: NodeJS.Timeout | null = null;
+  /** Refunds have waited REFUND_DELAY_MS: the next statement leaves even without charges. */
+  private refundsDue = false;
 
   constructor(private readonly sql: SqlExecutor) {}
 
@@ -67,7 +69,9 @@ export class PostgresBudgetLedger implements BudgetLedger {
     if (!this.refundTimer) {
       this.refundTimer = setTimeout(() => {
         this.refundTimer = null;
-        if (this.refunds.size > 0) this.schedule();
+        if (this.refunds.size === 0) return;
+        this.refundsDue = true;
+        this.schedule();
       }, REFUND_DELAY_MS);
       this.refundTimer.unref();
     }
@@ -88,7 +92,7 @@ export class PostgresBudgetLedger implements BudgetLedger {
       this.scheduled = false;
       this.running = this.send().finally(() => {
         this.running = null;
-        if (this.queued.size > 0) this.schedule();
+        if (this.queued.size > 0 || this.refundsDue) this.schedule();
       });
     });
   }
@@ -96,11 +100,13 @@ export class PostgresBudgetLedger implements BudgetLedger {
   private async send(): Promise<void> {
     const charges = this.queued;
     const refunds = this.refunds;
+    this.refundsDue = false;
     this.queued = new Map();
     this.refunds = new Map();
     try {
       const levels = await this.chargeRows(charges, refunds);
-      const missing = [...new Set([...charges.keys(), ...refunds.keys()])].filter((id) => !levels.has(id));
+      // Sorted, as the rows are locked: two instances creating the same keys' rows never wait for each other in turn.
+      const missing = [...new Set([...charges.keys(), ...refunds.keys()])].filter((id) => !levels.has(id)).sort();
       if (missing.length > 0) {
         // A key's first charge: its row is made full, then charged like the others.
         await this.createRows(missing, charges, refunds);
