@@ -45,7 +45,7 @@ module.exports = {
         "build-services.ts) wires the store.",
       from: {
         path:
-          "^src/(rest|graphql|read-cache|admission|trusted-documents|live|webhooks|operator|cli|tracing)/" +
+          "^src/(rest|graphql|read-cache|admission|budget|trusted-documents|live|webhooks|operator|cli|tracing)/" +
           "|^src/(operations|authentication|logging|start-screen|config)\\.ts$",
       },
       to: { path: "^src/store/" },

@@ -7,7 +7,8 @@ import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trac
 
 /**
  * The server under test, in the bench's own process, set up as in production (NODE_ENV=production, a throwaway
- * key for signing secrets at rest, no request logs, no rate limit; the settings in PASSED_THROUGH taken from
+ * key for signing secrets at rest, no request logs, no rate limit, a cost budget too large to refuse anything —
+ * every request is still charged, so its cost is measured; the settings in PASSED_THROUGH taken from
  * this process's environment, to compare them) on the database at `url`; `env` adds or
  * overrides settings. Not listening yet: each part chooses how.
  */
@@ -17,6 +18,8 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
     WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
     LOG_LEVEL: "silent",
     RATE_LIMIT_PER_MINUTE: "off",
+    COST_BUDGET_MAXIMUM: "1e12",
+    COST_BUDGET_RESTORE_RATE: "1e12",
     DATABASE_URL: url,
     ...passedThrough(),
     ...env,
@@ -42,6 +45,8 @@ const PASSED_THROUGH = [
   "READ_TURN_TARGET",
   "MAX_READS_IN_FLIGHT",
   "WEBHOOK_WORKER",
+  "COST_BUDGET_MAXIMUM",
+  "COST_BUDGET_RESTORE_RATE",
 ] as const;
 
 function passedThrough(): Record<string, string> {

@@ -202,6 +202,8 @@ export async function buildApp({
       stopQueuedSignals();
       stopCountingContention();
       await deliverySignals.close();
+      // Refunds held back for the next charge are written before the database closes.
+      await services.budgets.close().catch((error: unknown) => http.log.error({ err: error }, "budget refunds lost"));
       await database.close();
       // Last: the spans of everything above are exported before the process ends.
       await tracing?.shutdown();

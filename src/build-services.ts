@@ -1,4 +1,6 @@
 import { loadConfig, loadWebhookSecretKey, type Config } from "./config.ts";
+import { InProcessBudgetLedger } from "./domain/budgets/budget-ledger.ts";
+import { CostBudgetService } from "./domain/budgets/cost-budget-service.ts";
 import { pruneExpiredIdempotencyRecords } from "./domain/idempotency/idempotency-store.ts";
 import { TrustedDocumentService } from "./domain/documents/trusted-document-service.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
@@ -20,6 +22,7 @@ import { openDatabase, type Database } from "./store/database.ts";
 import { explainDatabaseError } from "./store/database-hints.ts";
 import { migrateDatabase, type MigrationResult } from "./store/prisma/migration-runner.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
+import { PostgresBudgetLedger } from "./store/sql/budget-ledger.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { graphqlDocumentReader } from "./trusted-documents/graphql-document-reader.ts";
@@ -79,6 +82,11 @@ export function buildServices(
       replayBatchSize: config.webhookReplayBatchSize,
       replayLeaseMs: config.webhookLeaseMs,
     }),
+    // One bucket per key across the instances of a PostgreSQL database; in the process that owns a SQLite file.
+    budgets: new CostBudgetService(
+      database.provider === "postgres" ? new PostgresBudgetLedger(database.url) : new InProcessBudgetLedger(),
+      { maximum: config.costBudgetMaximum, restoreRate: config.costBudgetRestoreRate },
+    ),
   };
 }
 

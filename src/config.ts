@@ -18,6 +18,12 @@ export interface Config {
   readonly logFormat: LogFormat;
   /** Requests per minute per API key; `null` turns rate limiting off. */
   readonly rateLimitPerMinute: number | null;
+  /**
+   * Each API key's cost budget (docs/decisions.md, "Cost budgets"): what its bucket holds at most, and the cost
+   * units it restores per second. A key may have its own (`reftrail key update`).
+   */
+  readonly costBudgetMaximum: number;
+  readonly costBudgetRestoreRate: number;
   readonly bodyLimitBytes: number;
   readonly maxTagsPerReference: number;
   readonly maxTagsPerOrganization: number;
@@ -114,6 +120,15 @@ export function parseDuration(text: string, name: string): number {
   return Math.round(value);
 }
 
+/** A number above 0 (a fraction allowed), or `fallback` when unset. */
+function parsePositiveNumber(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${name}: "${raw}" is not a number above 0`);
+  return value;
+}
+
 function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -168,6 +183,8 @@ export function loadConfig(
     logLevel: env.LOG_LEVEL ?? (nodeEnv === "test" ? "warn" : "info"),
     logFormat: parseLogFormat(env.LOG_FORMAT, stdoutIsTerminal),
     rateLimitPerMinute,
+    costBudgetMaximum: parsePositiveNumber(env, "COST_BUDGET_MAXIMUM", 100_000),
+    costBudgetRestoreRate: parsePositiveNumber(env, "COST_BUDGET_RESTORE_RATE", 50_000),
     bodyLimitBytes: parseInteger(env, "BODY_LIMIT_BYTES", 1_048_576, 1),
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
     maxTagsPerOrganization: parseInteger(env, "MAX_TAGS_PER_ORGANIZATION", 10_000, 1),

@@ -69,7 +69,7 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
         { apiKey: null, headers: { authorization: `Bearer ${server.apiKey}` } },
       );
       expect(status).toBe(200);
-      expect(body).toEqual({ data: { __typename: "Query" } });
+      expect(body).toMatchObject({ data: { __typename: "Query" }, extensions: { cost: { requestedQueryCost: 0 } } });
     });
   });
 
@@ -404,7 +404,7 @@ describe.each(DATABASE_KINDS)("GraphQL errors on %s", (kind) => {
         headers: { accept: "application/json", "x-api-key": server.apiKey },
       });
       expect(get.status).toBe(200);
-      expect(await get.json()).toEqual({ data: { __typename: "Query" } });
+      expect(await get.json()).toMatchObject({ data: { __typename: "Query" }, extensions: { cost: {} } });
     });
 
     it("refuses mutations over GET", async () => {

@@ -297,14 +297,12 @@ describe.each(["sqlite", "postgres"] as const)("the reftrail command on %s", (ki
           key_prefix: String(second.api_key).slice(0, 8),
           created_at: expect.any(String),
           revoked_at: null,
-          trusted_documents_only: false,
         },
         {
           api_key_id: extra.api_key_id,
           key_prefix: String(extra.api_key).slice(0, 8),
           created_at: expect.any(String),
           revoked_at: expect.any(String),
-          trusted_documents_only: false,
         },
       ],
     });

@@ -20,6 +20,37 @@ async function withServices<T>(work: (services: CommandServices) => Promise<T>):
 
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value)}\n`);
 
+/** `--budget-maximum` / `--budget-restore-rate`: a number, or `default` for the server's setting again. */
+interface BudgetOptions {
+  readonly budgetMaximum?: string;
+  readonly budgetRestoreRate?: string;
+}
+
+function budgetValue(text: string | undefined, option: string): number | null | undefined {
+  if (text === undefined) return undefined;
+  if (text.trim().toLowerCase() === "default") return null;
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value <= 0) {
+    throw new Error(`${option}: "${text}" is not a number above 0 (or "default")`);
+  }
+  return value;
+}
+
+function budgetChange(options: BudgetOptions) {
+  const maximum = budgetValue(options.budgetMaximum, "--budget-maximum");
+  const restoreRate = budgetValue(options.budgetRestoreRate, "--budget-restore-rate");
+  return {
+    ...(maximum !== undefined ? { maximum } : {}),
+    ...(restoreRate !== undefined ? { restoreRate } : {}),
+  };
+}
+
+/** A key's budget as the command prints it: null where the server's setting applies. */
+const printedBudget = (budget: { maximum: number | null; restoreRate: number | null }) => ({
+  budget_maximum: budget.maximum,
+  budget_restore_rate: budget.restoreRate,
+});
+
 export function buildCli(): Command {
   const program = new Command("reftrail")
     .description("reftrail administration")
@@ -57,10 +88,13 @@ export function buildCli(): Command {
     .command("create <organization_id>")
     .description("issue another API key for an organization (shown once)")
     .option("--trusted-documents-only", "the key runs registered GraphQL documents only (see `documents register`)")
-    .action((organizationId: string, options: { trustedDocumentsOnly?: boolean }) =>
+    .option("--budget-maximum <n>", "the key's own cost budget: what its bucket holds at most")
+    .option("--budget-restore-rate <r>", "the key's own cost budget: cost units restored per second")
+    .action((organizationId: string, options: BudgetOptions & { trustedDocumentsOnly?: boolean }) =>
       withServices(async (services) => {
         const issued = await services.organizations.createApiKey(organizationId, {
           trustedDocumentsOnly: options.trustedDocumentsOnly === true,
+          budget: budgetChange(options),
         });
         print({ organization_id: issued.organizationId, api_key: issued.key, api_key_id: issued.id });
       }),
@@ -76,6 +110,17 @@ export function buildCli(): Command {
       }),
     );
   key
+    .command("update <key_id>")
+    .description("set an API key's own cost budget (a number, or `default` for the server's setting)")
+    .option("--budget-maximum <n>", "what the key's bucket holds at most")
+    .option("--budget-restore-rate <r>", "cost units the key's bucket restores per second")
+    .action((keyId: string, options: BudgetOptions) =>
+      withServices(async (services) => {
+        const updated = await services.organizations.updateApiKeyBudget(keyId, budgetChange(options));
+        print({ api_key_id: updated.id, organization_id: updated.organizationId, ...printedBudget(updated.budget) });
+      }),
+    );
+  key
     .command("list <organization_id>")
     .description("list an organization's API keys, revoked ones included (prefixes only, never the keys)")
     .action((organizationId: string) =>
@@ -88,7 +133,8 @@ export function buildCli(): Command {
             key_prefix: apiKey.keyPrefix,
             created_at: apiKey.createdAt.toISOString(),
             revoked_at: apiKey.revokedAt?.toISOString() ?? null,
-            trusted_documents_only: apiKey.trustedDocumentsOnly,
+            // Only on a marked key: the listing of ordinary keys keeps the fields scripts already read.
+            ...(apiKey.trustedDocumentsOnly ? { trusted_documents_only: true } : {}),
           })),
         });
       }),

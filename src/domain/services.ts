@@ -1,3 +1,4 @@
+import type { CostBudgetService } from "./budgets/cost-budget-service.ts";
 import type { TrustedDocumentService } from "./documents/trusted-document-service.ts";
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
 import type { NodeService } from "./nodes/node-service.ts";
@@ -36,4 +37,6 @@ export interface Services {
   readonly webhookDeliveries: WebhookDeliveryService;
   /** Recovery and replay of an endpoint's deliveries over a time window, and what an ordered endpoint holds back. */
   readonly webhookRecovery: WebhookRecoveryService;
+  /** Each API key's cost budget, drawn by GraphQL and REST requests. */
+  readonly budgets: CostBudgetService;
 }

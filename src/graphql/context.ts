@@ -5,6 +5,7 @@ import type { Services } from "../domain/services.ts";
 import { unauthenticated } from "./errors.ts";
 import { createLoaders, type Loaders } from "./loaders.ts";
 import type { ReadCacheSlot } from "../read-cache/graphql-http.ts";
+import type { OperationCostSlot } from "../budget/graphql-plugin.ts";
 
 /** What every resolver gets: who is calling, the services, this request's loaders and its logger. */
 export interface GraphqlContext {
@@ -16,6 +17,8 @@ export interface GraphqlContext {
   readonly readCacheSlot?: ReadCacheSlot;
   /** Over HTTP: waits for a query's turn in the read admission (src/admission/graphql-plugin.ts). */
   readonly holdRead?: () => Promise<void>;
+  /** Over HTTP: the request's estimated cost and its charge to the caller's budget (src/budget/graphql-plugin.ts). */
+  readonly operationCost?: OperationCostSlot;
 }
 
 export interface ContextSource {
@@ -27,6 +30,7 @@ export interface ContextSource {
   readonly caller?: Caller;
   readonly readCacheSlot?: ReadCacheSlot;
   readonly holdRead?: () => Promise<void>;
+  readonly operationCost?: OperationCostSlot;
 }
 
 /**
@@ -35,7 +39,7 @@ export interface ContextSource {
  * @throws a GraphQLError UNAUTHENTICATED (HTTP 401) for a missing, unknown or revoked key.
  */
 export async function createGraphqlContext(source: ContextSource): Promise<GraphqlContext> {
-  const { services, credentials, log, readCacheSlot, holdRead } = source;
+  const { services, credentials, log, readCacheSlot, holdRead, operationCost } = source;
   const caller = source.caller ?? (await authenticateHeaders(services, credentials));
   if (!caller) {
     throw unauthenticated(
@@ -45,5 +49,5 @@ export async function createGraphqlContext(source: ContextSource): Promise<Graph
     );
   }
   const loaders = createLoaders(services, caller.organizationId);
-  return { caller, services, loaders, log, readCacheSlot, holdRead };
+  return { caller, services, loaders, log, readCacheSlot, holdRead, operationCost };
 }

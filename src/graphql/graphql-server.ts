@@ -34,6 +34,8 @@ import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
 import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
+import { costBudgetPlugin } from "../budget/graphql-plugin.ts";
+import { sendCachedResponse } from "../budget/cached-cost.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";
@@ -183,6 +185,8 @@ export async function registerGraphql(
       variablesGuardPlugin(),
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
+      // Charges the estimate once every check has passed, before the read admission and execution.
+      costBudgetPlugin<GraphqlContext>(services.budgets, isServiceUnavailable),
       readAdmissionPlugin<GraphqlContext>(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
@@ -230,6 +234,7 @@ export async function registerGraphql(
             caller: request.caller,
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
+            operationCost: { requested: null, charge: null },
           });
           if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
           // A key the route did not find (it was issued between the two lookups) had no document decided for it.
@@ -272,7 +277,23 @@ export async function registerGraphql(
             request.graphqlRouteFailure = error;
           });
           const decided = request.graphqlRouteFailure === undefined && !request.graphqlDocumentRefusal;
-          if (decided && readCacheHttp.answer(request, reply, caller)) return reply;
+          const hit = decided ? readCacheHttp.find(request, caller) : null;
+          // Charged and published like the response it repeats (src/budget/cached-cost.ts).
+          if (hit) {
+            return sendCachedResponse(reply, hit, caller, services.budgets).catch((error: unknown) => {
+              if (!isServiceUnavailable(error)) throw error;
+              request.log.error({ err: error }, "database unavailable");
+              return reply
+                .code(503)
+                .header("retry-after", String(RETRY_AFTER_SECONDS))
+                .type("application/json; charset=utf-8")
+                .send(
+                  JSON.stringify({
+                    errors: [{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }],
+                  }),
+                );
+            });
+          }
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.

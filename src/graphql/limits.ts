@@ -220,6 +220,7 @@ export function costLimitRule(
     maximumComplexity: maxCost,
     maxQueryNodes: maxSelections + 1,
     estimators: [costEstimator],
+    ...(onEstimate ? { onComplete: onEstimate } : {}),
     variables: { ...request.variables },
     ...(request.operationName ? { operationName: request.operationName } : {}),
     createError: (maximum, actual) =>
@@ -270,25 +271,39 @@ export function checkOperationCost(
   document: DocumentNode,
   config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
   request: OperationRequest,
-  /** Told the estimate (traces record it). */
-  onEstimate?: (cost: number) => void,
 ): GraphQLError | null {
+  return estimateOperationCost(schema, document, config, request).error;
+}
+
+/** The operation's estimated cost (null when it could not be estimated) and the limit's error, if it is over. */
+export function estimateOperationCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
+  request: OperationRequest,
+): { readonly cost: number | null; readonly error: GraphQLError | null } {
+  let cost: number | null = null;
   try {
     // Only the limit's own error: variables that do not coerce are reported, with their proper code, when
     // the operation executes.
     const errors = validate(schema, document, [
-      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request, onEstimate),
+      costLimitRule(config.graphqlMaxCost, config.graphqlMaxSelections, request, (estimate) => {
+        cost = estimate;
+      }),
     ]);
-    return errors.find((error) => error.extensions.limit !== undefined) ?? null;
+    return { cost, error: errors.find((error) => error.extensions.limit !== undefined) ?? null };
   } catch (error) {
     // graphql-query-complexity throws (rather than reports) past its node-count guard.
     if (error instanceof GraphQLError) {
-      return limitError(
-        "cost",
-        `The operation is too large to estimate: ${error.message}`,
-        config.graphqlMaxCost,
-        null,
-      );
+      return {
+        cost: null,
+        error: limitError(
+          "cost",
+          `The operation is too large to estimate: ${error.message}`,
+          config.graphqlMaxCost,
+          null,
+        ),
+      };
     }
     throw error;
   }
@@ -325,28 +340,31 @@ function costVariables(document: DocumentNode): readonly string[] {
 /** Cost checks passed, per parsed document (Apollo keeps one DocumentNode per query text in its document store). */
 interface PassedCostChecks {
   readonly variables: readonly string[];
-  /** Each passing (operation, cost variables) combination, with its estimate. */
+  /** The estimate of each passing (operation, cost variables) combination. */
   readonly passed: Map<string, number>;
 }
 
-/** The estimate of each request's operation, by the request's context value, once its cost check has passed. */
-const estimates = new WeakMap<object, number>();
+/** Where {@link operationCostPlugin} leaves an operation's estimate for the plugins after it (the cost budget). */
+export interface OperationCostContext {
+  readonly operationCost?: { requested: number | null };
+}
 
 /** The estimated cost of the operation of the request whose context value is `contextValue` (after the check). */
-export function estimatedOperationCost(contextValue: object): number | undefined {
-  return estimates.get(contextValue);
+export function estimatedOperationCost(contextValue: OperationCostContext): number | undefined {
+  return contextValue.operationCost?.requested ?? undefined;
 }
 
 /** How many passing (operation, cost variables) combinations are remembered per document. */
 const MAX_PASSED_COST_CHECKS = 64;
 
 /**
- * Runs {@link checkOperationCost} before Apollo executes an operation. The check walks the whole operation with
- * graphql-js's validator, as much work as executing a small query, so a pass is remembered per document and
- * per value of the variables the cost depends on: a client repeating one query pays for the check once. Only
- * passes are remembered; an operation over the limit is checked (and refused) every time.
+ * Runs {@link checkOperationCost} before Apollo executes an operation, and leaves the estimate in the context's
+ * `operationCost` (the requested cost the budget charges, src/budget/). The check walks the whole operation with
+ * graphql-js's validator, as much work as executing a small query, so a pass and its estimate are remembered per
+ * document and per value of the variables the cost depends on: a client repeating one query pays for the check
+ * once. Only passes are remembered; an operation over the limit is checked (and refused) every time.
  */
-export function operationCostPlugin<Context extends object>(
+export function operationCostPlugin<Context extends OperationCostContext>(
   config: Pick<Config, "graphqlMaxCost" | "graphqlMaxSelections">,
 ): ApolloServerPlugin<Context> {
   const passedByDocument = new WeakMap<DocumentNode, PassedCostChecks>();
@@ -363,23 +381,19 @@ export function operationCostPlugin<Context extends object>(
           // An absent variable takes its definition's default, an explicit null does not: the key tells them apart.
           const values = checks.variables.map((name) => (Object.hasOwn(variables, name) ? [variables[name]] : []));
           const key = JSON.stringify([request.operationName ?? null, values]);
-          const passed = checks.passed.get(key);
-          if (passed !== undefined) {
-            estimates.set(contextValue, passed);
+          const known = checks.passed.get(key);
+          if (known !== undefined) {
+            if (contextValue.operationCost) contextValue.operationCost.requested = known;
             return;
           }
-          let estimate = 0;
-          const error = checkOperationCost(
-            schema,
-            document,
-            config,
-            { variables: request.variables ?? null, operationName: request.operationName ?? null },
-            (cost) => (estimate = cost),
-          );
+          const { cost, error } = estimateOperationCost(schema, document, config, {
+            variables: request.variables ?? null,
+            operationName: request.operationName ?? null,
+          });
           if (error) throw error;
+          if (contextValue.operationCost) contextValue.operationCost.requested = cost;
           if (checks.passed.size >= MAX_PASSED_COST_CHECKS) checks.passed.clear();
-          checks.passed.set(key, estimate);
-          estimates.set(contextValue, estimate);
+          checks.passed.set(key, cost ?? 0);
         },
       };
     },

@@ -1,6 +1,7 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Caller } from "../domain/organizations/organization-service.ts";
-import { refusesCachedResponse, type ReadCache } from "./read-cache.ts";
+import { splitPublishedCost } from "../budget/cached-cost.ts";
+import { refusesCachedResponse, type CachedCost, type CachedResponse, type ReadCache } from "./read-cache.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -52,24 +53,22 @@ export class GraphqlReadCache {
   constructor(private readonly cache: ReadCache) {}
 
   /**
-   * Answers the request of an authenticated `caller` from the cache when it can (true); otherwise prepares its
-   * slot, for the plugin to mark and for the onSend hook to fill.
+   * The kept response for the request of an authenticated `caller`, which the caller sends with its cost
+   * (src/budget/cached-cost.ts); otherwise undefined, and the request's slot is prepared, for the plugin to mark
+   * and for the onSend hook to fill.
    */
-  answer(request: FastifyRequest, reply: FastifyReply, caller: Caller): boolean {
+  find(request: FastifyRequest, caller: Caller): (CachedResponse & { readonly cost: CachedCost }) | undefined {
     // The header first: a request that refuses a cached answer is neither looked up nor kept, so its key (the
     // whole operation as JSON) is not worth building.
-    if (refusesCachedResponse(request.headers["cache-control"])) return false;
+    if (refusesCachedResponse(request.headers["cache-control"])) return undefined;
     const operation = operationKey(request);
-    if (operation === null) return false;
+    if (operation === null) return undefined;
     const key = this.cache.keyOf(caller, operation);
     const hit = this.cache.findHit(key);
-    if (hit) {
-      // Apollo sends no-store on every GraphQL response (graphql-server.ts); so does a hit.
-      void reply.header("cache-control", "no-store").type(hit.contentType).send(hit.body);
-      return true;
-    }
+    // Every GraphQL entry carries its cost (only responses that published one are kept).
+    if (hit?.cost) return hit as CachedResponse & { readonly cost: CachedCost };
     request.graphqlReadCache = { key, read: false, cacheable: false };
-    return false;
+    return undefined;
   }
 
   /** Keeps the bytes of a response the plugin marked cacheable (registered on the GraphQL route's scope). */
@@ -84,7 +83,9 @@ export class GraphqlReadCache {
         typeof payload === "string" &&
         typeof contentType === "string"
       ) {
-        this.cache.keep(slot.key, payload, contentType);
+        // Kept up to its published cost, which a hit replaces with the caller's own (src/budget/cached-cost.ts).
+        const split = splitPublishedCost(payload);
+        if (split) this.cache.keep(slot.key, split.head, contentType, split.cost);
       }
       return payload;
     });

@@ -89,11 +89,11 @@ export class ReadCache {
    * Keeps a response as its bytes: a hit goes to the socket as it is, not re-encoded from a string every time.
    * One larger than the whole cache would be refused by lru-cache with a warning: it is skipped quietly.
    */
-  keep(key: string, payload: string | Buffer, contentType: string): void {
+  keep(key: string, payload: string | Buffer, contentType: string, cost?: CachedCost): void {
     if (!this.entries) return;
     const body = typeof payload === "string" ? Buffer.from(payload) : payload;
     if (body.length + Buffer.byteLength(key) > this.entries.maxSize) return;
-    this.entries.set(key, { body, contentType });
+    this.entries.set(key, cost ? { body, contentType, cost } : { body, contentType });
   }
 }
 
@@ -101,6 +101,14 @@ export class ReadCache {
 export interface CachedResponse {
   readonly body: Buffer;
   readonly contentType: string;
+  /** GraphQL: the costs the response published; `body` then ends where its `extensions.cost` began. */
+  readonly cost?: CachedCost;
+}
+
+/** What a GraphQL response kept in the cache cost when it was computed (src/budget/cached-cost.ts). */
+export interface CachedCost {
+  readonly requested: number;
+  readonly actual: number;
 }
 
 /**

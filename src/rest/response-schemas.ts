@@ -236,7 +236,9 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   413: "The body is larger than the server accepts (PAYLOAD_TOO_LARGE)",
   415: "The body is not application/json (UNSUPPORTED_MEDIA_TYPE)",
   422: "Well-formed but invalid (VALIDATION_FAILED, LIMIT_EXCEEDED, IDEMPOTENCY_KEY_REUSED)",
-  429: "Rate limited (RATE_LIMITED); retry after Retry-After",
+  429:
+    "Over the API key's cost budget (THROTTLED) or over RATE_LIMIT_PER_MINUTE (RATE_LIMITED); retry after " +
+    "Retry-After",
   500: "Unexpected error (INTERNAL); nothing internal is disclosed",
 };
 
@@ -247,7 +249,13 @@ const PROBLEM_HEADERS: Record<number, Record<string, object>> = {
       description: 'Bearer realm="reftrail"; the key may also be sent as X-API-Key',
     },
   },
-  429: { "Retry-After": { type: "integer", description: "Seconds to wait before retrying" } },
+  429: {
+    "Retry-After": {
+      type: "integer",
+      description:
+        "Whole seconds until the key's budget holds what the request costs (THROTTLED), or the rate limit resets",
+    },
+  },
 };
 
 /**

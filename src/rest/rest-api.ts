@@ -16,6 +16,7 @@ import { CompiledLater } from "./compiled-later.ts";
 import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { registerReadCache } from "../read-cache/rest-hooks.ts";
+import { registerRestCostBudget } from "../budget/rest-hooks.ts";
 import type { ReadCache } from "../read-cache/read-cache.ts";
 import { openApiWebhooks } from "./openapi-webhooks.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
@@ -127,6 +128,11 @@ export async function registerRest(
           "GET responses of tags, references and the lifecycle log may come from the server's read cache, which is " +
           "exact (an entry is used only until the organization's data changes); `Cache-Control: no-cache` on a " +
           "request has it computed afresh. " +
+          "Every request draws from the API key's cost budget, which GraphQL draws from too: a page of a list costs " +
+          "its page size (`limit`, default 50), a bulk ingestion its number of items, any other request 1. Every " +
+          'answer carries `RateLimit-Policy: "default";q=<maximum>;w=<seconds to refill from empty>` and ' +
+          '`RateLimit: "default";r=<available now>;t=<seconds until full>` (draft-ietf-httpapi-ratelimit-headers, ' +
+          "in cost units); a request the budget cannot pay for is 429 THROTTLED with `Retry-After`. " +
           "The GraphQL API at /graphql is the primary surface.",
       },
       components: {
@@ -180,6 +186,8 @@ export async function registerRest(
   }
 
   registerInputGuards(app);
+  // Before the read cache: a response the cache holds is charged like one computed afresh.
+  registerRestCostBudget(app, services.budgets);
   registerIdempotency(app, idempotency, clock);
   registerReadCache(app, readCache);
 

@@ -1,3 +1,4 @@
+import type { BudgetOverrides } from "../budgets/cost-budget.ts";
 import type { Organization } from "../models.ts";
 
 /*
@@ -15,6 +16,8 @@ export interface ApiKeyRecord {
   readonly revokedAt: Date | null;
   /** GraphQL requests with this key run registered (trusted) documents only; REST is unaffected. */
   readonly trustedDocumentsOnly: boolean;
+  /** The key's own cost budget; each value null where the server's default applies. */
+  readonly budget: BudgetOverrides;
 }
 
 /** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
@@ -27,6 +30,8 @@ export interface AuthenticatedApiKey {
   readonly dataVersion: number;
   /** When the organization's oldest lifecycle event at or after the given retention cutoff occurred; null if none. */
   readonly oldestVisibleEventAt: Date | null;
+  /** The key's own cost budget (null values: the server's defaults). */
+  readonly budget: BudgetOverrides;
 }
 
 export interface OrganizationRepository {
@@ -44,6 +49,8 @@ export interface OrganizationRepository {
    */
   lockOrganization(organizationId: string): Promise<void>;
   insertApiKey(key: ApiKeyRecord): Promise<void>;
+  /** One key, revoked or not; null when there is none with that id. */
+  findApiKey(id: string): Promise<ApiKeyRecord | null>;
   /**
    * The keys among these hashes that are not revoked, with what their organizations' reads depend on, read in one
    * statement: every authenticated request starts here, before it reads any data. Unknown and revoked keys are
@@ -53,4 +60,6 @@ export interface OrganizationRepository {
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
   /** Marks a key trusted-documents-only, or not; returns it as it is now, or null for an unknown key. */
   updateTrustedDocumentsOnly(id: string, trustedDocumentsOnly: boolean): Promise<ApiKeyRecord | null>;
+  /** Sets the key's own cost budget (a null value: the server's default again); null when there is no such key. */
+  updateApiKeyBudget(id: string, budget: BudgetOverrides): Promise<ApiKeyRecord | null>;
 }

@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import DataLoader from "dataloader";
+import type { BudgetOverrides } from "../budgets/cost-budget.ts";
 import type { Clock } from "../shared/clock.ts";
-import { notFound } from "../shared/errors.ts";
+import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Organization } from "../models.ts";
 import type { Store } from "../store.ts";
@@ -24,12 +25,22 @@ export interface ApiKeySummary {
   readonly revokedAt: Date | null;
   /** GraphQL requests with this key run registered (trusted) documents only (src/domain/documents/). */
   readonly trustedDocumentsOnly: boolean;
+  /** The key's own cost budget; each value null where the server's default applies. */
+  readonly budget: BudgetOverrides;
+}
+
+/** Changes to a key's own cost budget: a number sets it, null gives the server's default back, absent keeps it. */
+export interface ApiKeyBudgetChange {
+  readonly maximum?: number | null;
+  readonly restoreRate?: number | null;
 }
 
 /** What may be set on a key as it is issued. */
 export interface ApiKeyOptions {
   /** GraphQL requests with the key run registered documents only (default false). */
   readonly trustedDocumentsOnly?: boolean;
+  /** The key's own cost budget (default: the server's). */
+  readonly budget?: ApiKeyBudgetChange;
 }
 
 export interface Caller {
@@ -49,6 +60,8 @@ export interface Caller {
    * key (src/read-cache/).
    */
   readonly readVersion: string;
+  /** The key's own cost budget, read with the key (null values: the server's defaults). */
+  readonly budget?: BudgetOverrides;
 }
 
 const KEY_PREFIX = "rt_";
@@ -123,12 +136,31 @@ export class OrganizationService {
     return keys.map(summaryOf);
   }
 
-  /** @throws NOT_FOUND for an unknown organization. */
+  /**
+   * Issues a key, trusted-documents-only and with its own cost budget where `options` say so.
+   * @throws NOT_FOUND for an unknown organization; VALIDATION_FAILED for a budget value that is not a positive number.
+   */
   async createApiKey(organizationId: string, options: ApiKeyOptions = {}): Promise<IssuedApiKey> {
+    const budget = checkedBudget(options.budget ?? {}, { maximum: null, restoreRate: null });
     return this.store.transaction(async (store) => {
       if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
         throw notFound("organization");
-      return this.issueKey(store, organizationId, options);
+      return this.issueKey(store, organizationId, options.trustedDocumentsOnly ?? false, budget);
+    });
+  }
+
+  /**
+   * Sets a key's own cost budget (docs/decisions.md, "Cost budgets"): every instance applies it from the key's
+   * next request on. Returns the key as listed.
+   * @throws NOT_FOUND for an unknown key; VALIDATION_FAILED for a value that is not a positive number.
+   */
+  async updateApiKeyBudget(keyId: string, change: ApiKeyBudgetChange): Promise<ApiKeySummary> {
+    return this.store.transaction(async (store) => {
+      const current = isUuid(keyId) ? await store.organizations.findApiKey(keyId) : null;
+      if (!current) throw notFound("API key");
+      const updated = await store.organizations.updateApiKeyBudget(keyId, checkedBudget(change, current.budget));
+      if (!updated) throw notFound("API key");
+      return summaryOf(updated);
     });
   }
 
@@ -161,10 +193,16 @@ export class OrganizationService {
       apiKeyId: key.id,
       trustedDocumentsOnly: key.trustedDocumentsOnly,
       readVersion: `${key.dataVersion}/${oldestVisibleEvent}`,
+      budget: key.budget,
     };
   }
 
-  private async issueKey(store: Store, organizationId: string, options: ApiKeyOptions = {}): Promise<IssuedApiKey> {
+  private async issueKey(
+    store: Store,
+    organizationId: string,
+    trustedDocumentsOnly = false,
+    budget: BudgetOverrides = { maximum: null, restoreRate: null },
+  ): Promise<IssuedApiKey> {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
     const id = newId();
     await store.organizations.insertApiKey({
@@ -174,13 +212,31 @@ export class OrganizationService {
       keyPrefix: key.slice(0, 8),
       createdAt: this.clock.now(),
       revokedAt: null,
-      trustedDocumentsOnly: options.trustedDocumentsOnly ?? false,
+      trustedDocumentsOnly,
+      budget,
     });
     return { id, organizationId, key };
   }
 }
 
 function summaryOf(key: ApiKeyRecord): ApiKeySummary {
-  const { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly } = key;
-  return { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly };
+  const { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly, budget } = key;
+  return { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly, budget };
+}
+
+/** `change` applied to `current`, each value checked: a finite number above 0, or null (the server's default). */
+function checkedBudget(change: ApiKeyBudgetChange, current: BudgetOverrides): BudgetOverrides {
+  const issues: FieldIssue[] = [];
+  const check = (field: "maximum" | "restoreRate"): number | null => {
+    const value = change[field];
+    if (value === undefined) return current[field];
+    if (value === null) return null;
+    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+      issues.push({ path: [field], code: "INVALID_BUDGET", message: `{${field}} must be a number above 0` });
+    }
+    return value;
+  };
+  const budget = { maximum: check("maximum"), restoreRate: check("restoreRate") };
+  if (issues.length > 0) throw validationFailed(issues);
+  return budget;
 }

@@ -769,7 +769,9 @@ export type PageInfo = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type Query = {
   __typename?: 'Query';
@@ -809,7 +811,9 @@ export type Query = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryNodeArgs = {
   id: Scalars['ID']['input'];
@@ -820,7 +824,9 @@ export type QueryNodeArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryNodesArgs = {
   ids: Array<Scalars['ID']['input']>;
@@ -831,7 +837,9 @@ export type QueryNodesArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryReferenceArgs = {
   id: Scalars['ID']['input'];
@@ -842,7 +850,9 @@ export type QueryReferenceArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryReferencesArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -855,7 +865,9 @@ export type QueryReferencesArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryTagArgs = {
   id: Scalars['ID']['input'];
@@ -866,7 +878,9 @@ export type QueryTagArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryTagsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -879,7 +893,9 @@ export type QueryTagsArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryTrustedDocumentArgs = {
   documentId: Scalars['String']['input'];
@@ -890,7 +906,9 @@ export type QueryTrustedDocumentArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryTrustedDocumentsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
@@ -902,7 +920,9 @@ export type QueryTrustedDocumentsArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryWebhookDeliveryArgs = {
   id: Scalars['ID']['input'];
@@ -913,7 +933,9 @@ export type QueryWebhookDeliveryArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryWebhookEndpointArgs = {
   id: Scalars['ID']['input'];
@@ -924,7 +946,9 @@ export type QueryWebhookEndpointArgs = {
  * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
  * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
  * read cache, which is exact: an answer is reused only until the organization's data changes. Send
- * `Cache-Control: no-cache` to have one computed afresh.
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
  */
 export type QueryWebhookEndpointsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;

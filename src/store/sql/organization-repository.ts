@@ -16,7 +16,8 @@ import { isOneOf } from "./value-lists.ts";
  */
 
 const API_KEY_COLUMNS = Prisma.raw(
-  `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only"`,
+  `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only", ` +
+    `"budget_maximum", "budget_restore_rate"`,
 );
 
 interface ApiKeyRow {
@@ -27,6 +28,8 @@ interface ApiKeyRow {
   readonly created_at: unknown;
   readonly revoked_at: unknown;
   readonly trusted_documents_only: unknown;
+  readonly budget_maximum: number | null;
+  readonly budget_restore_rate: number | null;
 }
 
 function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -38,6 +41,18 @@ function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
     createdAt: toDate(row.created_at),
     revokedAt: toNullableDate(row.revoked_at),
     trustedDocumentsOnly: toBoolean(row.trusted_documents_only),
+    budget: budgetFromRow(row),
+  };
+}
+
+/** A key's own cost budget (migration 0018): REAL / DOUBLE PRECISION, NULL where the server's default applies. */
+function budgetFromRow(row: {
+  readonly budget_maximum: unknown;
+  readonly budget_restore_rate: unknown;
+}): ApiKeyRecord["budget"] {
+  return {
+    maximum: row.budget_maximum === null ? null : Number(row.budget_maximum),
+    restoreRate: row.budget_restore_rate === null ? null : Number(row.budget_restore_rate),
   };
 }
 
@@ -91,9 +106,23 @@ export class SqlOrganizationRepository implements OrganizationRepository {
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.sql.run(Prisma.sql`
       INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at",
-        "trusted_documents_only")
+        "trusted_documents_only", "budget_maximum", "budget_restore_rate")
       VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt},
-        ${key.trustedDocumentsOnly})`);
+        ${key.trustedDocumentsOnly}, ${key.budget.maximum}, ${key.budget.restoreRate})`);
+  }
+
+  async findApiKey(id: string): Promise<ApiKeyRecord | null> {
+    const [row] = await this.sql.all<ApiKeyRow>(
+      Prisma.sql`SELECT ${API_KEY_COLUMNS} FROM "api_keys" WHERE "id" = ${id}`,
+    );
+    return row ? apiKeyFromRow(row) : null;
+  }
+
+  async updateApiKeyBudget(id: string, budget: ApiKeyRecord["budget"]): Promise<ApiKeyRecord | null> {
+    await this.sql.run(Prisma.sql`
+      UPDATE "api_keys" SET "budget_maximum" = ${budget.maximum}, "budget_restore_rate" = ${budget.restoreRate}
+      WHERE "id" = ${id}`);
+    return this.findApiKey(id);
   }
 
   async findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]> {
@@ -109,8 +138,11 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       trusted_documents_only: unknown;
       data_version: unknown;
       oldest_visible_event_at: unknown;
+      budget_maximum: unknown;
+      budget_restore_rate: unknown;
     }>(Prisma.sql`
       SELECT k."id", k."key_hash", k."organization_id", k."trusted_documents_only", COALESCE(v."version", 0) AS "data_version",
+        k."budget_maximum", k."budget_restore_rate",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
@@ -122,6 +154,7 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       trustedDocumentsOnly: toBoolean(row.trusted_documents_only),
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
+      budget: budgetFromRow(row),
     }));
   }
 

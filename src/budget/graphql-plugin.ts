@@ -1,0 +1,104 @@
+import { HeaderMap, type ApolloServerPlugin, type BaseContext, type GraphQLResponse } from "@apollo/server";
+import type { CostBudgetService, BudgetHolder } from "../domain/budgets/cost-budget-service.ts";
+import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
+import { actualOperationCost } from "./actual-cost.ts";
+import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "../graphql/error-masking.ts";
+import { THROTTLED, throttledMessage, type PublishedCost } from "./published-cost.ts";
+
+/** Seconds a client is asked to wait when the budget could not be charged because the database is unavailable. */
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/** An answer in GraphQL's shape, sent instead of executing the operation. */
+function refusal(
+  status: number,
+  retryAfterSeconds: number,
+  message: string,
+  code: string,
+  extra = {},
+): GraphQLResponse {
+  return {
+    http: { status, headers: new HeaderMap([["retry-after", String(retryAfterSeconds)]]) },
+    body: { kind: "single", singleResult: { errors: [{ message, extensions: { code, ...extra } }] } },
+  };
+}
+
+/** A GraphQL request's cost as it goes: the estimate (set by src/graphql/limits.ts), then the charge. */
+export interface OperationCostSlot {
+  requested: number | null;
+  charge: BudgetCharge | null;
+}
+
+/** What a GraphQL request's context offers the budget: the caller's key and the request's cost slot (HTTP only). */
+export interface BudgetContext extends BaseContext {
+  readonly caller?: BudgetHolder;
+  readonly operationCost?: OperationCostSlot;
+}
+
+/**
+ * The cost budget of GraphQL over HTTP (docs/decisions.md, "Cost budgets"). Once every check of the operation has
+ * passed, its requested cost (the estimate) is charged to the caller's key: refused, the response is HTTP 429
+ * `THROTTLED` with `Retry-After`, and nothing runs; granted, the operation runs (after the read admission) and the
+ * part of the charge its actual cost did not use is given back. Every response of an authenticated request carries
+ * `extensions.cost`; one refused before its cost was estimated (a document that does not parse or validate, one
+ * over a limit) requested 0 and reports the bucket as it is.
+ */
+export function costBudgetPlugin<Context extends BudgetContext>(
+  budgets: CostBudgetService,
+  /** Recognizes an error that means the database is unreachable right now (answered 503, as elsewhere). */
+  isServiceUnavailable: (error: unknown) => boolean,
+): ApolloServerPlugin<Context> {
+  return {
+    async requestDidStart() {
+      return {
+        // After every didResolveOperation check has passed, before execution (and before the read admission).
+        async responseForOperation({ contextValue }) {
+          const slot = contextValue.operationCost;
+          if (!slot || !contextValue.caller) return null;
+          const requested = slot.requested ?? 0;
+          let charge: BudgetCharge;
+          try {
+            charge = await budgets.charge(contextValue.caller, requested);
+          } catch (error) {
+            // Apollo does not catch this hook's errors: an outage is answered here, as the pipeline would.
+            if (!isServiceUnavailable(error)) throw error;
+            return refusal(503, UNAVAILABLE_RETRY_AFTER_SECONDS, SERVICE_UNAVAILABLE_MESSAGE, SERVICE_UNAVAILABLE);
+          }
+          slot.charge = charge;
+          if (charge.granted) return null;
+          return refusal(429, charge.retryAfterSeconds, throttledMessage(requested, charge), THROTTLED, {
+            retryAfterSeconds: charge.retryAfterSeconds,
+          });
+        },
+        async willSendResponse({ contextValue, document, operation, response }) {
+          // contextValue is typed as present, but is a bare object when the context itself failed.
+          const { caller, operationCost: slot } = contextValue as Partial<BudgetContext>;
+          if (!slot || !caller || response.body.kind !== "single") return;
+          const result = response.body.singleResult;
+          let requested = slot.requested ?? 0;
+          let charge = slot.charge;
+          if (!charge) {
+            // Refused before the charge (parse, validation, a limit, an outage): nothing ran, nothing is charged.
+            requested = 0;
+            try {
+              charge = await budgets.charge(caller, 0);
+            } catch {
+              return;
+            }
+          }
+          const actual =
+            charge.granted && document && operation
+              ? actualOperationCost(document, operation, result.data, charge.charged)
+              : 0;
+          const cost: PublishedCost = {
+            requestedQueryCost: requested,
+            actualQueryCost: actual,
+            throttleStatus: charge.granted ? budgets.settle(caller, charge, actual) : charge.status,
+          };
+          // Last among the extensions: a response kept by the read cache is served again with its cost replaced.
+          const { cost: _ignored, ...others } = result.extensions ?? {};
+          result.extensions = { ...others, cost };
+        },
+      };
+    },
+  };
+}
