@@ -4,11 +4,11 @@ import { buildServices } from "./build-services.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import type { CommitSignals } from "./domain/live/live-feed-ports.ts";
+import { FeedEventWaiters } from "./live/event-waiters.ts";
 import { LiveFeed } from "./live/live-feed.ts";
 import { LiveSubscriptions } from "./live/live-subscriptions.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
-import { CursorCodec } from "./domain/shared/cursor.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
@@ -207,11 +207,15 @@ async function startLiveSubscriptions(
   const subscriptions = new LiveSubscriptions(
     feed,
     store,
-    services.references,
-    new CursorCodec(config.cursorSecret),
+    (organizationId, input) => services.eventFeed.resolveFilter(organizationId, input),
+    services.eventFeed.streamCursors,
     () => services.lifecycleLog.retentionCutoff(),
     { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
   );
+  // Long polls of the feed to poll wait on the same feed: one read per commit serves them all.
+  services.eventFeed.attachWaiters(new FeedEventWaiters(feed));
+  // Waiting polls answer before the server waits for the requests in flight to end.
+  http.addHook("preClose", async () => services.eventFeed.stopWaiting());
   http.addHook("onClose", async () => {
     await subscriptions.close();
     stopPublishing();
