@@ -213,12 +213,7 @@ export function loadConfig(
     ),
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     subscriptionMaxStreamsPerOrganization: parseInteger(env, "SUBSCRIPTION_MAX_STREAMS_PER_ORGANIZATION", 100, 1),
-    eventFeedMaxWaitingPollsPerOrganization: parseInteger(
-      env,
-      "EVENT_FEED_MAX_WAITING_POLLS_PER_ORGANIZATION",
-      1_000,
-      1,
-    ),
+    eventFeedMaxWaitingPollsPerOrganization: parseInteger(env, "FEED_MAX_WAITING_POLLS_PER_ORGANIZATION", 1_000, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
     sqliteReadThread: parseSwitch(env, "SQLITE_READ_THREAD", true),
     readsPerTurn: parseInteger(env, "READS_PER_TURN", 64, 1),

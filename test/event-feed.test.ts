@@ -234,7 +234,7 @@ describe.each(DATABASE_KINDS)("the feed to poll on %s", (kind) => {
   });
 
   it("bounds the waiting polls of one organization with 429 and Retry-After, not another's", async () => {
-    const bounded = await startInstanceOn(server, { env: { EVENT_FEED_MAX_WAITING_POLLS_PER_ORGANIZATION: "2" } });
+    const bounded = await startInstanceOn(server, { env: { FEED_MAX_WAITING_POLLS_PER_ORGANIZATION: "2" } });
     let closed = false;
     try {
       const first = await bounded.newOrganization("feed-bound");
