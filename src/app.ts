@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import { Gauge } from "prom-client";
 import { ReadAdmissionGate } from "./admission/admission-hooks.ts";
 import { buildServices } from "./build-services.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
@@ -128,6 +129,14 @@ export async function buildApp({ config, database, clock = systemClock }: AppDep
   // "Events committed" for the live side and the webhook worker: in-process on SQLite, LISTEN/NOTIFY on PostgreSQL.
   const commitSignals = await openCommitSignals(database, http.log.child({ component: "commit-signals" }));
   const subscriptions = await startLiveSubscriptions(services, config, database, commitSignals, http);
+  new Gauge({
+    name: "reftrail_feed_waiting_polls",
+    help: "Long polls of GET /v1/events waiting for an event on this instance",
+    registers: [metricsRegistry],
+    collect() {
+      this.set(services.eventFeed.waitingPolls);
+    },
+  });
   const deliveryActivity = new DeliveryActivityService(deliverySignals, services.webhooks);
   await registerSubscriptions(http, {
     schema,

@@ -212,6 +212,32 @@ describe.each(DATABASE_KINDS)("the feed to poll on %s", (kind) => {
     expect(last.body.data.map((event) => event.type)).toEqual(["extraction_succeeded"]);
   });
 
+  it("costs no statement while polls wait: they take none of the live feed's safety-net reads", async () => {
+    let statements = 0;
+    // The live feed reads every 10 ms while a subscription listens; the webhook worker's polls are off.
+    const instance = await startInstanceOn(server, {
+      onQuery: () => statements++,
+      env: { SUBSCRIPTION_POLL_INTERVAL: "10ms", WEBHOOK_WORKER: "off" },
+    });
+    try {
+      const { apiKey } = await instance.newOrganization("feed-idle");
+      const org = { url: instance.url, apiKey };
+      const { cursor } = await pollToEnd(org, {});
+      const polls = Array.from({ length: 20 }, () => poll(org, {}, { after: cursor, wait: 1 }));
+      await eventually(
+        () => waitingPolls(instance) === 20,
+        30_000,
+        () => "20 polls to wait",
+      );
+      const before = statements;
+      const pages = await Promise.all(polls);
+      expect(statements - before).toBe(0);
+      for (const page of pages) expect([page.status, page.body.data, page.body.next_cursor]).toEqual([200, [], cursor]);
+    } finally {
+      await instance.close();
+    }
+  });
+
   it("frees a waiting poll's place when its client goes away", async () => {
     const { apiKey } = await server.newOrganization("feed-gone");
     const controller = new AbortController();
