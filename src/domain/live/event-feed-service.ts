@@ -80,8 +80,10 @@ export class EventFeedService {
   private waiters: LiveEventWaiters | null = null;
   private readonly waitingByOrganization = new Map<string, number>();
   private waitingCount = 0;
-  /** Aborted at shutdown: waiting polls answer at once, and no poll waits any more. */
-  private readonly shutdown = new AbortController();
+  /** Ends the wait of each waiting poll (at shutdown). */
+  private readonly waits = new Set<() => void>();
+  /** Set at shutdown: no poll waits any more. */
+  private stopped = false;
 
   constructor(
     private readonly store: Store,
@@ -98,7 +100,8 @@ export class EventFeedService {
 
   /** Answers every waiting poll now (with what it has) and lets no poll wait from now on: the server is stopping. */
   stopWaiting(): void {
-    this.shutdown.abort();
+    this.stopped = true;
+    for (const end of this.waits) end();
   }
 
   /** Checks and resolves the filters of a reader of the log in live order (a live subscription too). */
@@ -130,7 +133,7 @@ export class EventFeedService {
     const filter = await this.resolveFilter(organizationId, input);
     const start = input.after ? await this.cursors.startAfter(organizationId, input.after, "after") : LOG_START;
     const scan = await this.scan(organizationId, filter, start, limit);
-    if (scan.matched.length > 0 || scan.hasMore || waitMs === 0 || !this.waiters || this.shutdown.signal.aborted) {
+    if (scan.matched.length > 0 || scan.hasMore || waitMs === 0 || !this.waiters || this.stopped) {
       return this.pageOf(scan);
     }
     return this.waitForEvents(organizationId, filter, scan, limit, waitMs, options);
@@ -157,8 +160,15 @@ export class EventFeedService {
     this.waitingByOrganization.set(organizationId, waiting + 1);
     this.waitingCount++;
     const wait = this.waiters!.open(organizationId, filter.referenceId, scanned.position, scanned.end);
-    const stops = [AbortSignal.timeout(waitMs), this.shutdown.signal];
-    const signal = AbortSignal.any(options.signal ? [...stops, options.signal] : stops);
+    // One signal per poll, ended by its time, its client leaving, or shutdown (not AbortSignal.any over a
+    // long-lived signal, which keeps each combined signal alive on some Node versions).
+    const stop = new AbortController();
+    const end = () => stop.abort();
+    const timer = setTimeout(end, waitMs);
+    this.waits.add(end);
+    options.signal?.addEventListener("abort", end, { once: true });
+    if (options.signal?.aborted) end();
+    const signal = stop.signal;
     try {
       options.onWait?.();
       let position = scanned.position;
@@ -177,6 +187,9 @@ export class EventFeedService {
         position = found.position;
       }
     } finally {
+      clearTimeout(timer);
+      this.waits.delete(end);
+      options.signal?.removeEventListener("abort", end);
       wait.close();
       this.waitingCount--;
       const left = (this.waitingByOrganization.get(organizationId) ?? 1) - 1;
