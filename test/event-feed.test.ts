@@ -8,6 +8,7 @@ import {
   type FeedFilter,
   type FeedPage,
 } from "./support/event-feed.ts";
+import { newId } from "../src/domain/shared/ids.ts";
 import { gql, gqlData } from "./support/graphql-client.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { eventually, waitForOpenSubscriptions, type TestSubscription } from "./support/subscription-client.ts";
@@ -295,6 +296,29 @@ describe.each(DATABASE_KINDS)("the feed to poll on %s", (kind) => {
     } finally {
       if (!closed) await bounded.close();
     }
+  });
+
+  it("never returns an event past retention, and reads on past it", async () => {
+    const { organizationId, apiKey } = await server.newOrganization("feed-retention");
+    const org = { url: server.url, apiKey };
+    const reference = await createReference([], org);
+    // Written as another process would, with an occurred_at 18 months and more ago: in the live order, not shown.
+    const old = newId();
+    await server.database.prisma.lifecycleEvent.create({
+      data: {
+        id: old,
+        organizationId,
+        referenceId: reference.id,
+        type: "extraction_succeeded",
+        occurredAt: new Date("2020-01-01T00:00:00.000Z"),
+        detail: { reference_id: reference.id, organization_id: organizationId, status: "succeeded" },
+        referenceTags: [],
+      },
+    });
+    await recordExtraction(reference.id, org);
+    const polled = await pollToEnd(org, {}, undefined, 1);
+    expect(polled.ids).toHaveLength(2);
+    expect(polled.ids).not.toContain(old);
   });
 
   it("refuses bad input with the parameter at fault", async () => {
