@@ -65,6 +65,8 @@ export interface PollOptions {
 export interface EventFeedOptions {
   /** Polls that may wait at once for one organization, on this instance. */
   readonly maxWaitingPollsPerOrganization: number;
+  /** Rows per statement of a scan with tag filters (default 500) and rows one poll scans at most (5,000). */
+  readonly scan?: { readonly batchSize: number; readonly maxRows: number };
 }
 
 interface Scan {
@@ -201,7 +203,8 @@ export class EventFeedService {
   /** Reads the log after `from` until `limit` events match, the log ends, or the scan's bound. */
   private async scan(organizationId: string, filter: StreamFilter, from: LogPosition, limit: number): Promise<Scan> {
     const filteredHere = filter.tagIds !== undefined || filter.excludedTagIds !== undefined;
-    const batch = filteredHere ? Math.max(limit, SCAN_BATCH_SIZE) : limit;
+    const bounds = this.options.scan ?? { batchSize: SCAN_BATCH_SIZE, maxRows: MAX_ROWS_SCANNED };
+    const batch = filteredHere ? Math.max(limit, bounds.batchSize) : limit;
     const matched: LiveEvent[] = [];
     let position = from;
     let scanned = 0;
@@ -226,7 +229,7 @@ export class EventFeedService {
       }
       if (complete) return { matched, position: laterOf(position, read.end), end: read.end, hasMore: false };
       scanned += read.events.length;
-      if (scanned >= MAX_ROWS_SCANNED) return { matched, position, end: read.end, hasMore: true };
+      if (scanned >= bounds.maxRows) return { matched, position, end: read.end, hasMore: true };
     }
   }
 
