@@ -2,7 +2,7 @@ import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import { DomainError } from "../shared/errors.ts";
 import { MAX_PAGE_SIZE } from "../shared/page.ts";
 import type { Store } from "../store.ts";
-import type { FeedLogStore, LiveEvent, LiveEventWaiters } from "./live-feed-ports.ts";
+import type { FeedLogStore, LiveEvent, LiveEventWaiters, LiveEventWaiting } from "./live-feed-ports.ts";
 import { comparePositions, laterOf, LOG_START, type LogPosition } from "./log-position.ts";
 import type { StreamCursors } from "./stream-cursor.ts";
 import {
@@ -156,12 +156,11 @@ export class EventFeedService {
         "TOO_MANY_WAITING_POLLS",
         `At most ${max} polls of one organization may wait at once; retry shortly, or poll without {wait}`,
         [],
-        { limit: max, retryAfterSeconds: 1 },
+        { limit: max },
       );
     }
     this.waitingByOrganization.set(organizationId, waiting + 1);
     this.waitingCount++;
-    const wait = this.waiters!.open(organizationId, filter.referenceId, scanned.position, scanned.end);
     // One signal per poll, ended by its time, its client leaving, or shutdown (not AbortSignal.any over a
     // long-lived signal, which keeps each combined signal alive on some Node versions).
     const stop = new AbortController();
@@ -171,7 +170,9 @@ export class EventFeedService {
     options.signal?.addEventListener("abort", end, { once: true });
     if (options.signal?.aborted) end();
     const signal = stop.signal;
+    let wait: LiveEventWaiting | undefined;
     try {
+      wait = this.waiters!.open(organizationId, filter.referenceId, scanned.position, scanned.end);
       options.onWait?.();
       let position = scanned.position;
       for (;;) {
@@ -192,7 +193,7 @@ export class EventFeedService {
       clearTimeout(timer);
       this.waits.delete(end);
       options.signal?.removeEventListener("abort", end);
-      wait.close();
+      wait?.close();
       this.waitingCount--;
       const left = (this.waitingByOrganization.get(organizationId) ?? 1) - 1;
       if (left > 0) this.waitingByOrganization.set(organizationId, left);
