@@ -12,6 +12,8 @@
  *   webhooks       webhook deliveries (bench/webhooks.bench.ts, webhooks-ordering.bench.ts, webhooks-fairness.bench.ts,
  *                  webhooks-brokers.bench.ts: RabbitMQ and NATS JetStream endpoints beside an HTTP one)
  *   subscriptions  live subscriptions (bench/subscriptions.bench.ts)
+ *   polling        the feed to poll: 1,000 idle long polls' statements, commit -> long-poll answer
+ *                  (bench/event-feed.bench.ts)
  *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
  *
  * Quick mode, the headline only at 2,000 references (about 2 minutes for both databases):
@@ -37,7 +39,7 @@
  *                                      cached: 1000 tags, 100000 references (0–3 tags each), a created event
  *                                      each, 1000000 events on one reference, 200 sequential requests per
  *                                      log position (at most 20 s), tag-0500, no ANALYZE, bench/results.json
- *   BENCH_INGESTION_*, BENCH_WEBHOOK_*, BENCH_SUBSCRIPTION_*   see the part's own file
+ *   BENCH_INGESTION_*, BENCH_WEBHOOK_*, BENCH_SUBSCRIPTION_*, BENCH_POLL*   see the part's own file
  *   TEST_DATABASE_URL        postgresql://postgres@127.0.0.1:5432/postgres   PostgreSQL admin connection
  *
  * The data part writes its figures to BENCH_DATA_OUTPUT (bench/results-data.json, not committed). Absolute
@@ -52,7 +54,7 @@ import { LoadGenerator } from "./load.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
 import type { DataPathSettings } from "./data-path.bench.ts";
 
-const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "ingestion"] as const;
+const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "polling", "ingestion"] as const;
 
 function selectedParts(): Set<string> {
   const wanted = (process.env.BENCH_PARTS ?? PARTS.join(","))
@@ -136,6 +138,11 @@ async function main(): Promise<void> {
     console.log("\nPart D — live subscriptions");
     const { runSubscriptionBench } = await import("./subscriptions.bench.ts");
     await runSubscriptionBench();
+  }
+  if (parts.has("polling")) {
+    console.log("\nPart D2 — the feed to poll");
+    const { runEventFeedBench } = await import("./event-feed.bench.ts");
+    await runEventFeedBench();
   }
   if (parts.has("ingestion")) {
     console.log("\nPart E — ingestion (single events and bulk)");

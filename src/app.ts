@@ -1,14 +1,15 @@
 import Fastify, { type FastifyInstance } from "fastify";
+import { Gauge } from "prom-client";
 import { ReadAdmissionGate } from "./admission/admission-hooks.ts";
 import { buildServices } from "./build-services.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
 import type { CommitSignals } from "./domain/live/live-feed-ports.ts";
+import { FeedEventWaiters } from "./live/event-waiters.ts";
 import { LiveFeed } from "./live/live-feed.ts";
 import { LiveSubscriptions } from "./live/live-subscriptions.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
-import { CursorCodec } from "./domain/shared/cursor.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
@@ -145,6 +146,14 @@ export async function buildApp({
   // "Events committed" for the live side and the webhook worker: in-process on SQLite, LISTEN/NOTIFY on PostgreSQL.
   const commitSignals = await openCommitSignals(database, http.log.child({ component: "commit-signals" }));
   const subscriptions = await startLiveSubscriptions(services, config, database, commitSignals, http);
+  new Gauge({
+    name: "reftrail_feed_waiting_polls",
+    help: "Long polls of GET /v1/events waiting for an event on this instance",
+    registers: [metricsRegistry],
+    collect() {
+      this.set(services.eventFeed.waitingPolls);
+    },
+  });
   const deliveryActivity = new DeliveryActivityService(deliverySignals, services.webhooks);
   await registerSubscriptions(http, {
     schema,
@@ -231,11 +240,15 @@ async function startLiveSubscriptions(
   const subscriptions = new LiveSubscriptions(
     feed,
     store,
-    services.references,
-    new CursorCodec(config.cursorSecret),
+    (organizationId, input) => services.eventFeed.resolveFilter(organizationId, input),
+    services.eventFeed.streamCursors,
     () => services.lifecycleLog.retentionCutoff(),
     { maxQueuedEvents: config.subscriptionMaxQueuedEvents },
   );
+  // Long polls of the feed to poll wait on the same feed: one read per commit serves them all.
+  services.eventFeed.attachWaiters(new FeedEventWaiters(feed));
+  // Waiting polls answer before the server waits for the requests in flight to end.
+  http.addHook("preClose", async () => services.eventFeed.stopWaiting());
   http.addHook("onClose", async () => {
     await subscriptions.close();
     stopPublishing();

@@ -5,6 +5,8 @@ import { pruneExpiredIdempotencyRecords } from "./domain/idempotency/idempotency
 import { TrustedDocumentService } from "./domain/documents/trusted-document-service.ts";
 import { LifecycleLogService } from "./domain/lifecycle/lifecycle-log-service.ts";
 import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
+import { EventFeedService } from "./domain/live/event-feed-service.ts";
+import { StreamCursors } from "./domain/live/stream-cursor.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { IngestionService } from "./domain/references/ingestion-service.ts";
@@ -24,6 +26,7 @@ import { migrateDatabase, type MigrationResult } from "./store/prisma/migration-
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { PostgresBudgetLedger } from "./store/sql/budget-ledger.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
+import { SqlLiveLogStore } from "./store/sql/live-log-store.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
 import { graphqlDocumentReader } from "./trusted-documents/graphql-document-reader.ts";
 import { AddressGuard, DnsTargetPolicy } from "./webhooks/address-guard.ts";
@@ -49,6 +52,7 @@ export function buildServices(
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
+  const liveLog = new SqlLiveLogStore(database);
   return {
     organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
     trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader),
@@ -63,6 +67,13 @@ export function buildServices(
       extractionFailureThreshold: config.extractionFailureThreshold,
     }),
     lifecycleLog,
+    eventFeed: new EventFeedService(
+      store,
+      liveLog,
+      new StreamCursors(cursors, liveLog),
+      () => lifecycleLog.retentionCutoff(),
+      { maxWaitingPollsPerOrganization: config.eventFeedMaxWaitingPollsPerOrganization },
+    ),
     nodes: new NodeService(store, lifecycleLog),
     commits: store,
     // The save-time URL check, with the same allow-list as the worker's connections.

@@ -83,6 +83,8 @@ export interface Config {
   readonly subscriptionMaxOperationsPerConnection: number;
   /** Server-Sent Events streams open at once per organization on one instance (src/live/sse-server.ts). */
   readonly subscriptionMaxStreamsPerOrganization: number;
+  /** Long polls of `GET /v1/events` waiting at once per organization on one instance (then 429). */
+  readonly eventFeedMaxWaitingPollsPerOrganization: number;
   /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
   /** SQLite: whether pages of references are read on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
@@ -230,6 +232,7 @@ export function loadConfig(
     ),
     subscriptionMaxOperationsPerConnection: parseInteger(env, "SUBSCRIPTION_MAX_OPERATIONS_PER_CONNECTION", 100, 1),
     subscriptionMaxStreamsPerOrganization: parseInteger(env, "SUBSCRIPTION_MAX_STREAMS_PER_ORGANIZATION", 100, 1),
+    eventFeedMaxWaitingPollsPerOrganization: parseInteger(env, "FEED_MAX_WAITING_POLLS_PER_ORGANIZATION", 1_000, 1),
     readCacheMaxBytes: parseInteger(env, "READ_CACHE_MAX_BYTES", 64 * 1024 * 1024),
     sqliteReadThread: parseSwitch(env, "SQLITE_READ_THREAD", true),
     readsPerTurn: parseInteger(env, "READS_PER_TURN", 64, 1),

@@ -252,6 +252,10 @@ describe("OpenAPI document against real responses (sqlite)", () => {
       expect: 200,
     });
     await call("GET", `/v1/references/${referenceId}/events?order=sideways`, { expect: 400 });
+    await call("GET", `/v1/events?limit=2&type=reference_created&tag_names=urgent`, { expect: 200 });
+    await call("GET", `/v1/events?reference_id=${referenceId}&wait=1`, { expect: 200 });
+    await call("GET", "/v1/events?wait=31", { expect: 400 });
+    await call("GET", "/v1/events?reference_id=01900000-0000-7000-8000-000000000000", { expect: 404 });
     // Bulk ingestion: atomic (201), per item (200, with a refused item), and refusals of the whole request.
     await call("POST", "/v1/ingestions", {
       body: {

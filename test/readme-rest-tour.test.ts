@@ -42,10 +42,12 @@ describe("the README's REST tour", () => {
       env: { ...process.env, TOUR_KEY: server.apiKey, TOUR_BASE: server.url },
       timeout: 60_000,
     });
-    // Six calls, of which five print their answer.
-    expect((script.match(/\bcurl /g) ?? []).length).toBe(6);
+    // Seven calls, of which six print their answer.
+    expect((script.match(/\bcurl /g) ?? []).length).toBe(7);
     expect(stdout).toContain('"name":"cold chain"');
     expect(stdout).toContain('"secret":"whsec_');
+    // The feed to poll: the reference's three events, and the cursor to read on.
+    expect(stdout).toMatch(/"next_cursor":"[^"]+","has_more":false\}$/);
 
     const references = await http(server, "GET", "/v1/references?tag_names=cold%20chain");
     expect(references.body.data).toHaveLength(1);

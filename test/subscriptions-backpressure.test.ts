@@ -5,6 +5,7 @@ import { LiveFeed } from "../src/live/live-feed.ts";
 import { LiveSubscriptions, type StreamMessage } from "../src/live/live-subscriptions.ts";
 import { comparePositions } from "../src/domain/live/log-position.ts";
 import type { Services } from "../src/domain/services.ts";
+import { StreamCursors } from "../src/domain/live/stream-cursor.ts";
 import { CursorCodec } from "../src/domain/shared/cursor.ts";
 import { SqlLiveLogStore } from "../src/store/sql/live-log-store.ts";
 import { quietLog, silentSignals } from "./support/live-feed.ts";
@@ -37,10 +38,14 @@ describe.each(DATABASE_KINDS)("a subscription nobody reads, on %s", (kind) => {
     store = new SqlLiveLogStore(started.database);
     // No signals: the feed finds every event by polling, every 20 ms.
     feed = new LiveFeed(store, silentSignals, { pollIntervalMs: 20, batchSize: 7 }, quietLog);
-    streams = new LiveSubscriptions(feed, store, services.references, new CursorCodec("test"), () => new Date(0), {
-      maxQueuedEvents: 10,
-      pageSize: 6,
-    });
+    streams = new LiveSubscriptions(
+      feed,
+      store,
+      (organizationId, input) => services.eventFeed.resolveFilter(organizationId, input),
+      new StreamCursors(new CursorCodec("test"), store),
+      () => new Date(0),
+      { maxQueuedEvents: 10, pageSize: 6 },
+    );
   });
 
   afterAll(async () => {

@@ -18,6 +18,19 @@ import { ReadAdmission, type ReadAdmissionLimits } from "./read-admission.ts";
  * counts them.
  */
 
+/** The place each admitted REST read holds, by its reply, until the response closes or the route gives it back. */
+const placesHeld = new WeakMap<FastifyReply, () => void>();
+
+/**
+ * Gives back the place an admitted read holds, before its response is sent: for a read that goes on to wait
+ * without using the database (a long poll of `GET /v1/events`), which would otherwise hold a place for its whole
+ * wait and keep other reads out. Does nothing for a request that holds none.
+ */
+export function releaseReadAdmission(reply: FastifyReply): void {
+  placesHeld.get(reply)?.();
+  placesHeld.delete(reply);
+}
+
 function isRestRead(request: FastifyRequest): boolean {
   return (request.method === "GET" || request.method === "HEAD") && request.url.startsWith("/v1/");
 }
@@ -94,7 +107,11 @@ export class ReadAdmissionGate {
       }
       // "close" follows the response's end, and an aborted request's too: the place is always given back.
       if (reply.raw.writableFinished) done();
-      else reply.raw.once("close", done);
+      else {
+        reply.raw.once("close", done);
+        // Giving the place back twice is harmless: the admission counts each place once.
+        placesHeld.set(reply, done);
+      }
       this.admitted?.inc();
       next();
     });

@@ -1,6 +1,7 @@
 import type { CostBudgetService } from "./budgets/cost-budget-service.ts";
 import type { TrustedDocumentService } from "./documents/trusted-document-service.ts";
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
+import type { EventFeedService } from "./live/event-feed-service.ts";
 import type { NodeService } from "./nodes/node-service.ts";
 import type { OrganizationService } from "./organizations/organization-service.ts";
 import type { IngestionService } from "./references/ingestion-service.ts";
@@ -24,6 +25,8 @@ export interface Services {
   /** Bulk ingestion: many reports of the tracking side in one request. */
   readonly ingestion: IngestionService;
   readonly lifecycleLog: LifecycleLogService;
+  /** The organization's whole log in live order, to poll (with a long poll once the server attaches the live feed). */
+  readonly eventFeed: EventFeedService;
   /** Any object by its id alone (global object identification). */
   readonly nodes: NodeService;
   /**

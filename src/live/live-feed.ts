@@ -15,6 +15,11 @@ export interface LiveListener {
   readonly organizationId: string;
   /** When set, only this reference's events are delivered (the feed indexes listeners by it). */
   readonly referenceId?: string;
+  /**
+   * True for a listener that reads the log itself at its own deadline (a long poll): it needs no safety-net
+   * reads, so listeners of this kind alone leave the feed without a timer, reading only when signalled.
+   */
+  readonly withoutSafetyNet?: boolean;
   /** Events of the listener's organization (and reference), in live order, all after its registration frontier. */
   deliver(events: readonly LiveEvent[]): void;
   /** The feed moved to `frontier` without reading this listener's organization: it reads the log up to there. */
@@ -53,9 +58,11 @@ const MAX_ORGANIZATIONS_PER_QUERY = 200;
 export class LiveFeed {
   private readonly listeners = new Map<string, OrganizationListeners>();
   private listenerCount = 0;
+  /** Listeners that want the safety-net reads (see LiveListener.withoutSafetyNet). */
+  private safetyNetCount = 0;
   private position: LogPosition | undefined;
   private active = false;
-  private closed = false;
+  private isClosed = false;
   private readonly batchSize: number;
   private pollTimer: ReturnType<typeof setInterval> | undefined;
   private reading: Promise<void> | undefined;
@@ -79,6 +86,11 @@ export class LiveFeed {
     return this.position ?? LOG_START;
   }
 
+  /** True once {@link close} was called: listeners can no longer register. */
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
   /** Open listeners. */
   get size(): number {
     return this.listenerCount;
@@ -89,18 +101,23 @@ export class LiveFeed {
    * what was written while it was idle. Registering without it is correct, only slower.
    */
   async prepare(): Promise<void> {
-    if (this.active || this.closed) return;
-    const end = await this.store.findSettledEnd();
-    // Asked again after the wait: a listener that registered meanwhile (after a `prepare` answered sooner) is
-    // owed every event after the frontier it got, and this end may lie past some of them.
-    if (this.active || this.closed) return;
+    if (this.active || this.isClosed) return;
+    this.prepareAt(await this.store.findSettledEnd());
+  }
+
+  /** {@link prepare} with an end of the settled log the caller has just read (a snapshot's): no statement. */
+  prepareAt(end: LogPosition): void {
+    // Checked here, after prepare's wait: a listener that registered meanwhile (after a `prepare` answered
+    // sooner) is owed every event after the frontier it got, and this end may lie past some of them.
+    if (this.active || this.isClosed) return;
     this.position = this.position ? laterOf(this.position, end) : end;
   }
 
   /** Starts delivering to `listener`; returns the frontier it starts after. Synchronous, so nothing slips between. */
   register(listener: LiveListener): LogPosition {
-    if (this.closed) throw new Error("the live feed is closed");
+    if (this.isClosed) throw new Error("the live feed is closed");
     if (!this.active) this.activate();
+    if (!listener.withoutSafetyNet && this.safetyNetCount++ === 0) this.startPolling();
     let group = this.listeners.get(listener.organizationId);
     if (!group) {
       group = { all: new Set(), byReference: new Map(), size: 0 };
@@ -130,18 +147,20 @@ export class LiveFeed {
     if (!removed) return;
     group.size--;
     this.listenerCount--;
+    if (!listener.withoutSafetyNet && --this.safetyNetCount === 0) this.stopPolling();
     if (group.size === 0) this.listeners.delete(listener.organizationId);
     if (this.listenerCount === 0) this.deactivate();
   }
 
   /** Stops reading, ends every listener, and waits for a read in progress. */
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.isClosed) return;
+    this.isClosed = true;
     this.stopSignals();
     const listeners = [...this.listeners.values()].flatMap(listenersOf);
     this.listeners.clear();
     this.listenerCount = 0;
+    this.safetyNetCount = 0;
     this.deactivate();
     for (const listener of listeners) listener.end();
     await this.reading;
@@ -167,14 +186,21 @@ export class LiveFeed {
 
   private activate(): void {
     this.active = true;
+  }
+
+  private startPolling(): void {
     this.pollTimer = setInterval(() => void this.requestRead(), this.options.pollIntervalMs);
     this.pollTimer.unref();
   }
 
-  private deactivate(): void {
-    this.active = false;
+  private stopPolling(): void {
     clearInterval(this.pollTimer);
     this.pollTimer = undefined;
+  }
+
+  private deactivate(): void {
+    this.active = false;
+    this.stopPolling();
     // Idle, the frontier goes stale: `prepare` moves it to the end of the log before the next listener.
   }
 

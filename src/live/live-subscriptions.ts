@@ -1,23 +1,9 @@
-import type { Reference } from "../domain/models.ts";
-import type { CursorCodec } from "../domain/shared/cursor.ts";
-import { DomainError } from "../domain/shared/errors.ts";
-import { isUuid } from "../domain/shared/ids.ts";
-import {
-  isLifecycleEventType,
-  LIFECYCLE_EVENT_TYPES,
-  type LifecycleEvent,
-  type LifecycleEventType,
-} from "../domain/lifecycle/lifecycle-event.ts";
-import { isEventPosition, type EventPosition } from "../domain/lifecycle/lifecycle-log-service.ts";
+import type { LifecycleEvent } from "../domain/lifecycle/lifecycle-event.ts";
 import type { LiveEvent, LiveLogStore } from "../domain/live/live-feed-ports.ts";
+import { comparePositions, type LogPosition } from "../domain/live/log-position.ts";
+import type { StreamCursors } from "../domain/live/stream-cursor.ts";
+import { matchesStreamFilter, type StreamFilter, type StreamFilterInput } from "../domain/live/stream-filter.ts";
 import type { LiveFeed, LiveListener } from "./live-feed.ts";
-import {
-  comparePositions,
-  formatPosition,
-  LOG_START,
-  parsePosition,
-  type LogPosition,
-} from "../domain/live/log-position.ts";
 
 /*
  * Live subscriptions: each is an async iterator over the organization's lifecycle events that match
@@ -34,27 +20,6 @@ import {
  *   replay from its position up to the feed's frontier: the log is the source of truth, so a slow consumer
  *   costs bounded memory, loses nothing, and catches up at its own pace (the "catch-up subscription" pattern).
  */
-
-/** Which events a subscription receives. Empty sets are not used: an absent field means "any". */
-export interface StreamFilter {
-  readonly referenceId?: string;
-  readonly types?: ReadonlySet<LifecycleEventType>;
-  /**
-   * Events whose reference carried at least one of these tags *when the event was written* (the event's
-   * `referenceTags` snapshot, as in webhook payloads): the same answer whether the event is replayed or live.
-   */
-  readonly tagIds?: ReadonlySet<string>;
-}
-
-export function matchesStreamFilter(event: LifecycleEvent, filter: StreamFilter): boolean {
-  if (filter.referenceId !== undefined && event.referenceId !== filter.referenceId) return false;
-  if (filter.types && !filter.types.has(event.type)) return false;
-  if (filter.tagIds) {
-    const tagIds = filter.tagIds;
-    if (!event.referenceTags.some((tag) => tagIds.has(tag.id))) return false;
-  }
-  return true;
-}
 
 /** What a subscription hands out: the event and the cursor to resume after it. */
 export interface StreamMessage {
@@ -237,11 +202,11 @@ export class LiveStream implements AsyncIterableIterator<StreamMessage>, LiveLis
   }
 }
 
-export interface OpenStreamInput {
-  readonly referenceId?: string | null;
-  readonly tagIds?: readonly string[] | null;
-  readonly types?: readonly string[] | null;
-  /** A cursor: from a subscription message, or an edge of `Reference.events` / the REST events listing. */
+export interface OpenStreamInput extends StreamFilterInput {
+  /**
+   * A cursor: from a subscription message, the feed to poll (`GET /v1/events`, `Query.lifecycleEvents`), or an
+   * edge of `Reference.events` / the REST events listing.
+   */
   readonly after?: string | null;
 }
 
@@ -259,16 +224,6 @@ export interface LiveSubscriptionStats {
   readonly fellBehind: number;
 }
 
-/**
- * A subscription cursor: the event's listing position (`t`, `i`) and its live position (`p`). Cursors issued
- * before commit-ordered positions (migration 0006) carried `l`, a position in the former order: they are
- * resolved by their event, like listing cursors.
- */
-type StreamCursor = EventPosition & { readonly p?: string };
-
-// Subscription cursors hold a position in the organization's log, valid whatever the subscription's filters.
-const STREAM_CURSOR_SCOPE = { scope: "lifecycle-stream" };
-
 /** Opens live subscriptions to the lifecycle log. */
 export class LiveSubscriptions {
   private readonly streams = new Set<LiveStream>();
@@ -277,51 +232,33 @@ export class LiveSubscriptions {
   constructor(
     private readonly feed: LiveFeed,
     private readonly store: LiveLogStore,
-    private readonly references: { getReference(organizationId: string, id: string): Promise<Reference> },
-    private readonly cursors: CursorCodec,
+    /** Checks and resolves a subscription's filters (src/domain/live/stream-filter.ts). */
+    private readonly resolveFilter: (organizationId: string, input: StreamFilterInput) => Promise<StreamFilter>,
+    private readonly cursors: StreamCursors,
     private readonly retentionCutoff: () => Date,
     private readonly options: LiveSubscriptionOptions,
   ) {}
 
   /**
-   * Starts a subscription to the organization's events that match the filters (all given filters must match;
-   * an empty list is no filter; unknown tag ids match nothing). With `after`, the events after that cursor are
-   * replayed first; without, the subscription starts at the end of the log: it receives what commits from now on.
-   * @throws NOT_FOUND (the reference is not the organization's), INVALID_QUERY_PARAMETER (a malformed tag id),
-   *         INVALID_EVENT_TYPE, INVALID_CURSOR (malformed, altered, or not a lifecycle event cursor).
+   * Starts a subscription to the organization's events that match the filters (src/domain/live/stream-filter.ts:
+   * all given filters must match; an empty list is no filter; unknown tag ids and names match nothing). With
+   * `after`, the events after that cursor are replayed first; without, the subscription starts at the end of the
+   * log: it receives what commits from now on.
+   * @throws NOT_FOUND (the reference is not the organization's), INVALID_QUERY_PARAMETER (a malformed tag id, too
+   *         many tag values), INVALID_EVENT_TYPE, INVALID_CURSOR (malformed, altered, or not a lifecycle event cursor).
    */
   async open(organizationId: string, input: OpenStreamInput): Promise<LiveStream> {
-    const filter: { referenceId?: string; types?: Set<LifecycleEventType>; tagIds?: Set<string> } = {};
-    const tagIds = input.tagIds ?? [];
-    const malformed = tagIds.flatMap((id, index) => (isUuid(id) ? [] : [index]));
-    if (malformed.length > 0) {
-      throw new DomainError(
-        "INVALID_QUERY_PARAMETER",
-        "tagIds must be tag ids (UUIDs)",
-        malformed.map((index) => ({ path: ["tagIds", index], code: "INVALID_QUERY_PARAMETER", message: "not a UUID" })),
-      );
-    }
-    if (tagIds.length > 0) filter.tagIds = new Set(tagIds.map((id) => id.toLowerCase()));
-    const types = input.types ?? [];
-    const unknown = types.filter((type) => !isLifecycleEventType(type));
-    if (unknown.length > 0) {
-      throw new DomainError("INVALID_EVENT_TYPE", `Unknown event type ${unknown.map((t) => `"${t}"`).join(", ")}`, [
-        { path: ["types"], code: "INVALID_EVENT_TYPE", message: `valid types are ${LIFECYCLE_EVENT_TYPES.join(", ")}` },
-      ]);
-    }
-    if (types.length > 0) filter.types = new Set(types as LifecycleEventType[]);
-    const cursor = input.after ? this.decodeCursor(input.after) : undefined;
-    if (input.referenceId !== undefined && input.referenceId !== null) {
-      filter.referenceId = (await this.references.getReference(organizationId, input.referenceId)).id;
-    }
+    const filter = await this.resolveFilter(organizationId, input);
     // Without a cursor, "now": the end of the log as it is committed at this moment.
-    const start = cursor ? await this.startAfter(organizationId, cursor) : await this.store.findSettledEnd();
+    const start = input.after
+      ? await this.cursors.startAfter(organizationId, input.after, "after")
+      : await this.store.findSettledEnd();
     await this.feed.prepare();
     const stream = new LiveStream(organizationId, filter, start, {
       feed: this.feed,
       store: this.store,
       retentionCutoff: this.retentionCutoff,
-      encodeCursor: (live) => this.encodeCursor(live),
+      encodeCursor: (live) => this.cursors.after(live),
       maxQueuedEvents: this.options.maxQueuedEvents,
       pageSize: this.options.pageSize ?? 200,
       onFallBehind: () => this.fellBehind++,
@@ -340,28 +277,5 @@ export class LiveSubscriptions {
   /** Ends every subscription and stops the feed. */
   close(): Promise<void> {
     return this.feed.close();
-  }
-
-  private encodeCursor(live: LiveEvent): string {
-    return this.cursors.encode<StreamCursor>(
-      { t: live.event.occurredAt.toISOString(), i: live.event.id, p: formatPosition(live.position) },
-      STREAM_CURSOR_SCOPE,
-    );
-  }
-
-  private decodeCursor(cursor: string): StreamCursor {
-    // Any event cursor names an event of the log, whichever listing (and filters) it came from.
-    return this.cursors.decodeIgnoringFilters(cursor, isEventPosition, "after");
-  }
-
-  /**
-   * A subscription cursor holds its live position. A listing cursor (`Reference.events`, REST `next_cursor`)
-   * names an event: the stream continues after that event's live position. An event gone past retention
-   * replays what retention still keeps.
-   */
-  private async startAfter(organizationId: string, cursor: StreamCursor): Promise<LogPosition> {
-    const live = parsePosition(cursor.p);
-    if (live) return live;
-    return (await this.store.findPosition(organizationId, cursor.i.toLowerCase())) ?? LOG_START;
   }
 }

@@ -3,7 +3,7 @@ import type { DeliveryActivityService } from "../domain/webhooks/delivery-activi
 import type { WebhookDeliveryWithAttempts } from "../domain/webhooks/webhook-models.ts";
 import type { Resolvers } from "../graphql/__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "../graphql/context.ts";
-import { AT_ARGUMENTS, toGraphqlError } from "../graphql/errors.ts";
+import { AT_ARGUMENTS, toGraphqlError, underArgument } from "../graphql/errors.ts";
 import { GraphQLError } from "graphql";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */
@@ -30,6 +30,9 @@ function deliveryActivityOf(context: GraphqlContext): DeliveryActivityService {
   return activity;
 }
 
+/** Where the stream's input sits in `Subscription.lifecycleEvents`' arguments (the domain's `type` is `types`). */
+const LIFECYCLE_EVENTS_ARGUMENTS = underArgument([], { cursor: ["after"], type: ["types"] });
+
 /** `Subscription.lifecycleEvents`: one live stream of the caller's organization per operation. */
 export const subscriptionResolvers: Resolvers = {
   Subscription: {
@@ -40,7 +43,7 @@ export const subscriptionResolvers: Resolvers = {
           return await streams.open(context.caller.organizationId, args);
         } catch (error) {
           // Subscribe functions are not wrapped by schema.ts: map domain errors to located GraphQL errors here.
-          throw toGraphqlError(error, AT_ARGUMENTS, args);
+          throw toGraphqlError(error, LIFECYCLE_EVENTS_ARGUMENTS, args);
         }
       },
       resolve: (message: StreamMessage | undefined, _args: unknown, context: GraphqlContext) => {

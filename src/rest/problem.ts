@@ -25,6 +25,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, number> = {
   INVALID_ORDER: 400,
   IDEMPOTENCY_KEY_REUSED: 422,
   IDEMPOTENCY_KEY_IN_USE: 409,
+  TOO_MANY_WAITING_POLLS: 429,
 };
 
 const TITLES: Record<number, string> = {
@@ -248,5 +249,7 @@ export function toProblem(
 export function sendProblem(reply: FastifyReply, body: Problem): FastifyReply {
   if (body.status === 503) reply.header("retry-after", String(RETRY_AFTER_SECONDS));
   if (body.status === 401) reply.header("www-authenticate", AUTHENTICATION_CHALLENGE);
+  // A refusal to wait (too many waiting polls) passes in a moment; the rate limiters set their own.
+  if (body.status === 429 && !reply.hasHeader("retry-after")) reply.header("retry-after", "1");
   return reply.code(body.status).type("application/problem+json").send(body);
 }

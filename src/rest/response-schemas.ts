@@ -117,6 +117,23 @@ export const RESPONSE_SCHEMAS = [
   },
   { $id: "LifecycleEventPage", ...page("A page of the lifecycle log", "LifecycleEvent") },
   {
+    $id: "EventFeedPage",
+    ...record("A page of the organization's lifecycle log in live order (the feed to poll)", {
+      data: { type: "array", items: { $ref: "LifecycleEvent#" } },
+      next_cursor: {
+        type: "string",
+        description:
+          "Pass as `after` to read on: always present, also on an empty page. It may lie past the last event (up to " +
+          "the end of the log as this poll read it); nothing committed later comes before it. Also a valid `after` " +
+          "of the GraphQL subscription `lifecycleEvents`",
+      },
+      has_more: {
+        type: "boolean",
+        description: "true: the page stopped before the end of the log (full, or the scan's bound); poll again at once",
+      },
+    }),
+  },
+  {
     $id: "IngestionItemError",
     ...record("Why an item was refused: the problem the same report would get alone, located in the request", {
       status: { type: "integer", description: "The HTTP status the item alone would get (404, 409, 422)" },
@@ -237,8 +254,8 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   415: "The body is not application/json (UNSUPPORTED_MEDIA_TYPE)",
   422: "Well-formed but invalid (VALIDATION_FAILED, LIMIT_EXCEEDED, IDEMPOTENCY_KEY_REUSED)",
   429:
-    "Over the API key's cost budget (THROTTLED) or over RATE_LIMIT_PER_MINUTE (RATE_LIMITED); retry after " +
-    "Retry-After",
+    "Over the API key's cost budget (THROTTLED), over RATE_LIMIT_PER_MINUTE (RATE_LIMITED), or too many long " +
+    "polls waiting (TOO_MANY_WAITING_POLLS); retry after Retry-After",
   500: "Unexpected error (INTERNAL); nothing internal is disclosed",
 };
 

@@ -39,6 +39,31 @@ export interface ReplayQuery {
   readonly limit: number;
 }
 
+/** One organization's events after `after` with a reader's reference and type filters (the feed to poll). */
+export interface FeedPageQuery {
+  readonly organizationId: string;
+  readonly after: LogPosition;
+  /** Skip events that occurred before this (retention). */
+  readonly notBefore: Date;
+  readonly referenceId?: string;
+  readonly types?: readonly LifecycleEventType[];
+  readonly limit: number;
+}
+
+export interface FeedPageRead {
+  /** In live order, at most `limit`. */
+  readonly events: readonly LiveEvent[];
+  /** The end of the settled log in the same snapshot as the events: none can appear at or before it later. */
+  readonly end: LogPosition;
+}
+
+/** What the feed to poll reads (implemented in src/store/sql/live-log-store.ts). */
+export interface FeedLogStore {
+  /** A page of the log and the end of the settled log, in one statement (one snapshot). */
+  readFeedPage(query: FeedPageQuery): Promise<FeedPageRead>;
+  findPosition: LiveLogStore["findPosition"];
+}
+
 /** What the live side reads from persistence (implemented in src/store/sql/live-log-store.ts). */
 export interface LiveLogStore {
   readSettled(query: SettledReadQuery): Promise<SettledRead>;
@@ -67,4 +92,30 @@ export interface CommitSignals {
   readonly crossProcess: boolean;
   onSignal(listener: CommitSignalListener): () => void;
   close(): Promise<void>;
+}
+
+/**
+ * Live events of one organization as they commit, for a reader that waits for the next one (a long poll of the
+ * feed): implemented by the live feed (src/live/event-waiters.ts), woken by the commit signals, so that waiting
+ * costs no statement of its own.
+ */
+export interface LiveEventWaiters {
+  /**
+   * Starts waiting for the organization's events (of `referenceId` only, when given) after `after`, which the
+   * reader has read up to; `end` is the end of the settled log as the reader's last read saw it.
+   */
+  open(organizationId: string, referenceId: string | undefined, after: LogPosition, end: LogPosition): LiveEventWaiting;
+}
+
+/** One reader's wait; close it when done. */
+export interface LiveEventWaiting {
+  /**
+   * Resolves with the next events, in live order, after everything handed out or skipped; with "read" when events
+   * may have passed unseen (read the log from your position, then `skipTo`); with "ended" when `signal` aborted or
+   * the feed stopped.
+   */
+  next(signal: AbortSignal): Promise<readonly LiveEvent[] | "read" | "ended">;
+  /** The reader read the log up to `position` itself: events at or before it are not handed out. */
+  skipTo(position: LogPosition): void;
+  close(): void;
 }

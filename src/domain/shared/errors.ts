@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   "INVALID_ORDER",
   "IDEMPOTENCY_KEY_REUSED",
   "IDEMPOTENCY_KEY_IN_USE",
+  "TOO_MANY_WAITING_POLLS",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

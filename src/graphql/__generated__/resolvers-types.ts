@@ -384,6 +384,52 @@ export type LifecycleEventType =
   /** An update document was recorded. `detail`: `reference_update_id`, `update`. */
   | 'reference_update_created';
 
+/** A page of the organization's lifecycle log in live order (`Query.lifecycleEvents`). */
+export type LifecycleFeedConnection = {
+  __typename?: 'LifecycleFeedConnection';
+  /** The events of this page, in live order, each with the cursor that resumes after it. */
+  edges: Array<LifecycleEventEdge>;
+  /**
+   * Where the next page starts: always present, even when the page is empty. It may lie past the last edge, up to
+   * the end of the log as this page read it, so that the events the filter left out are not read again; with no
+   * event at all it means "now". Nothing committed later can come before it.
+   */
+  nextCursor: Scalars['String']['output'];
+  /**
+   * `hasNextPage`: the page stopped before the end of the log (it is full, or the server scanned as many rows as it
+   * does per page for a filter that matches little): ask again at once. `endCursor` is the last edge's cursor.
+   */
+  pageInfo: PageInfo;
+};
+
+/**
+ * Filters for `Query.lifecycleEvents` (the same as `Subscription.lifecycleEvents`); all given filters must match,
+ * and an empty list is no filter.
+ */
+export type LifecycleFeedFilter = {
+  /**
+   * Leave out events whose reference carried any of these tags when the event was written. Unknown ids exclude
+   * nothing.
+   */
+  excludeTagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  /** Like `excludeTagIds`, by the tags' names (case-insensitive). */
+  excludeTagNames?: InputMaybe<Array<Scalars['String']['input']>>;
+  /** Only this reference's events. NOT_FOUND when the organization has no such reference. */
+  referenceId?: InputMaybe<Scalars['ID']['input']>;
+  /**
+   * Only events whose reference carried at least one of these tags when the event was written (the event's
+   * `referenceTags`). Unknown tag ids match nothing.
+   */
+  tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  /**
+   * Like `tagIds`, by the tags' names (case-insensitive), resolved to the tags that bear them now; with `tagIds`,
+   * at least one of all the tags listed. Unknown names match nothing.
+   */
+  tagNames?: InputMaybe<Array<Scalars['String']['input']>>;
+  /** Only events of these types. */
+  types?: InputMaybe<Array<LifecycleEventType>>;
+};
+
 /**
  * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
  * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
@@ -776,6 +822,14 @@ export type PageInfo = {
 export type Query = {
   __typename?: 'Query';
   /**
+   * The organization's whole lifecycle log, every reference's, in live order: the order of
+   * `Subscription.lifecycleEvents` (the order in which the events' transactions committed), with the same filters
+   * and the same cursors, so that a reader that follows `nextCursor` page after page sees exactly the events a
+   * subscription with the same filter sees, in the same order, without gap or duplicate. Events past retention
+   * are not returned. The same feed as REST `GET /v1/events` (which can also wait for the next event).
+   */
+  lifecycleEvents: LifecycleFeedConnection;
+  /**
    * The object with this id, whatever its type (Tag, Reference, ReferenceUpdate, LifecycleEvent, WebhookEndpoint,
    * WebhookDelivery, WebhookAttempt); null when there is none. An object of another organization, a malformed id
    * and an event past retention are null too: indistinguishable from missing.
@@ -804,6 +858,21 @@ export type Query = {
   webhookEndpoint?: Maybe<WebhookEndpoint>;
   /** The organization's webhook endpoints, newest first. */
   webhookEndpoints: WebhookEndpointConnection;
+};
+
+
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
+ */
+export type QueryLifecycleEventsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  filter?: InputMaybe<LifecycleFeedFilter>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -1342,8 +1411,11 @@ export type Subscription = {
  */
 export type SubscriptionLifecycleEventsArgs = {
   after?: InputMaybe<Scalars['String']['input']>;
+  excludeTagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  excludeTagNames?: InputMaybe<Array<Scalars['String']['input']>>;
   referenceId?: InputMaybe<Scalars['ID']['input']>;
   tagIds?: InputMaybe<Array<Scalars['ID']['input']>>;
+  tagNames?: InputMaybe<Array<Scalars['String']['input']>>;
   types?: InputMaybe<Array<LifecycleEventType>>;
 };
 
@@ -1977,6 +2049,8 @@ export type ResolversTypes = ResolversObject<{
   LifecycleEventEdge: ResolverTypeWrapper<Omit<LifecycleEventEdge, 'node'> & { node: ResolversTypes['LifecycleEvent'] }>;
   LifecycleEventFilter: LifecycleEventFilter;
   LifecycleEventType: ResolverTypeWrapper<LifecycleEventTypeModel>;
+  LifecycleFeedConnection: ResolverTypeWrapper<Omit<LifecycleFeedConnection, 'edges'> & { edges: Array<ResolversTypes['LifecycleEventEdge']> }>;
+  LifecycleFeedFilter: LifecycleFeedFilter;
   Mutation: ResolverTypeWrapper<Record<PropertyKey, never>>;
   NatsDestination: ResolverTypeWrapper<NatsDestination>;
   NatsDestinationInput: NatsDestinationInput;
@@ -2084,6 +2158,8 @@ export type ResolversParentTypes = ResolversObject<{
   LifecycleEventConnection: Omit<LifecycleEventConnection, 'edges'> & { edges: Array<ResolversParentTypes['LifecycleEventEdge']> };
   LifecycleEventEdge: Omit<LifecycleEventEdge, 'node'> & { node: ResolversParentTypes['LifecycleEvent'] };
   LifecycleEventFilter: LifecycleEventFilter;
+  LifecycleFeedConnection: Omit<LifecycleFeedConnection, 'edges'> & { edges: Array<ResolversParentTypes['LifecycleEventEdge']> };
+  LifecycleFeedFilter: LifecycleFeedFilter;
   Mutation: Record<PropertyKey, never>;
   NatsDestination: NatsDestination;
   NatsDestinationInput: NatsDestinationInput;
@@ -2241,6 +2317,12 @@ export type LifecycleEventEdgeResolvers<ContextType = GraphqlContext, ParentType
 
 export type LifecycleEventTypeResolvers = { ESTIMATED_ARRIVAL_CHANGED: 'estimated_arrival_changed', ESTIMATED_DEPARTURE_CHANGED: 'estimated_departure_changed', EXTRACTION_FAILED: 'extraction_failed', EXTRACTION_SUCCEEDED: 'extraction_succeeded', REFERENCE_CREATED: 'reference_created', REFERENCE_DEACTIVATED: 'reference_deactivated', REFERENCE_REACTIVATED: 'reference_reactivated', REFERENCE_UPDATE_CREATED: 'reference_update_created' };
 
+export type LifecycleFeedConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['LifecycleFeedConnection'] = ResolversParentTypes['LifecycleFeedConnection']> = ResolversObject<{
+  edges?: Resolver<Array<ResolversTypes['LifecycleEventEdge']>, ParentType, ContextType>;
+  nextCursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  pageInfo?: Resolver<ResolversTypes['PageInfo'], ParentType, ContextType>;
+}>;
+
 export type MutationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Mutation'] = ResolversParentTypes['Mutation']> = ResolversObject<{
   addTagsToReference?: Resolver<ResolversTypes['AddTagsToReferencePayload'], ParentType, ContextType, RequireFields<MutationAddTagsToReferenceArgs, 'input'>>;
   createReference?: Resolver<ResolversTypes['CreateReferencePayload'], ParentType, ContextType, RequireFields<MutationCreateReferenceArgs, 'input'>>;
@@ -2283,6 +2365,7 @@ export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends R
 }>;
 
 export type QueryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = ResolversObject<{
+  lifecycleEvents?: Resolver<ResolversTypes['LifecycleFeedConnection'], ParentType, ContextType, Partial<QueryLifecycleEventsArgs>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
   nodes?: Resolver<Array<Maybe<ResolversTypes['Node']>>, ParentType, ContextType, RequireFields<QueryNodesArgs, 'ids'>>;
   reference?: Resolver<Maybe<ResolversTypes['Reference']>, ParentType, ContextType, RequireFields<QueryReferenceArgs, 'id'>>;
@@ -2580,6 +2663,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   LifecycleEventConnection?: LifecycleEventConnectionResolvers<ContextType>;
   LifecycleEventEdge?: LifecycleEventEdgeResolvers<ContextType>;
   LifecycleEventType?: LifecycleEventTypeResolvers;
+  LifecycleFeedConnection?: LifecycleFeedConnectionResolvers<ContextType>;
   Mutation?: MutationResolvers<ContextType>;
   NatsDestination?: NatsDestinationResolvers<ContextType>;
   Node?: NodeResolvers<ContextType>;

@@ -1,11 +1,36 @@
+import { DEFAULT_PAGE_SIZE } from "../../domain/shared/page.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../errors.ts";
 import { bidirectionalPage, toBackwardConnection, toConnection } from "../pagination.ts";
 import { takeFirstEvents } from "./prefetched-events.ts";
 
-/** The lifecycle log as `Reference.events`, and the event's own relations. */
+/**
+ * The lifecycle log as `Reference.events`, the organization's whole log in live order (`Query.lifecycleEvents`,
+ * the feed to poll), and the event's own relations.
+ */
 export const lifecycleResolvers: Resolvers = {
+  Query: {
+    lifecycleEvents: async (_root, args, { caller, services }) => {
+      const page = await services.eventFeed.readPage(caller.organizationId, {
+        ...withoutNulls(args.filter),
+        // 50 by default, like every connection (and the cost estimate, limits.ts); REST's default is 100.
+        limit: args.first ?? DEFAULT_PAGE_SIZE,
+        after: args.after ?? null,
+      });
+      const cursors = page.cursors;
+      return {
+        edges: page.events.map((node, index) => ({ cursor: cursors[index]!, node })),
+        pageInfo: {
+          hasNextPage: page.hasMore,
+          hasPreviousPage: args.after !== undefined && args.after !== null,
+          startCursor: cursors[0] ?? null,
+          endCursor: cursors.at(-1) ?? null,
+        },
+        nextCursor: page.nextCursor,
+      };
+    },
+  },
   Reference: {
     // One service call per reference: each reference's log is its own keyset listing. A list of N references
     // asking for events costs N small indexed queries; the cost limit bounds N times the page size.
@@ -40,6 +65,7 @@ export const lifecycleResolvers: Resolvers = {
 
 /** Where `Reference.events`' service input sits in its arguments (for `extensions.field`). */
 export const lifecycleInputLocators: Readonly<Record<string, InputLocator>> = {
+  "Query.lifecycleEvents": underArgument(["filter"], { after: ["after"], limit: ["first"], type: ["filter", "types"] }),
   "Reference.events": underArgument(["filter"], {
     type: ["filter", "types"],
     cursor: (args) => [args.before ? "before" : "after"],

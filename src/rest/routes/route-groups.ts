@@ -1,4 +1,5 @@
 import type { RouteGroup } from "../rest-api.ts";
+import { registerEventFeedRoutes } from "./event-feed.routes.ts";
 import { registerEventTypeRoutes } from "./event-types.routes.ts";
 import { registerIngestionRoutes } from "./ingestion.routes.ts";
 import { registerLifecycleRoutes } from "./lifecycle.routes.ts";
@@ -15,6 +16,7 @@ export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerReferenceRoutes,
   registerReferenceTrackingRoutes,
   registerLifecycleRoutes,
+  registerEventFeedRoutes,
   registerIngestionRoutes,
   registerWebhookRoutes,
   registerWebhookRecoveryRoutes,

@@ -1,4 +1,7 @@
 import type {
+  FeedLogStore,
+  FeedPageQuery,
+  FeedPageRead,
   LiveEvent,
   LiveLogStore,
   ReplayQuery,
@@ -36,7 +39,7 @@ const COLUMNS = Prisma.raw(
     .join(", "),
 );
 
-export class SqlLiveLogStore implements LiveLogStore {
+export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
   private readonly postgres: boolean;
 
   constructor(private readonly database: Database) {
@@ -57,6 +60,27 @@ export class SqlLiveLogStore implements LiveLogStore {
     const last = events.at(-1)?.position ?? query.after;
     // A full page may stop short of the end; otherwise the read saw everything up to it.
     return { events, reached: events.length < query.limit ? laterOf(last, end) : last };
+  }
+
+  async readFeedPage(query: FeedPageQuery): Promise<FeedPageRead> {
+    const conditions = [
+      this.after(query.after),
+      this.inOrganizations([query.organizationId]),
+      Prisma.sql`e."occurred_at" >= ${query.notBefore}`,
+    ];
+    if (query.referenceId !== undefined) conditions.push(Prisma.sql`e."reference_id" = ${query.referenceId}`);
+    if (query.types && query.types.length > 0)
+      conditions.push(isOneOf(this.database.provider, Prisma.sql`e."type"`, query.types));
+    // The page and the end of the log in one snapshot, as readSettled: a poller that finds nothing is handed
+    // that end as its cursor, and nothing can commit before it afterwards.
+    const rows = await this.database.sql.all<LiveEventRow & { readonly settled_end: string | null }>(Prisma.sql`
+      SELECT ${this.settledEnd()} AS "settled_end", page.* FROM (SELECT 1 AS "anchor") AS anchor
+      LEFT JOIN (${this.page(conditions, query.limit)}) AS page ON TRUE
+      ORDER BY page."commit_position", page."position"`);
+    return {
+      events: rows.filter((row) => row.id !== null).map(liveEventFromRow),
+      end: this.endPosition(rows[0]?.settled_end ?? null),
+    };
   }
 
   async findSettledEnd(): Promise<LogPosition> {
