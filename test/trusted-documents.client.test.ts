@@ -208,7 +208,7 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
     const plain = await cli(server, "key", "create", server.organizationId);
     const apiKey = String(plain.api_key);
     const query = "{ __typename }";
-    expect((await gql(server, query, {}, { apiKey })).body).toEqual({ data: { __typename: "Query" } });
+    expect((await gql(server, query, {}, { apiKey })).body).toMatchObject({ data: { __typename: "Query" } });
     const marked = await cli(server, "key", "trusted-documents-only", String(plain.api_key_id));
     expect(marked).toEqual({ api_key_id: plain.api_key_id, trusted_documents_only: true });
     expect((await gql(server, query, {}, { apiKey })).body.errors?.[0]?.extensions?.code).toBe(
@@ -218,6 +218,6 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
     expect(listed.api_keys.find((key: any) => key.api_key_id === plain.api_key_id).trusted_documents_only).toBe(true);
     const lifted = await cli(server, "key", "trusted-documents-only", String(plain.api_key_id), "--off");
     expect(lifted).toEqual({ api_key_id: plain.api_key_id, trusted_documents_only: false });
-    expect((await gql(server, query, {}, { apiKey })).body).toEqual({ data: { __typename: "Query" } });
+    expect((await gql(server, query, {}, { apiKey })).body).toMatchObject({ data: { __typename: "Query" } });
   });
 });
