@@ -151,9 +151,24 @@ export class LifecycleLogService {
     return { query, filters, after };
   }
 
-  /** Deletes events past retention in batches; returns how many were deleted. */
+  /** Makes the log's months around now ahead of the events that will need them (see prepareMonths). */
+  async prepareMonths(): Promise<void> {
+    const now = this.clock.now();
+    await this.store.lifecycle.prepareMonths([-1, 0, 1, 2].map((offset) => addUtcMonths(now, offset)));
+  }
+
+  /**
+   * Removes events past retention; returns how many were removed. PostgreSQL drops each whole month before the
+   * cutoff (a partition: fast whatever its size, and its space goes back at once); the month that straddles the
+   * cutoff stays until it is wholly past, its older rows hidden by every read (`notBefore`). SQLite deletes rows
+   * in batches, each its own short statement, so writers are never locked out for long. Either way the months
+   * ahead are made first.
+   */
   async pruneExpiredEvents(batchSize = 1_000, maxBatches = Number.POSITIVE_INFINITY): Promise<number> {
     const cutoff = this.retentionCutoff();
+    await this.prepareMonths();
+    const dropped = await this.store.lifecycle.dropMonthsBefore(cutoff);
+    if (dropped !== null) return dropped;
     let total = 0;
     for (let batch = 0; batch < maxBatches; batch++) {
       // Each batch is its own short statement, so writers are never locked out for long.
@@ -167,4 +182,9 @@ export class LifecycleLogService {
   private cursorFor(event: LifecycleEvent, filters: object): string {
     return this.cursors.encode<EventPosition>({ t: event.occurredAt.toISOString(), i: event.id }, filters);
   }
+}
+
+/** The first instant of the UTC month `offset` months from `instant`'s. */
+function addUtcMonths(instant: Date, offset: number): Date {
+  return new Date(Date.UTC(instant.getUTCFullYear(), instant.getUTCMonth() + offset, 1));
 }

@@ -20,7 +20,9 @@ import { isOneOf } from "./value-lists.ts";
  *   transaction took at COMMIT for its organization (migration 0006), then the event's order inside it. Numbers
  *   become visible in increasing order, so every read returns final results: no horizon, no waiting for other
  *   writers. Served by the `(organization_id, position)` index of `lifecycle_commits` and the
- *   `(organization_id, transaction_id, position)` index of `lifecycle_events`.
+ *   `(transaction_id, position)` index of `lifecycle_events`. A commit row carries the span of its events'
+ *   `occurred_at` (migration 0016), so that each commit's events are read from the months of that span only (the
+ *   log is partitioned by month): an event made now is read from this month's partition alone.
  */
 
 const MAX_SEQUENCE = 9_223_372_036_854_775_807n;
@@ -91,7 +93,9 @@ export class SqlLiveLogStore implements LiveLogStore {
   }
 
   async findPosition(organizationId: string, eventId: string): Promise<LogPosition | null> {
-    const [row] = await this.read([this.inOrganizations([organizationId]), Prisma.sql`e."id" = ${eventId}`], 1);
+    // On PostgreSQL the log's ids are indexed as uuid values (migration 0016).
+    const id = this.postgres ? Prisma.sql`e."id"::uuid = CAST(${eventId} AS UUID)` : Prisma.sql`e."id" = ${eventId}`;
+    const [row] = await this.read([this.inOrganizations([organizationId]), id], 1);
     return row?.position ?? null;
   }
 
@@ -107,7 +111,8 @@ export class SqlLiveLogStore implements LiveLogStore {
       ? Prisma.sql`
             SELECT ${COLUMNS}, c."position" AS "commit_position" FROM "lifecycle_commits" c
             JOIN "lifecycle_events" e
-              ON e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id"
+              ON e."transaction_id" = c."transaction_id" AND e."organization_id" = c."organization_id"
+                AND e."occurred_at" BETWEEN c."first_occurred_at" AND c."last_occurred_at"
             WHERE ${where} ORDER BY c."position", e."position" LIMIT ${limit}`
       : Prisma.sql`
             SELECT ${COLUMNS}, 0 AS "commit_position" FROM "lifecycle_events" e
