@@ -226,8 +226,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
    * in the page's order (a Merge Append, no sort), and the read stops at the limit. One bound only: with a plain
    * upper bound as well, a generic plan estimates the pair as a narrow range (0.5 % of the rows) and sorts again;
    * the upper bounds (`to`) and the cursor are the row comparisons', which end or start each month's descent at
-   * once (a plain bound at the cursor's time as well made the planner take a deep page for a few rows, and sort
-   * the reference's rest). The index holds the ids as uuid values, and the statement
+   * once. The index holds the ids as uuid values, and the statement
    * compares the same expressions. test/events-page-plans.test.ts holds every shape of the page to the index and to
    * the months of its window, under custom and generic plans.
    */
@@ -269,8 +268,13 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     if (query.after) {
       const beyond = Prisma.raw(query.order === "asc" ? ">" : "<");
       const { occurredAt, id } = query.after;
+      // At or beyond the cursor, then not the cursor's own event: the same rows as strictly beyond it (ids are
+      // unique), but the planner estimates a row comparison by its first column alone, and `reference_id >` the
+      // page's reference leaves the reference out: a deep page of a big reference was taken for a few rows and
+      // the rest of the reference read and sorted.
       conditions.push(
-        Prisma.sql`(e."reference_id"::uuid, e."occurred_at", e."id"::uuid) ${beyond} (${reference}, ${occurredAt}, CAST(${id} AS UUID))`,
+        Prisma.sql`(e."reference_id"::uuid, e."occurred_at", e."id"::uuid) ${beyond}= (${reference}, ${occurredAt}, CAST(${id} AS UUID))`,
+        Prisma.sql`e."id"::uuid <> CAST(${id} AS UUID)`,
       );
     }
     return Prisma.sql`
