@@ -338,10 +338,14 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   }
 
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
-    // One bounded batch on both databases (neither has DELETE ... LIMIT by default).
+    // One bounded batch (SQLite has no DELETE ... LIMIT by default), found per organization through the
+    // (organization_id, occurred_at, id) index: the log has no index on occurred_at alone (migration 0016).
+    // PostgreSQL drops months instead (dropMonthsBefore).
     return this.sql.run(Prisma.sql`
       DELETE FROM "lifecycle_events" WHERE "id" IN (
-        SELECT "id" FROM "lifecycle_events" WHERE "occurred_at" < ${cutoff} LIMIT ${batchSize})`);
+        SELECT "id" FROM "lifecycle_events"
+        WHERE "organization_id" IN (SELECT "id" FROM "organizations") AND "occurred_at" < ${cutoff}
+        LIMIT ${batchSize})`);
   }
 
   // ---------------------------------------------------------------------------------------------------------

@@ -127,7 +127,9 @@ export class SqlLiveLogStore implements LiveLogStore {
 
   /** Strictly after `position` in live order (SQLite has no commit number: it is always 0 there). */
   private after(position: LogPosition): Prisma.Sql {
-    if (!this.postgres) return Prisma.sql`e."position" > ${position.sequence}`;
+    // SQLite: transaction_id is always 0 there; stated, it lets the (transaction_id, position) indexes give the
+    // live order (without it, a read sorted the whole log, or the whole organization).
+    if (!this.postgres) return Prisma.sql`e."transaction_id" = 0 AND e."position" > ${position.sequence}`;
     return Prisma.sql`c."position" >= ${position.commit}
       AND (c."position" > ${position.commit} OR e."position" > ${position.sequence})`;
   }
