@@ -15,6 +15,9 @@
  *   polling        the feed to poll: 1,000 idle long polls' statements, commit -> long-poll answer
  *                  (bench/event-feed.bench.ts)
  *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
+ *   scale          PostgreSQL only: a 20-month log of BENCH_SCALE_EVENTS (5,000,000) events seeded in SQL; bytes
+ *                  per event, page timings, prune time, bytes given back, a writer's p99 during the prune
+ *                  (bench/scale.bench.ts; not in the default set: BENCH_PARTS=scale)
  *
  * Quick mode, the headline only at 2,000 references (about 2 minutes for both databases):
  *   BENCH_PARTS=data BENCH_DURATION_SECONDS=5 npm run bench
@@ -54,10 +57,10 @@ import { LoadGenerator } from "./load.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
 import type { DataPathSettings } from "./data-path.bench.ts";
 
-const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "polling", "ingestion"] as const;
+const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "polling", "ingestion", "scale"] as const;
 
 function selectedParts(): Set<string> {
-  const wanted = (process.env.BENCH_PARTS ?? PARTS.join(","))
+  const wanted = (process.env.BENCH_PARTS ?? PARTS.filter((part) => part !== "scale").join(","))
     .split(",")
     .map((part) => part.trim())
     .filter(Boolean)
@@ -148,6 +151,11 @@ async function main(): Promise<void> {
     console.log("\nPart E — ingestion (single events and bulk)");
     const { runIngestionBench } = await import("./ingestion.bench.ts");
     await runIngestionBench();
+  }
+  if (parts.has("scale")) {
+    console.log("\nPart F — the lifecycle log at scale (PostgreSQL)");
+    const { runScaleBench } = await import("./scale.bench.ts");
+    await runScaleBench();
   }
 }
 

@@ -183,6 +183,9 @@ export async function buildApp({
   ).encryptPlaintextSecrets();
   if (encrypted > 0) http.log.info({ endpoints: encrypted }, "encrypted webhook secrets stored in plain text");
 
+  // PostgreSQL: the log's months around now, before the first event needs one (the retention job keeps them
+  // ahead; a month still missing is made by the insert that needs it).
+  await services.lifecycleLog.prepareMonths();
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
   // Replays left by a stopped or dead instance are resumed by the instances that do webhook work in the background
   // (an instance with WEBHOOK_WORKER=off still schedules the replays it is asked for).

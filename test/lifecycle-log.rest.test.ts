@@ -279,9 +279,17 @@ describe.each(DATABASE_KINDS)("lifecycle log over REST on %s", (kind) => {
     expect((await events(reference.id)).data.map((e) => e.type)).toEqual(["reference_created", "extraction_succeeded"]);
     clock.set("2026-11-22T10:00:00.001Z");
     expect((await events(reference.id)).data.map((e) => e.type)).toEqual(["extraction_succeeded"]);
-    const deleted = await server.app.services.lifecycleLog.pruneExpiredEvents(1);
-    expect(deleted).toBeGreaterThanOrEqual(1);
-    const remaining = await server.database.prisma.lifecycleEvent.count({ where: { referenceId: reference.id } });
-    expect(remaining).toBe(1);
+    const prune = () => server.app.services.lifecycleLog.pruneExpiredEvents(1);
+    const stored = () => server.database.prisma.lifecycleEvent.count({ where: { referenceId: reference.id } });
+    if (server.kind === "postgres") {
+      // PostgreSQL drops whole months (partitions): May 2025 straddles the cutoff, so its rows stay, hidden, until
+      // the month is wholly past.
+      expect(await prune()).toBe(0);
+      expect(await stored()).toBe(2);
+      expect((await events(reference.id)).data.map((e) => e.type)).toEqual(["extraction_succeeded"]);
+      clock.set("2026-12-01T00:00:00.000Z");
+    }
+    expect(await prune()).toBeGreaterThanOrEqual(1);
+    expect(await stored()).toBe(1);
   });
 });

@@ -40,7 +40,19 @@ export interface LifecycleRepository {
    * when the organization has no such reference.
    */
   findReferenceWithEvents(organizationId: string, query: EventListQuery): Promise<ReferenceWithEvents | null>;
+  /** Deletes at most `batchSize` events that occurred before `cutoff`; returns how many it deleted. */
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number>;
+  /**
+   * Makes sure the log can take events of the months of `instants` at once: PostgreSQL keeps one partition per
+   * month (migration 0016) and makes a missing one on demand, which costs the insert that finds it missing a
+   * second run; made ahead, no insert meets that. Nothing to do on SQLite.
+   */
+  prepareMonths(instants: readonly Date[]): Promise<void>;
+  /**
+   * PostgreSQL: drops every whole month of the log before `cutoff` (its partition, in one statement each) and
+   * returns the events it held. Null on SQLite, whose log is pruned by rows (`deleteEventsBefore`).
+   */
+  dropMonthsBefore(cutoff: Date): Promise<number | null>;
 
   // ---------------------------------------------------------------------------------------------------------
   // Set-wise writes (bulk ingestion): each method costs a fixed number of statements whatever the number of

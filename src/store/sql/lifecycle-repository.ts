@@ -6,11 +6,13 @@ import type {
 } from "../../domain/lifecycle/lifecycle-repository.ts";
 import type { Database } from "../database.ts";
 import { findInChunks } from "./in-chunks.ts";
+import { dropLogMonthsBefore, ensureLogMonths, isMissingLogMonth, MissingLogMonthError } from "./log-months.ts";
 import { chunksOf, fromJson, jsonParameter, toDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
 import { REFERENCE_COLUMN_COUNT, REFERENCE_COLUMNS, taggedReferenceFromValues } from "./reference-rows.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { isUuid } from "../../domain/shared/ids.ts";
 
 /*
  * The lifecycle_events table. Built by the unit of work (src/store/sql/sql-store.ts) on its executor: inside
@@ -119,10 +121,18 @@ export class SqlLifecycleRepository implements LifecycleRepository {
 
   async findEventsByIds(organizationId: string, ids: readonly string[], notBefore: Date): Promise<LifecycleEvent[]> {
     if (ids.length === 0) return [];
-    const rows = await findInChunks(ids, (chunk) =>
+    const postgres = this.database.provider === "postgres";
+    // PostgreSQL's log is indexed on the ids as uuid values (migration 0016): the ids are compared as such, so
+    // a string that is no UUID is no event's id (and would fail the cast).
+    const wanted = postgres ? ids.filter(isUuid) : ids;
+    const rows = await findInChunks(wanted, (chunk) =>
       this.sql.values(Prisma.sql`
         SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e
-        WHERE e."organization_id" = ${organizationId} AND ${isOneOf(this.database.provider, Prisma.sql`e."id"`, chunk)}
+        WHERE e."organization_id" = ${organizationId} AND ${
+          postgres
+            ? Prisma.sql`e."id"::uuid = ANY(CAST(${[...chunk]} AS UUID[]))`
+            : isOneOf(this.database.provider, Prisma.sql`e."id"`, chunk)
+        }
           AND e."occurred_at" >= ${notBefore}`),
     );
     return eventsFromValues(rows);
@@ -130,14 +140,43 @@ export class SqlLifecycleRepository implements LifecycleRepository {
 
   async insertEvent(event: LifecycleEvent): Promise<void> {
     const [position] = await this.takeLivePositions(1);
-    await this.sql.run(Prisma.sql`
-      INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
-        "reference_tags", "position")
-      VALUES (${event.id}, ${event.organizationId}, ${event.referenceId}, ${event.type}, ${event.occurredAt},
-        ${this.json(event.detail)}, ${this.json(event.referenceTags)}, ${this.livePosition(position)})`);
+    await this.intoExistingMonths([event], () =>
+      this.sql.run(Prisma.sql`
+        INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
+          "reference_tags", "position")
+        VALUES (${event.id}, ${event.organizationId}, ${event.referenceId}, ${event.type}, ${event.occurredAt},
+          ${this.json(event.detail)}, ${this.json(event.referenceTags)}, ${this.livePosition(position)})`),
+    );
     // Outside a transaction the insert is its own commit.
     if (this.unit) this.unit.events.push(event);
     else this.publishCommitted([event]);
+  }
+
+  /**
+   * Runs `insert` of `events`. On PostgreSQL an event whose month has no partition yet fails the insert (months
+   * are made ahead, at start and by every prune, so only an event far from now meets this): outside a unit of
+   * work the months are made and the insert runs again; inside one, its transaction is lost, so the unit of work
+   * makes them and runs the whole unit again (MissingLogMonthError, sql-store.ts).
+   */
+  private async intoExistingMonths(events: readonly LifecycleEvent[], insert: () => Promise<unknown>): Promise<void> {
+    try {
+      await insert();
+    } catch (error) {
+      if (!isMissingLogMonth(error)) throw error;
+      const instants = events.map((event) => event.occurredAt);
+      if (this.unit) throw new MissingLogMonthError(instants, { cause: error });
+      await ensureLogMonths(this.database, instants);
+      await insert();
+    }
+  }
+
+  async prepareMonths(instants: readonly Date[]): Promise<void> {
+    if (this.database.provider === "postgres") await ensureLogMonths(this.database, instants);
+  }
+
+  async dropMonthsBefore(cutoff: Date): Promise<number | null> {
+    if (this.database.provider !== "postgres") return null;
+    return (await dropLogMonthsBefore(this.database, cutoff)).events;
   }
 
   /**
@@ -171,45 +210,76 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   /**
    * The events page as a subquery, walking the (reference_id, occurred_at, id) index in the page's order and
    * stopping at the limit. SQLite's planner picks that index for `reference_id = ? AND occurred_at >= ?`.
+   *
    * PostgreSQL drops a column fixed by an equality from the ORDER BY and, for a reference holding most of the
-   * table, walked the occurred_at index instead, filtering out every other reference's events (23 ms instead of
-   * 0.25 ms per page on 120,000 events). There the reference is bounded by row comparisons on (reference_id,
-   * occurred_at[, id]) that imply the equality without stating it: the ORDER BY keeps its leading column, only
-   * that index serves it whole, and the bounds are its index conditions. The other index led by reference_id
-   * serves it only with an incremental sort, which is off on the store's connections (postgres-session.ts):
-   * PostgreSQL's generic plan (kept after five executions of a prepared statement) took that path, and read the
-   * whole reference for each page (0.5–0.9 s on a reference of 1,000,000 events). test/events-page-plans.test.ts
-   * holds every shape of the page to the index, under custom and generic plans.
+   * table, once walked the occurred_at index instead; its generic plan (kept after five executions of a prepared
+   * statement) estimates a reference's rows as the average reference's, and then sorts the reference's whole window
+   * rather than read it in order (0.5–0.9 s a page on a reference of 1,000,000 events; still so on the partitioned
+   * log, where the sort won by less than a per cent of its cost). So the reference is bounded by row comparisons on
+   * (reference_id, occurred_at[, id]) that imply the equality without stating it: the ORDER BY keeps its leading
+   * column, only the (reference_id, occurred_at, id) index serves it whole, and the bounds are its index
+   * conditions (docs/decisions.md, "An events page's plan").
+   *
+   * The log is partitioned by month of occurred_at (migration 0016): one plain lower bound on occurred_at — the
+   * retention cutoff or `from` — leaves the months before the page's
+   * window out of the plan (or out of its run, generic plans); each month left is one descent of its index, merged
+   * in the page's order (a Merge Append, no sort), and the read stops at the limit. One bound only: with a plain
+   * upper bound as well, a generic plan estimates the pair as a narrow range (0.5 % of the rows) and sorts again;
+   * the upper bounds (`to`) and the cursor are the row comparisons', which end or start each month's descent at
+   * once. The index holds the ids as uuid values, and the statement
+   * compares the same expressions. test/events-page-plans.test.ts holds every shape of the page to the index and to
+   * the months of its window, under custom and generic plans.
    */
   private eventPage(query: EventListQuery): Prisma.Sql {
     const from = query.from && query.from > query.notBefore ? query.from : query.notBefore;
-    const reference = query.referenceId;
-    const postgres = this.database.provider === "postgres";
-    const conditions: Prisma.Sql[] = postgres
-      ? [
-          Prisma.sql`(e."reference_id", e."occurred_at") >= (${reference}, ${from})`,
-          query.to
-            ? Prisma.sql`(e."reference_id", e."occurred_at") <= (${reference}, ${query.to})`
-            : Prisma.sql`e."reference_id" <= ${reference}`,
-        ]
-      : [Prisma.sql`e."reference_id" = ${reference}`, Prisma.sql`e."occurred_at" >= ${from}`];
-    if (query.to && !postgres) conditions.push(Prisma.sql`e."occurred_at" <= ${query.to}`);
-    if (query.types && query.types.length > 0) {
-      conditions.push(isOneOf(this.database.provider, Prisma.sql`e."type"`, query.types));
-    }
+    if (this.database.provider === "postgres") return this.postgresEventPage(query, from);
+    const conditions = [Prisma.sql`e."reference_id" = ${query.referenceId}`, Prisma.sql`e."occurred_at" >= ${from}`];
+    if (query.to) conditions.push(Prisma.sql`e."occurred_at" <= ${query.to}`);
+    if (query.types && query.types.length > 0) conditions.push(isOneOf("sqlite", Prisma.sql`e."type"`, query.types));
     const direction = Prisma.raw(query.order === "asc" ? "ASC" : "DESC");
     if (query.after) {
       const beyond = Prisma.raw(query.order === "asc" ? ">" : "<");
       const { occurredAt, id } = query.after;
       conditions.push(
-        postgres
-          ? Prisma.sql`(e."reference_id", e."occurred_at", e."id") ${beyond} (${reference}, ${occurredAt}, ${id})`
-          : Prisma.sql`(e."occurred_at" ${beyond} ${occurredAt} OR (e."occurred_at" = ${occurredAt} AND e."id" ${beyond} ${id}))`,
+        Prisma.sql`(e."occurred_at" ${beyond} ${occurredAt} OR (e."occurred_at" = ${occurredAt} AND e."id" ${beyond} ${id}))`,
       );
     }
     return Prisma.sql`
       SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
       ORDER BY e."reference_id" ${direction}, e."occurred_at" ${direction}, e."id" ${direction}
+      LIMIT ${literalLimit(query.limit)}`;
+  }
+
+  /** eventPage on PostgreSQL (see there). */
+  private postgresEventPage(query: EventListQuery, from: Date): Prisma.Sql {
+    const reference = Prisma.sql`CAST(${query.referenceId} AS UUID)`;
+    const conditions: Prisma.Sql[] = [
+      Prisma.sql`(e."reference_id"::uuid, e."occurred_at") >= (${reference}, ${from})`,
+      query.to
+        ? Prisma.sql`(e."reference_id"::uuid, e."occurred_at") <= (${reference}, ${query.to})`
+        : Prisma.sql`e."reference_id"::uuid <= ${reference}`,
+      // The months: one plain bound on the partition key (see above).
+      Prisma.sql`e."occurred_at" >= ${from}`,
+    ];
+    if (query.types && query.types.length > 0) {
+      conditions.push(isOneOf("postgres", Prisma.sql`e."type"`, query.types));
+    }
+    const direction = Prisma.raw(query.order === "asc" ? "ASC" : "DESC");
+    if (query.after) {
+      const beyond = Prisma.raw(query.order === "asc" ? ">" : "<");
+      const { occurredAt, id } = query.after;
+      // At or beyond the cursor, then not the cursor's own event: the same rows as strictly beyond it (ids are
+      // unique), but the planner estimates a row comparison by its first column alone, and `reference_id >` the
+      // page's reference leaves the reference out: a deep page of a big reference was taken for a few rows and
+      // the rest of the reference read and sorted.
+      conditions.push(
+        Prisma.sql`(e."reference_id"::uuid, e."occurred_at", e."id"::uuid) ${beyond}= (${reference}, ${occurredAt}, CAST(${id} AS UUID))`,
+        Prisma.sql`e."id"::uuid <> CAST(${id} AS UUID)`,
+      );
+    }
+    return Prisma.sql`
+      SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
+      ORDER BY e."reference_id"::uuid ${direction}, e."occurred_at" ${direction}, e."id"::uuid ${direction}
       LIMIT ${literalLimit(query.limit)}`;
   }
 
@@ -226,7 +296,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       SELECT page.* FROM "shipping_references" r
       LEFT JOIN (${this.eventPage(query)}) AS page ON page."reference_id" = r."id"
       WHERE r."id" = ${query.referenceId} AND r."organization_id" = ${organizationId}
-      ORDER BY page."occurred_at" ${direction}, page."id" ${direction}`);
+      ORDER BY page."occurred_at" ${direction}, ${this.pageId()} ${direction}`);
     if (rows.length === 0) return null;
     // `page.*` is EVENT_COLUMNS, the event's id first.
     return eventsFromValues(rows.filter((row) => row[0] !== null));
@@ -252,7 +322,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     const rows = await this.sql.values(Prisma.sql`
       SELECT ${REFERENCE_COLUMNS}, (
         SELECT json_agg(json_build_array(${EVENT_PAGE_COLUMNS})
-          ORDER BY page."occurred_at" ${direction}, page."id" ${direction})
+          ORDER BY page."occurred_at" ${direction}, ${this.pageId()} ${direction})
         FROM (${this.eventPage(query)}) AS page)
       FROM "shipping_references" r
       WHERE r."id" = ${query.referenceId} AND r."organization_id" = ${organizationId}`);
@@ -262,11 +332,20 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     return { reference: taggedReferenceFromValues(row), events: eventsFromValues(events) };
   }
 
+  /** A page's id in the page's order: as uuid on PostgreSQL, as eventPage orders it. */
+  private pageId(): Prisma.Sql {
+    return Prisma.raw(this.database.provider === "postgres" ? `page."id"::uuid` : `page."id"`);
+  }
+
   deleteEventsBefore(cutoff: Date, batchSize: number): Promise<number> {
-    // One bounded batch on both databases (neither has DELETE ... LIMIT by default).
+    // One bounded batch (SQLite has no DELETE ... LIMIT by default), found per organization through the
+    // (organization_id, occurred_at, id) index: the log has no index on occurred_at alone (migration 0016).
+    // PostgreSQL drops months instead (dropMonthsBefore).
     return this.sql.run(Prisma.sql`
       DELETE FROM "lifecycle_events" WHERE "id" IN (
-        SELECT "id" FROM "lifecycle_events" WHERE "occurred_at" < ${cutoff} LIMIT ${batchSize})`);
+        SELECT "id" FROM "lifecycle_events"
+        WHERE "organization_id" IN (SELECT "id" FROM "organizations") AND "occurred_at" < ${cutoff}
+        LIMIT ${batchSize})`);
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -278,7 +357,19 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     const positions = await this.takeLivePositions(events.length);
     let index = 0;
     for (const chunk of chunksOf(events, 8)) {
-      await this.sql.run(Prisma.sql`
+      const first = index;
+      index += chunk.length;
+      await this.intoExistingMonths(chunk, () => this.insertChunk(chunk, positions, first));
+    }
+    // As insertEvent: published once the unit of work commits (outside one, the inserts were their own commits).
+    if (this.unit) this.unit.events.push(...events);
+    else this.publishCommitted(events);
+  }
+
+  /** One multi-row INSERT of `chunk`, whose first event takes `positions[first]`. */
+  private insertChunk(chunk: readonly LifecycleEvent[], positions: readonly number[], first: number): Promise<number> {
+    let index = first;
+    return this.sql.run(Prisma.sql`
         INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
           "reference_tags", "position")
         VALUES ${Prisma.join(
@@ -289,9 +380,5 @@ export class SqlLifecycleRepository implements LifecycleRepository {
                 ${this.livePosition(positions[index++])})`,
           ),
         )}`);
-    }
-    // As insertEvent: published once the unit of work commits (outside one, the inserts were their own commits).
-    if (this.unit) this.unit.events.push(...events);
-    else this.publishCommitted(events);
   }
 }

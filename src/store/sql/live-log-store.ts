@@ -22,8 +22,13 @@ import { isOneOf } from "./value-lists.ts";
  * - PostgreSQL: the order is `(lifecycle_commits.position, lifecycle_events.position)`: the number the event's
  *   transaction took at COMMIT for its organization (migration 0006), then the event's order inside it. Numbers
  *   become visible in increasing order, so every read returns final results: no horizon, no waiting for other
- *   writers. Served by the `(organization_id, position)` index of `lifecycle_commits` and the
- *   `(organization_id, transaction_id, position)` index of `lifecycle_events`.
+ *   writers. A commit row carries the span of its events' `occurred_at` (migration 0016): each commit's events
+ *   are read, commit after commit (the `(organization_id, position)` index of `lifecycle_commits`), from the
+ *   months of that span only (the log is partitioned by month; run-time pruning on the commit's values) and
+ *   through the `(organization_id, occurred_at, id)` index over that span: an event written now is one short
+ *   range of this month's partition. The join is a LATERAL subquery behind OFFSET 0 so that it stays a loop over
+ *   commits: as a plain join, a log loaded in a few big transactions (the statistics then see few transaction
+ *   ids) was planned as a hash join over every partition of the log.
  */
 
 const MAX_SEQUENCE = 9_223_372_036_854_775_807n;
@@ -115,7 +120,9 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
   }
 
   async findPosition(organizationId: string, eventId: string): Promise<LogPosition | null> {
-    const [row] = await this.read([this.inOrganizations([organizationId]), Prisma.sql`e."id" = ${eventId}`], 1);
+    // On PostgreSQL the log's ids are indexed as uuid values (migration 0016).
+    const id = this.postgres ? Prisma.sql`e."id"::uuid = CAST(${eventId} AS UUID)` : Prisma.sql`e."id" = ${eventId}`;
+    const [row] = await this.read([this.inOrganizations([organizationId]), id], 1);
     return row?.position ?? null;
   }
 
@@ -130,8 +137,12 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
     return this.postgres
       ? Prisma.sql`
             SELECT ${COLUMNS}, c."position" AS "commit_position" FROM "lifecycle_commits" c
-            JOIN "lifecycle_events" e
-              ON e."organization_id" = c."organization_id" AND e."transaction_id" = c."transaction_id"
+            CROSS JOIN LATERAL (
+              SELECT e.* FROM "lifecycle_events" e
+              WHERE e."organization_id"::uuid = c."organization_id"::uuid
+                AND e."occurred_at" BETWEEN c."first_occurred_at" AND c."last_occurred_at"
+                AND e."transaction_id" = c."transaction_id"
+              OFFSET 0) AS e
             WHERE ${where} ORDER BY c."position", e."position" LIMIT ${limit}`
       : Prisma.sql`
             SELECT ${COLUMNS}, 0 AS "commit_position" FROM "lifecycle_events" e
@@ -140,7 +151,9 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
 
   /** Strictly after `position` in live order (SQLite has no commit number: it is always 0 there). */
   private after(position: LogPosition): Prisma.Sql {
-    if (!this.postgres) return Prisma.sql`e."position" > ${position.sequence}`;
+    // SQLite: transaction_id is always 0 there; stated, it lets the (transaction_id, position) indexes give the
+    // live order (without it, a read sorted the whole log, or the whole organization).
+    if (!this.postgres) return Prisma.sql`e."transaction_id" = 0 AND e."position" > ${position.sequence}`;
     return Prisma.sql`c."position" >= ${position.commit}
       AND (c."position" > ${position.commit} OR e."position" > ${position.sequence})`;
   }

@@ -144,7 +144,7 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       SELECT k."id", k."key_hash", k."organization_id", k."trusted_documents_only", COALESCE(v."version", 0) AS "data_version",
         k."budget_maximum", k."budget_restore_rate",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
-         WHERE e."organization_id" = k."organization_id" AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
+         WHERE ${this.eventOrganization()} AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
       WHERE ${isOneOf(this.database.provider, Prisma.sql`k."key_hash"`, keyHashes)} AND k."revoked_at" IS NULL`);
     return rows.map((row) => ({
@@ -173,6 +173,17 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       UPDATE "api_keys" SET "trusted_documents_only" = ${trustedDocumentsOnly} WHERE "id" = ${id}
       RETURNING ${API_KEY_COLUMNS}`);
     return row ? apiKeyFromRow(row) : null;
+  }
+
+  /**
+   * The log's row `e` is of the organization of `k`. On PostgreSQL as the (organization_id, occurred_at, id)
+   * index holds it, a uuid value (migration 0016): the oldest visible event is that index's first entry in the
+   * oldest month that has one.
+   */
+  private eventOrganization(): Prisma.Sql {
+    return this.database.provider === "postgres"
+      ? Prisma.sql`e."organization_id"::uuid = k."organization_id"::uuid`
+      : Prisma.sql`e."organization_id" = k."organization_id"`;
   }
 
   private assertInTransaction(method: string): void {

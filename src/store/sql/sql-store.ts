@@ -29,6 +29,7 @@ import {
 } from "./endpoint-start-gate.ts";
 import { SqlWebhookEndpointRepository } from "./webhook-endpoint-repository.ts";
 import { isTransactionConflict, retryDelayMs, UNIT_ATTEMPTS } from "./unit-retry.ts";
+import { ensureLogMonths, MissingLogMonthError } from "./log-months.ts";
 
 /*
  * The only implementation of the domain's Store: the unit of work, and the repositories it hands out (one per
@@ -171,7 +172,8 @@ export class SqlStore implements Store {
    * Runs `work` in a transaction; a unit inside a unit is part of it. A unit the database aborted to let another
    * go on (a deadlock, a serialization failure: unit-retry.ts) runs again, up to UNIT_ATTEMPTS times in all,
    * after a short randomized wait; then it fails with ContendedUnitError, which callers answer 503 with
-   * Retry-After. Running it again is safe because nothing of a unit leaves it before the commit: its events go
+   * Retry-After. A unit that met a month of the log with no partition yet (PostgreSQL, log-months.ts) runs again
+   * once the month is made. Running it again is safe because nothing of a unit leaves it before the commit: its events go
    * to the listeners after the commit (a fresh list per attempt), its webhook deliveries are outbox rows of the
    * transaction, an Idempotency-Key's record is written around the request, not inside its unit, and the
    * services' units change nothing outside the store they are handed (Store.transaction says so).
@@ -199,6 +201,11 @@ export class SqlStore implements Store {
         this.publishCommitted(unit.events, { queuedDeliveries: unit.deliveriesQueued > 0 });
         return result;
       } catch (error) {
+        if (error instanceof MissingLogMonthError && attempt < UNIT_ATTEMPTS) {
+          // An event far from now, whose month the log had no partition for: made outside the lost transaction.
+          await ensureLogMonths(this.database, error.instants);
+          continue;
+        }
         if (!isTransactionConflict(error)) throw error;
         const outcome = attempt < UNIT_ATTEMPTS ? "retried" : "gave_up";
         for (const listener of this.contendedListeners) listener(outcome);

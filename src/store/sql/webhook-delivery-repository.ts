@@ -110,7 +110,7 @@ export class SqlWebhookDeliveryRepository {
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
         "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
-        "ordering_key" = ${orderingKeyWhenSentAgain()}
+        "ordering_key" = ${orderingKeyWhenSentAgain(this.provider)}
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);
     return row ? toDeliveryFromColumns(row) : null;

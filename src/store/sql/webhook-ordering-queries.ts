@@ -1,3 +1,4 @@
+import type { DatabaseProvider } from "../database.ts";
 import { Prisma } from "./sql-template.ts";
 
 /*
@@ -26,8 +27,19 @@ export function pendingPredecessorIsAbsent(alias: string): Prisma.Sql {
  * its reference's order again (migration 0014's triggers): it waits behind an earlier pending delivery and holds
  * back the later ones that are pending, so it goes out before them; with none of those, it goes out at once.
  */
-export function orderingKeyWhenSentAgain(): Prisma.Sql {
+export function orderingKeyWhenSentAgain(provider: DatabaseProvider): Prisma.Sql {
   return Prisma.sql`(SELECT e."reference_id" FROM "lifecycle_events" e
     JOIN "webhook_endpoints" w ON w."id" = "webhook_deliveries"."endpoint_id" AND w."ordering" = 'reference'
-    WHERE e."id" = "webhook_deliveries"."event_id")`;
+    WHERE ${eventOfDelivery(provider)})`;
+}
+
+/**
+ * The row `e` of "lifecycle_events" is the event of the "webhook_deliveries" row being written. On PostgreSQL the
+ * log's ids are indexed as uuid values (migration 0016), so they are compared as such; event ids are UUIDs (test
+ * events' included).
+ */
+export function eventOfDelivery(provider: DatabaseProvider): Prisma.Sql {
+  return provider === "postgres"
+    ? Prisma.sql`e."id"::uuid = CAST("webhook_deliveries"."event_id" AS UUID)`
+    : Prisma.sql`e."id" = "webhook_deliveries"."event_id"`;
 }

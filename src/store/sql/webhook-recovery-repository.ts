@@ -14,7 +14,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { toDate, toNullableDate } from "./rows.ts";
 import type { SqlExecutor } from "./executor.ts";
-import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
+import { eventOfDelivery, orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -142,7 +142,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
     return this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
         "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
-        "ordering_key" = ${orderingKeyWhenSentAgain()}
+        "ordering_key" = ${orderingKeyWhenSentAgain(this.provider)}
       WHERE ${recoverable(endpointId, window, at)}`);
   }
 
@@ -157,14 +157,22 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
     after: LogPosition | null,
     limit: number,
   ): Promise<LifecycleEvent[]> {
-    const keyset = after
-      ? Prisma.sql`AND (e."occurred_at" > ${after.occurredAt} OR (e."occurred_at" = ${after.occurredAt} AND e."id" > ${after.id}))`
-      : Prisma.empty;
+    // PostgreSQL: the ids as uuid values, as the (organization_id, occurred_at, id) index holds them (migration
+    // 0016); the order is the partition key's, so the months are read one after the other from the cursor's.
+    const postgres = this.provider === "postgres";
+    const id = Prisma.raw(postgres ? `e."id"::uuid` : `e."id"`);
+    let keyset = Prisma.empty;
+    if (after && postgres) {
+      keyset = Prisma.sql`AND (e."occurred_at", ${id}) > (${after.occurredAt}, CAST(${after.id} AS UUID))
+        AND e."occurred_at" >= ${after.occurredAt}`;
+    } else if (after) {
+      keyset = Prisma.sql`AND (e."occurred_at" > ${after.occurredAt} OR (e."occurred_at" = ${after.occurredAt} AND e."id" > ${after.id}))`;
+    }
     const rows = await this.sql.all<EventRow>(Prisma.sql`
       SELECT e."id", e."organization_id", e."reference_id", e."type", e."occurred_at", e."detail", e."reference_tags"
       FROM "lifecycle_events" e
       WHERE ${this.selected(selection)} ${keyset}
-      ORDER BY e."occurred_at", e."id"
+      ORDER BY e."occurred_at", ${id}
       LIMIT ${limit}`);
     return rows.map(eventFromRow);
   }
@@ -192,7 +200,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
   async requeueForReplay(deliveryIds: readonly string[], at: Date, ordered: boolean): Promise<void> {
     if (deliveryIds.length === 0) return;
     const orderingKey = ordered
-      ? Prisma.sql`(SELECT e."reference_id" FROM "lifecycle_events" e WHERE e."id" = "webhook_deliveries"."event_id")`
+      ? Prisma.sql`(SELECT e."reference_id" FROM "lifecycle_events" e WHERE ${eventOfDelivery(this.provider)})`
       : Prisma.sql`NULL`;
     // A delivery in flight is sent again once its request's lease has ended (a lease outlasts its request), not
     // beside it: its webhook-id never has two requests at once.
@@ -293,7 +301,12 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
                 WHERE ${isOneOf(this.provider, Prisma.sql`json_extract(snapshot."value", '$.id')`, ids)})`;
       }
     }
-    return Prisma.sql`e."organization_id" = ${selection.organizationId}
+    // PostgreSQL's (organization_id, occurred_at, id) index holds the ids as uuid values (migration 0016).
+    const organization =
+      this.provider === "postgres"
+        ? Prisma.sql`e."organization_id"::uuid = CAST(${selection.organizationId} AS UUID)`
+        : Prisma.sql`e."organization_id" = ${selection.organizationId}`;
+    return Prisma.sql`${organization}
       AND e."occurred_at" >= ${selection.since} AND e."occurred_at" < ${selection.until} ${types} ${tags}`;
   }
 }

@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import pg from "pg";
+import { newId } from "../src/domain/shared/ids.ts";
+import { ManualClock, startTestServices, type TestServices } from "./support/test-server.ts";
+
+/*
+ * PostgreSQL's lifecycle log partitioned by month (migration 0016; docs/decisions.md, "The log partitioned by
+ * month"): events land in their month's partition, at its edges, in a month made ahead and in one made on demand;
+ * rows written straight into the log (the seven columns only) in a month made by hand get their live positions;
+ * retention drops whole months found by their bounds, while writers and readers go on.
+ */
+
+const OUTCOME = { status: "succeeded" };
+
+describe("the lifecycle log's months on PostgreSQL", () => {
+  const clock = new ManualClock(new Date("2026-11-22T12:00:00.000Z"));
+  let test: TestServices;
+  let client: pg.Client;
+  let organizationId: string;
+
+  beforeAll(async () => {
+    test = await startTestServices("postgres", clock);
+    ({
+      organization: { id: organizationId },
+    } = await test.services.organizations.createOrganization("months"));
+    client = new pg.Client({ connectionString: test.database.url });
+    await client.connect();
+  }, 60_000);
+
+  afterAll(async () => {
+    await client?.end();
+    await test?.close();
+  });
+
+  /** The month (its partition's lower bound, ISO) each event of the reference is stored in, oldest first. */
+  async function monthsOfEvents(referenceId: string): Promise<{ type: string; month: string }[]> {
+    const { rows } = await client.query<{ type: string; month: Date }>(
+      `SELECT e."type", m."starts_at" AS "month" FROM "lifecycle_events" e
+       JOIN "lifecycle_events_months"() m ON m."partition" = e."tableoid"::regclass
+       WHERE e."reference_id" = $1 ORDER BY e."occurred_at", e."id"`,
+      [referenceId],
+    );
+    return rows.map((row) => ({ type: row.type, month: `${row.month.getFullYear()}-${row.month.getMonth() + 1}` }));
+  }
+
+  async function newReference(): Promise<string> {
+    const reference = await test.services.references.createReference(organizationId, {
+      bookingNumber: `MONTH${newId().slice(-8)}`,
+      carrierCode: "MAEU",
+    });
+    return reference.id;
+  }
+
+  it("stores an event at a month's first and last millisecond, in a month made ahead, and one made on demand", async () => {
+    clock.set("2026-11-22T12:00:00.000Z");
+    await test.services.lifecycleLog.prepareMonths();
+    const { rows: ahead } = await client.query<{ n: string }>(
+      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = '2027-01-01'`,
+    );
+    expect(Number(ahead[0]!.n)).toBe(1);
+    const { rows: missing } = await client.query<{ n: string }>(
+      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = '2027-02-01'`,
+    );
+    expect(Number(missing[0]!.n)).toBe(0);
+
+    clock.set("2026-12-31T23:59:59.999Z");
+    const referenceId = await newReference();
+    clock.set("2027-01-01T00:00:00.000Z");
+    await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
+    clock.set("2027-01-31T23:59:59.999Z");
+    await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
+    // February 2027 has no partition yet: the unit of work makes it and runs again.
+    clock.set("2027-02-01T00:00:00.000Z");
+    await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
+
+    expect(await monthsOfEvents(referenceId)).toEqual([
+      { type: "reference_created", month: "2026-12" },
+      { type: "extraction_succeeded", month: "2027-1" },
+      { type: "extraction_succeeded", month: "2027-1" },
+      { type: "extraction_succeeded", month: "2027-2" },
+    ]);
+    const page = await test.services.lifecycleLog.listEvents(organizationId, referenceId, { limit: 10 });
+    expect(page.items.map((event) => event.occurredAt.toISOString())).toEqual([
+      "2026-12-31T23:59:59.999Z",
+      "2027-01-01T00:00:00.000Z",
+      "2027-01-31T23:59:59.999Z",
+      "2027-02-01T00:00:00.000Z",
+    ]);
+  });
+
+  it("gives rows written straight in a month made by hand their live order, and drops that month by its bounds", async () => {
+    clock.set("2026-11-22T12:00:00.000Z");
+    const referenceId = await newReference();
+    // As an import would: a partition under a name of its own, the seven columns only.
+    await client.query(
+      `CREATE TABLE "imported_2025_01" PARTITION OF "lifecycle_events" FOR VALUES FROM ('2025-01-01') TO ('2025-02-01')`,
+    );
+    await client.query(
+      `INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
+         "reference_tags")
+       SELECT gen_random_uuid()::text, $1, $2, 'extraction_succeeded', TIMESTAMP '2025-01-10' + n * interval '1 hour',
+         '{}', '[]'
+       FROM generate_series(1, 3) AS n`,
+      [organizationId, referenceId],
+    );
+    const { rows: events } = await client.query<{ position: string | null; transaction_id: string | null }>(
+      `SELECT "position", "transaction_id" FROM "imported_2025_01"`,
+    );
+    expect(events).toHaveLength(3);
+    for (const event of events) {
+      expect(event.position).not.toBeNull();
+      expect(event.transaction_id).not.toBeNull();
+    }
+    const { rows: commits } = await client.query<{ first_occurred_at: Date; last_occurred_at: Date }>(
+      `SELECT c."first_occurred_at", c."last_occurred_at" FROM "lifecycle_commits" c
+       WHERE c."transaction_id" = $1 AND c."organization_id" = $2`,
+      [events[0]!.transaction_id, organizationId],
+    );
+    expect(commits).toHaveLength(1);
+
+    // 2026-11-22 minus 18 months: January 2025 is wholly past.
+    const pruned = await test.services.lifecycleLog.pruneExpiredEvents();
+    expect(pruned).toBeGreaterThanOrEqual(3);
+    const { rows: left } = await client.query<{ present: boolean }>(
+      `SELECT to_regclass('"imported_2025_01"') IS NOT NULL AS "present"`,
+    );
+    expect(left[0]!.present).toBe(false);
+    const { rows: commitsLeft } = await client.query(
+      `SELECT 1 FROM "lifecycle_commits" WHERE "transaction_id" = $1 AND "organization_id" = $2`,
+      [events[0]!.transaction_id, organizationId],
+    );
+    expect(commitsLeft).toHaveLength(0);
+  });
+
+  it("prunes whole months while writers and readers run: no error, nothing acknowledged lost", async () => {
+    clock.set("2026-11-22T12:00:00.000Z");
+    const written = await newReference();
+    const old = await newReference();
+    // Four months past retention, 5,000 events each.
+    for (const month of ["2024-11-01", "2024-12-01", "2025-01-01", "2025-02-01"]) {
+      await client.query(`SELECT "lifecycle_events_ensure_month"($1::timestamp(3))`, [month]);
+      await client.query(
+        `INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
+           "reference_tags")
+         SELECT gen_random_uuid()::text, $1, $2, 'extraction_succeeded',
+           $3::timestamp(3) + n * interval '5 minutes', '{}', '[]'
+         FROM generate_series(1, 5000) AS n`,
+        [organizationId, old, month],
+      );
+    }
+    let pruning = true;
+    const errors: unknown[] = [];
+    let acknowledged = 0;
+    const writer = async () => {
+      while (pruning) {
+        await test.services.referenceTracking.recordExtraction(organizationId, written, OUTCOME);
+        acknowledged += 1;
+      }
+    };
+    const reader = async () => {
+      while (pruning) {
+        await test.services.lifecycleLog.listEvents(organizationId, written, { limit: 20, order: "desc" });
+      }
+    };
+    const running = [writer(), writer(), reader(), reader()].map((work) =>
+      work.catch((error: unknown) => {
+        errors.push(error);
+      }),
+    );
+    // Each side has done something before the prune starts.
+    while (acknowledged < 4) await new Promise((resolve) => setImmediate(resolve));
+    const pruned = await test.services.lifecycleLog.pruneExpiredEvents();
+    pruning = false;
+    await Promise.all(running);
+
+    expect(errors).toEqual([]);
+    expect(pruned).toBeGreaterThanOrEqual(20_000);
+    const { rows } = await client.query<{ type: string; n: string }>(
+      `SELECT "reference_id" AS "type", COUNT(*) AS "n" FROM "lifecycle_events"
+       WHERE "reference_id" = ANY($1) AND "type" = 'extraction_succeeded' GROUP BY "reference_id"`,
+      [[written, old]],
+    );
+    expect(rows.map((row) => [row.type, Number(row.n)])).toEqual([[written, acknowledged]]);
+  }, 120_000);
+});
