@@ -93,7 +93,8 @@ describe("migrating a PostgreSQL log with events to the partitioned layout", () 
     expect(before).toHaveLength(2 * EVENTS);
     expect(commitsBefore).toHaveLength(3);
     const result = await migrateDatabase(url);
-    expect(result.applied).toEqual(["0016_partitioned_log"]);
+    // The later migrations too: this one is the first of those pending.
+    expect(result.applied[0]).toBe("0016_partitioned_log");
 
     const after = (
       await client.query<Row>(
