@@ -206,7 +206,9 @@ class PostgresWriter implements BulkWriter {
       [tables],
     );
     for (const row of rows) await this.client.query(`DROP INDEX "${row.name}"`);
-    return rows.map((row) => row.definition);
+    // A partitioned table's index reads back as `ON ONLY` (the parent's index alone, invalid until each partition
+    // has its own): rebuilt that way, the partitions would be left with no index. `ON` builds every partition's.
+    return rows.map((row) => row.definition.replace(" ON ONLY ", " ON "));
   }
 
   async runDeferredTriggers(): Promise<void> {
