@@ -1,3 +1,5 @@
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import type { ChannelModel } from "amqplib";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -94,6 +96,12 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       // The same bytes everywhere; each webhook-id is its endpoint's delivery id; JetStream deduplicates by it.
       expect(consumed!.body).toBe(sent!.body);
       expect(published!.body).toBe(sent!.body);
+      // Each message's body validates against the event catalog's published schema of its type (strict ajv).
+      const catalog = await http(server, "GET", "/v1/event-types");
+      const entry = catalog.body.data.find((item: { type: string }) => item.type === "reference_created");
+      const addFormatsPlugin = addFormats as unknown as (ajv: Ajv2020) => Ajv2020;
+      const validate = addFormatsPlugin(new Ajv2020({ strict: true, allowUnionTypes: true })).compile(entry.schema);
+      for (const message of [consumed!, published!]) expect(validate(JSON.parse(message.body))).toBe(true);
       expect(consumed!.headers["content-type"]).toBe("application/json");
       expect(published!.headers["content-type"]).toBe("application/json");
       const [rabbitDelivery] = await listDeliveries(server, rabbitEndpoint.id);
