@@ -4,13 +4,13 @@ import type {
   DocumentNode,
   FragmentDefinitionNode,
   GraphQLSchema,
+  ParseOptions,
   SelectionSetNode,
   ValidationContext,
   ValidationRule,
 } from "graphql";
 import { maxAliasesRule } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthRule } from "@escape.tech/graphql-armor-max-depth";
-import type { ParseOptions } from "graphql";
 import { createComplexityRule, type ComplexityEstimator } from "graphql-query-complexity";
 import type { Config } from "../config.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
@@ -373,10 +373,8 @@ export function operationCostPlugin<Context extends OperationCostContext>(
       return {
         async didResolveOperation({ schema, document, request, contextValue }) {
           let checks = passedByDocument.get(document);
-          if (!checks) {
-            checks = { variables: costVariables(document), passed: new Map() };
-            passedByDocument.set(document, checks);
-          }
+          if (!checks)
+            passedByDocument.set(document, (checks = { variables: costVariables(document), passed: new Map() }));
           const variables = request.variables ?? {};
           // An absent variable takes its definition's default, an explicit null does not: the key tells them apart.
           const values = checks.variables.map((name) => (Object.hasOwn(variables, name) ? [variables[name]] : []));

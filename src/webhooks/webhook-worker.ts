@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
 import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
 import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
+import { DeliverySlots } from "./delivery-slots.ts";
 import { OutcomeRecorder } from "./outcome-recorder.ts";
 import type { WebhookMetrics } from "./webhook-metrics.ts";
 import { outgoingDelivery, type DeliveryTransport } from "./destinations/delivery-transport.ts";
@@ -83,14 +84,10 @@ interface InFlight {
 export class WebhookWorker {
   /** This instance's name: its claims' lease tokens in `lease_owner` start with it. */
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  /** Requests begun, until their outcome is recorded too. */
   private readonly inFlight = new Map<string, InFlight>();
-  /** Requests in flight per endpoint. */
-  private readonly perEndpoint = new Map<string, number>();
-  /** Claimed deliveries not started yet, per endpoint, oldest first (a Map keeps the round-robin order). */
-  private readonly waiting = new Map<string, ClaimedDelivery[]>();
-  private waitingCount = 0;
-  /** Requests on the wire (an entry of `inFlight` stays until its outcome is recorded too). */
-  private sending = 0;
+  /** Claimed deliveries waiting to start, and the slots of the requests on the wire. */
+  private readonly slots: DeliverySlots;
   private pumping: Promise<void> | null = null;
   private wokenWhilePumping = false;
   /** The pump was started by `wake()` (something may have fallen due), not only by answers freeing slots. */
@@ -123,6 +120,7 @@ export class WebhookWorker {
     private readonly log: FastifyBaseLogger,
     private readonly options: WebhookWorkerOptions,
   ) {
+    this.slots = new DeliverySlots(options.concurrency, options.concurrencyPerEndpoint);
     this.outcomes = new OutcomeRecorder(deliveries, clock, log, {
       isDatabaseUnavailable: options.isDatabaseUnavailable,
       inFlight: () => this.inFlight.size,
@@ -199,10 +197,7 @@ export class WebhookWorker {
     this.outcomes.stop();
     await this.pumping;
     await Promise.all(this.checks);
-    const notStarted = [...this.waiting.values()].flat();
-    this.waiting.clear();
-    this.waitingCount = 0;
-    await this.handBack(notStarted, false);
+    await this.handBack(this.slots.takeAllWaiting(), false);
     const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
     let graceTimer: NodeJS.Timeout | undefined;
     await Promise.race([all(), new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)))]);
@@ -220,38 +215,25 @@ export class WebhookWorker {
       // Answered requests whose outcomes are still being recorded hold no slot: counting them against the claim
       // left the slots idle while a batch of outcomes was on its way to the database. A database that records
       // more slowly than the requests come back still slows the claims down: past the limit nothing is claimed.
-      const unrecorded = this.inFlight.size - this.sending;
+      const unrecorded = this.inFlight.size - this.slots.sending;
       if (unrecorded > MAX_UNRECORDED_FACTOR * this.options.concurrency || this.stopped) return;
       const ahead = (CLAIM_AHEAD_FACTOR + 1) * this.options.concurrency;
       const perEndpointAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerEndpoint;
-      const capacity = ahead - this.sending - this.waitingCount;
+      const capacity = ahead - this.slots.held;
       if (capacity <= 0) return;
-      const limits = new Map<string, number>();
-      let refillDue = false;
-      for (const endpointId of new Set([...this.perEndpoint.keys(), ...this.waiting.keys()])) {
-        const waiting = this.waiting.get(endpointId)?.length ?? 0;
-        const room = perEndpointAhead - (this.perEndpoint.get(endpointId) ?? 0) - waiting;
-        limits.set(endpointId, room);
-        if (room > 0 && waiting < REFILL_BELOW_ROUNDS * this.options.concurrencyPerEndpoint) refillDue = true;
-      }
-      // Every request answered: the endpoints it sent to are no longer known, and may have more.
-      if (limits.size === 0) refillDue = true;
+      const { limits, room, refillDue } = this.slots.claimRoom(
+        perEndpointAhead,
+        REFILL_BELOW_ROUNDS * this.options.concurrencyPerEndpoint,
+      );
       if (!fromOutside && !refillDue && this.drained) return;
       // A refill of known endpoints asks for their room only: the claim's candidate window is a multiple of what
       // it asks for, and a wider one would only read further into the same endpoints' backlogs.
-      let room = 0;
-      for (const left of limits.values()) room += Math.max(0, left);
       const refillOnly = !fromOutside && this.drained && limits.size > 0;
       const limit = refillOnly ? Math.min(capacity, room) : capacity;
       const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead);
       if (claimed.length === 0) this.drained = true;
       if (claimed.some((item) => item.throttleWindow !== null)) this.wakeAtNextThrottleWindow();
-      for (const delivery of claimed) {
-        const queue = this.waiting.get(delivery.delivery.endpointId);
-        if (queue) queue.push(delivery);
-        else this.waiting.set(delivery.delivery.endpointId, [delivery]);
-      }
-      this.waitingCount += claimed.length;
+      this.slots.enqueue(claimed);
       this.startWaiting();
       if (claimed.length === 0 && !this.wokenWhilePumping) return;
     }
@@ -266,28 +248,13 @@ export class WebhookWorker {
       this.startAgain = true;
       return;
     }
-    const expired: ClaimedDelivery[] = [];
-    const round: ClaimedDelivery[] = [];
-    let started = true;
-    while (started && this.sending < this.options.concurrency && !this.stopped) {
-      started = false;
-      for (const [endpointId, queue] of this.waiting) {
-        if (this.sending >= this.options.concurrency) break;
-        if ((this.perEndpoint.get(endpointId) ?? 0) >= this.options.concurrencyPerEndpoint) continue;
-        const next = queue.shift()!;
-        this.waitingCount--;
-        // Moved to the back: the next round starts with the endpoints that did not get a slot in this one.
-        this.waiting.delete(endpointId);
-        if (queue.length > 0) this.waiting.set(endpointId, queue);
-        const leaseLeft = (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime();
-        if (leaseLeft < this.options.timeoutMs + LEASE_MARGIN_MS) expired.push(next);
-        else {
-          this.takeSlot(endpointId);
-          round.push(next);
-        }
-        started = true;
-      }
-    }
+    if (this.stopped) return;
+    // A delivery whose lease would not outlast its request is handed back instead.
+    const { round, refused: expired } = this.slots.takeRound(
+      (next) =>
+        (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime() >=
+        this.options.timeoutMs + LEASE_MARGIN_MS,
+    );
     if (round.length > 0) this.startRound(round);
     if (expired.length > 0) void this.handBack(expired, false);
   }
@@ -329,24 +296,12 @@ export class WebhookWorker {
         if (begun)
           return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
         this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
-        for (const claimed of round) this.giveSlotBack(claimed.delivery.endpointId);
+        for (const claimed of round) this.slots.giveSlotBack(claimed.delivery.endpointId);
         checked();
         void this.handBack(round, true);
       })
       .finally(() => this.checks.delete(check));
     this.checks.add(check);
-  }
-
-  private takeSlot(endpointId: string): void {
-    this.perEndpoint.set(endpointId, (this.perEndpoint.get(endpointId) ?? 0) + 1);
-    this.sending++;
-  }
-
-  private giveSlotBack(endpointId: string): void {
-    this.sending--;
-    const left = (this.perEndpoint.get(endpointId) ?? 1) - 1;
-    if (left > 0) this.perEndpoint.set(endpointId, left);
-    else this.perEndpoint.delete(endpointId);
   }
 
   /** Sends a delivery in the slot `startWaiting` took for it. */
@@ -358,7 +313,7 @@ export class WebhookWorker {
     const releaseEndpointSlot = () => {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
-      this.giveSlotBack(endpointId);
+      this.slots.giveSlotBack(endpointId);
       this.startWaiting();
       this.wakeSoon();
     };
