@@ -198,6 +198,7 @@ export async function buildApp({
     log: http.log,
     commitSignals,
     isDatabaseUnavailable: isDatabaseUnavailableError,
+    readsWaiting: () => readAdmission.readsWaiting > 0,
     tracer,
   });
 
