@@ -46,6 +46,11 @@ export interface Config {
   /** How often the server deletes events past retention; 0 turns the job off (use `reftrail prune`). */
   readonly retentionPruneIntervalMs: number;
   /**
+   * PostgreSQL: how often each instance looks for tables that autovacuum leaves alone and that need a vacuum or an
+   * analyze (src/store/sql/table-upkeep.ts); 0 turns the looks off.
+   */
+  readonly vacuumCheckIntervalMs: number;
+  /**
    * The AES-256-GCM key that encrypts webhook signing secrets at rest (WEBHOOK_SECRET_KEY); null when unset:
    * then `loadWebhookSecretKey` refuses in production and reads or creates `webhookSecretKeyFile` otherwise.
    */
@@ -205,6 +210,10 @@ export function loadConfig(
       env.RETENTION_PRUNE_INTERVAL === "0"
         ? 0
         : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
+    vacuumCheckIntervalMs:
+      env.VACUUM_CHECK_INTERVAL === "0" || env.VACUUM_CHECK_INTERVAL === "off"
+        ? 0
+        : parseDuration(env.VACUUM_CHECK_INTERVAL ?? "10s", "VACUUM_CHECK_INTERVAL"),
     webhookSecretKey,
     webhookSecretKeyFile: developmentKeyFile(databaseUrl),
     webhookAllowedCidrs: cidrs
