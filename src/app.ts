@@ -31,6 +31,7 @@ import type { Database } from "./store/database.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SecretCipher } from "./store/secret-cipher.ts";
 import { SqlWebhookEndpointRepository } from "./store/sql/webhook-endpoint-repository.ts";
+import { TableUpkeep } from "./store/sql/table-upkeep.ts";
 import { startWebhookWorker } from "./webhooks/webhook-runtime.ts";
 import { startTracing, type SpanDestination } from "./tracing/tracing.ts";
 import { traceHttpRequests } from "./tracing/http-spans.ts";
@@ -187,6 +188,12 @@ export async function buildApp({
   // ahead; a month still missing is made by the insert that needs it).
   await services.lifecycleLog.prepareMonths();
   const stopRetentionJob = startRetentionJob(services, idempotency, config, clock, http);
+  // PostgreSQL without autovacuum: the server vacuums the tables it churns itself (src/store/sql/table-upkeep.ts).
+  const tableUpkeep =
+    database.provider === "postgres"
+      ? new TableUpkeep(database.url, config.vacuumCheckIntervalMs, http.log.child({ component: "vacuum" }))
+      : null;
+  tableUpkeep?.start();
   // Replays left by a stopped or dead instance are resumed by the instances that do webhook work in the background
   // (an instance with WEBHOOK_WORKER=off still schedules the replays it is asked for).
   if (config.webhookWorkerEnabled) services.webhookRecovery.start();
@@ -198,6 +205,7 @@ export async function buildApp({
     log: http.log,
     commitSignals,
     isDatabaseUnavailable: isDatabaseUnavailableError,
+    readsWaiting: () => readAdmission.readsWaiting > 0,
     tracer,
   });
 
@@ -206,6 +214,7 @@ export async function buildApp({
     services,
     async close() {
       stopRetentionJob();
+      await tableUpkeep?.stop();
       // Before the database closes: requests in flight finish (or give their leases back).
       await services.webhookRecovery.stop();
       await stopWebhookWorker();

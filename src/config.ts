@@ -46,6 +46,11 @@ export interface Config {
   /** How often the server deletes events past retention; 0 turns the job off (use `reftrail prune`). */
   readonly retentionPruneIntervalMs: number;
   /**
+   * PostgreSQL: how often each instance looks for tables that autovacuum leaves alone and that need a vacuum or an
+   * analyze (src/store/sql/table-upkeep.ts); 0 turns the looks off.
+   */
+  readonly vacuumCheckIntervalMs: number;
+  /**
    * The AES-256-GCM key that encrypts webhook signing secrets at rest (WEBHOOK_SECRET_KEY); null when unset:
    * then `loadWebhookSecretKey` refuses in production and reads or creates `webhookSecretKeyFile` otherwise.
    */
@@ -162,6 +167,8 @@ export function loadConfig(
         : parseInteger(env, "RATE_LIMIT_PER_MINUTE", 600, 1);
   const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? (isProduction ? "" : "127.0.0.0/8,::1/128");
   const schedule = env.WEBHOOK_RETRY_SCHEDULE ?? "0s,5s,5m,30m,2h,5h,10h,10h";
+  // Off by default in tests: a vacuum's ANALYZE between a test's own ANALYZE and its EXPLAIN would change plans.
+  const vacuumCheck = env.VACUUM_CHECK_INTERVAL ?? (nodeEnv === "test" ? "off" : "10s");
   const webhookTimeoutMs = parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT");
   const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "30s", "WEBHOOK_LEASE");
   // A lease shorter than a request could expire while the request is still running, and a second instance
@@ -205,6 +212,8 @@ export function loadConfig(
       env.RETENTION_PRUNE_INTERVAL === "0"
         ? 0
         : parseDuration(env.RETENTION_PRUNE_INTERVAL ?? "1h", "RETENTION_PRUNE_INTERVAL"),
+    vacuumCheckIntervalMs:
+      vacuumCheck === "0" || vacuumCheck === "off" ? 0 : parseDuration(vacuumCheck, "VACUUM_CHECK_INTERVAL"),
     webhookSecretKey,
     webhookSecretKeyFile: developmentKeyFile(databaseUrl),
     webhookAllowedCidrs: cidrs

@@ -77,6 +77,11 @@ export class ReadAdmissionGate {
     }
   }
 
+  /** Reads waiting for admission now (the webhook worker's backlog yields to them: src/webhooks/reads-first.ts). */
+  get readsWaiting(): number {
+    return this.admission.queued;
+  }
+
   /** Holds REST reads (call before the routes are registered), and hears of the connections accepted. */
   register(app: FastifyInstance): void {
     app.server.on("connection", () => this.admission.connectionAccepted());

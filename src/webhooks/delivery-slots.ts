@@ -67,27 +67,33 @@ export class DeliverySlots {
   }
 
   /**
-   * Takes waiting deliveries, one endpoint after the other, while slots are free. Those `startable` accepts take
-   * a slot and make the round; the others leave the queue as `refused`, without a slot.
+   * Takes waiting deliveries, one endpoint after the other, while slots are free. An endpoint whose next delivery
+   * `holds` is passed over this time (its queue kept as it is, `held` says so); those `startable` accepts take a
+   * slot and make the round; the others leave the queue as `refused`, without a slot.
    */
-  takeRound(startable: (claimed: ClaimedDelivery) => boolean): {
-    round: ClaimedDelivery[];
-    refused: ClaimedDelivery[];
-  } {
+  takeRound(rules: {
+    readonly holds: (next: ClaimedDelivery) => boolean;
+    readonly startable: (next: ClaimedDelivery) => boolean;
+  }): { round: ClaimedDelivery[]; refused: ClaimedDelivery[]; held: boolean } {
     const round: ClaimedDelivery[] = [];
     const refused: ClaimedDelivery[] = [];
+    let held = false;
     let took = true;
     while (took && this.sendingCount < this.concurrency) {
       took = false;
       for (const [endpointId, queue] of this.waiting) {
         if (this.sendingCount >= this.concurrency) break;
         if ((this.sendingPerEndpoint.get(endpointId) ?? 0) >= this.concurrencyPerEndpoint) continue;
+        if (rules.holds(queue[0]!)) {
+          held = true;
+          continue;
+        }
         const next = queue.shift()!;
         this.waitingCount--;
         // Moved to the back: the next round starts with the endpoints that did not get a slot in this one.
         this.waiting.delete(endpointId);
         if (queue.length > 0) this.waiting.set(endpointId, queue);
-        if (startable(next)) {
+        if (rules.startable(next)) {
           this.takeSlot(endpointId);
           round.push(next);
         } else {
@@ -96,7 +102,7 @@ export class DeliverySlots {
         took = true;
       }
     }
-    return { round, refused };
+    return { round, refused, held };
   }
 
   /** Empties the queues (shutdown): what was claimed and not started. */

@@ -23,6 +23,8 @@ export interface WebhookWorkerDependencies {
   readonly isDatabaseUnavailable: (error: unknown) => boolean;
   /** When tracing is on: a span per delivery attempt (src/tracing/webhook-spans.ts). */
   readonly tracer?: Tracer;
+  /** Whether API reads wait for admission: backlog deliveries then yield to them (reads-first.ts). */
+  readonly readsWaiting?: () => boolean;
 }
 
 /**
@@ -38,6 +40,7 @@ export function startWebhookWorker({
   commitSignals,
   isDatabaseUnavailable,
   tracer,
+  readsWaiting,
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
@@ -61,6 +64,7 @@ export function startWebhookWorker({
       pollIntervalMs: config.webhookPollIntervalMs,
       timeoutMs: config.webhookTimeoutMs,
       isDatabaseUnavailable,
+      readsWaiting,
     },
   );
   // This process's commits wake the worker directly, those that queued deliveries only: a wake-up claims, and

@@ -6,6 +6,7 @@ import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
 import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 import { DeliverySlots } from "./delivery-slots.ts";
 import { OutcomeRecorder } from "./outcome-recorder.ts";
+import { ReadsFirst } from "./reads-first.ts";
 import type { WebhookMetrics } from "./webhook-metrics.ts";
 import { outgoingDelivery, type DeliveryTransport } from "./destinations/delivery-transport.ts";
 
@@ -22,6 +23,8 @@ export interface WebhookWorkerOptions {
    * write failed so is written again while its lease holds, instead of being lost and the request sent again.
    */
   readonly isDatabaseUnavailable: (error: unknown) => boolean;
+  /** Whether API reads wait to be served (the read admission's queue): backlog then yields (reads-first.ts). */
+  readonly readsWaiting?: () => boolean;
 }
 
 /** Slots freed within this long are filled by one claim. */
@@ -51,6 +54,9 @@ const THROTTLE_WAKE_MARGIN_MS = 2;
 
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
+
+/** While backlog waits for reads (reads-first.ts), the worker looks again this often: nothing else may wake it. */
+const BACKLOG_RECHECK_MS = 10;
 
 interface InFlight {
   readonly endpointId: string;
@@ -108,6 +114,8 @@ export class WebhookWorker {
   private checking = false;
   /** Slots freed meanwhile: another round is looked for once its requests have begun. */
   private startAgain = false;
+  private readonly readsFirst: ReadsFirst;
+  private backlogTimer: NodeJS.Timeout | null = null;
   /** Start checks not ended yet (shutdown waits for them). */
   private readonly checks = new Set<Promise<void>>();
   private readonly outcomes: OutcomeRecorder;
@@ -121,6 +129,7 @@ export class WebhookWorker {
     private readonly options: WebhookWorkerOptions,
   ) {
     this.slots = new DeliverySlots(options.concurrency, options.concurrencyPerEndpoint);
+    this.readsFirst = new ReadsFirst(options.readsWaiting);
     this.outcomes = new OutcomeRecorder(deliveries, clock, log, {
       isDatabaseUnavailable: options.isDatabaseUnavailable,
       inFlight: () => this.inFlight.size,
@@ -194,6 +203,7 @@ export class WebhookWorker {
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    if (this.backlogTimer) clearTimeout(this.backlogTimer);
     this.outcomes.stop();
     await this.pumping;
     await Promise.all(this.checks);
@@ -249,14 +259,21 @@ export class WebhookWorker {
       return;
     }
     if (this.stopped) return;
-    // A delivery whose lease would not outlast its request is handed back instead.
-    const { round, refused: expired } = this.slots.takeRound(
-      (next) =>
-        (next.delivery.leaseExpiresAt?.getTime() ?? 0) - this.clock.now().getTime() >=
-        this.options.timeoutMs + LEASE_MARGIN_MS,
-    );
+    const now = this.clock.now().getTime();
+    const { round, refused, held } = this.slots.takeRound({
+      holds: this.readsFirst.holdsForRound(now),
+      // A delivery whose lease would not outlast its request is handed back instead.
+      startable: (next) =>
+        (next.delivery.leaseExpiresAt?.getTime() ?? 0) - now >= this.options.timeoutMs + LEASE_MARGIN_MS,
+    });
     if (round.length > 0) this.startRound(round);
-    if (expired.length > 0) void this.handBack(expired, false);
+    if (refused.length > 0) void this.handBack(refused, false);
+    if (held && !this.backlogTimer) {
+      this.backlogTimer = setTimeout(() => {
+        this.backlogTimer = null;
+        this.startWaiting();
+      }, BACKLOG_RECHECK_MS);
+    }
   }
 
   /** Hands leases back (sent again later, by any instance); they may be claimed again, at once when `wake`. */
@@ -307,12 +324,14 @@ export class WebhookWorker {
   /** Sends a delivery in the slot `startWaiting` took for it. */
   private dispatch(claimed: ClaimedDelivery): void {
     const { id, endpointId } = claimed.delivery;
+    const answered = this.readsFirst.started(claimed, this.clock.now().getTime());
     let endpointSlotHeld = true;
     // The endpoint's slot is given back as soon as its answer is in (the limit protects the endpoint), while
     // the outcome is still being recorded: the next requests to it overlap with that write.
     const releaseEndpointSlot = () => {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
+      answered();
       this.slots.giveSlotBack(endpointId);
       this.startWaiting();
       this.wakeSoon();
