@@ -10,7 +10,8 @@
  *   cached         secondary: repeated requests that the read cache answers, and the lifecycle log's pages
  *                  (bench/cached-reads.bench.ts; `reads` is an alias)
  *   webhooks       webhook deliveries (bench/webhooks.bench.ts, webhooks-ordering.bench.ts, webhooks-fairness.bench.ts,
- *                  webhooks-brokers.bench.ts: RabbitMQ and NATS JetStream endpoints beside an HTTP one)
+ *                  webhooks-brokers.bench.ts: RabbitMQ and NATS JetStream endpoints beside an HTTP one,
+ *                  webhooks-drain.bench.ts: one HTTP endpoint's drain from outside `node dist/main.js`)
  *   subscriptions  live subscriptions (bench/subscriptions.bench.ts)
  *   polling        the feed to poll: 1,000 idle long polls' statements, commit -> long-poll answer
  *                  (bench/event-feed.bench.ts)
@@ -136,6 +137,8 @@ async function main(): Promise<void> {
     await runWebhookFairnessBench();
     const { runWebhookBrokersBench } = await import("./webhooks-brokers.bench.ts");
     await runWebhookBrokersBench();
+    const { runWebhookDrainBench } = await import("./webhooks-drain.bench.ts");
+    await runWebhookDrainBench();
   }
   if (parts.has("subscriptions")) {
     console.log("\nPart D — live subscriptions");

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import type { Agent } from "undici";
+import type { IncomingHttpHeaders } from "node:http";
+import type { Agent, Dispatcher } from "undici";
 import { ATTEMPT_TEXT_MAX_BYTES } from "../domain/webhooks/attempt-text.ts";
 import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
@@ -93,11 +94,87 @@ function describeError(error: unknown): string {
 }
 
 /**
- * The kept bytes of a response as text: invalid UTF-8 becomes U+FFFD. When the 2 KB cut ended inside a character
- * (`cut`), that character is left out rather than logged as a replacement the receiver never sent.
+ * One request's response as undici's dispatcher hands it over (`Dispatcher.DispatchHandler`): its status, its
+ * `Retry-After`, and its first 2 KB. undici's `request()` wraps every response in a readable stream (and the loop
+ * that read it in an async iterator): on loopback that cost about 60 µs of CPU per request, against about 38 µs
+ * with this handler, on the worker's busiest path. Past RESPONSE_DRAIN_BYTES the request is aborted, which drops
+ * the connection rather than reading on.
  */
-function excerptOf(kept: readonly Buffer[], cut: boolean): string {
-  return new TextDecoder().decode(Buffer.concat(kept), { stream: cut });
+class ResponseExcerpt implements Dispatcher.DispatchHandler {
+  statusCode: number | null = null;
+  retryAfter: string | undefined;
+  /** Resolves once, when the request ended, failed or was stopped: null when the response was read whole. */
+  readonly settled: Promise<Error | null>;
+  private settle!: (error: Error | null) => void;
+  private done = false;
+  private controller: Dispatcher.DispatchController | null = null;
+  /** A stop that came before undici began the request: applied as soon as it does. */
+  private stoppedBy: Error | null = null;
+  private readonly kept: Buffer[] = [];
+  private keptBytes = 0;
+  private readBytes = 0;
+
+  constructor() {
+    this.settled = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  /** Ends the request now (the deadline, a shutdown), and the wait for it with it. */
+  stop(reason: Error): void {
+    if (this.done) return;
+    if (this.controller) {
+      if (!this.controller.aborted) this.controller.abort(reason);
+    } else {
+      this.stoppedBy = reason;
+    }
+    this.finish(reason);
+  }
+
+  /**
+   * The kept bytes as text: invalid UTF-8 becomes U+FFFD. When the 2 KB cut ended inside a character, that
+   * character is left out rather than logged as a replacement the receiver never sent.
+   */
+  excerpt(): string {
+    return new TextDecoder().decode(Buffer.concat(this.kept), { stream: this.readBytes > this.keptBytes });
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.stoppedBy) controller.abort(this.stoppedBy);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return; // informational: the final status follows
+    this.statusCode = statusCode;
+    const header = headers["retry-after"];
+    this.retryAfter = Array.isArray(header) ? header[0] : header;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.readBytes += chunk.length;
+    if (this.keptBytes < RESPONSE_LOG_BYTES) {
+      const part = chunk.subarray(0, RESPONSE_LOG_BYTES - this.keptBytes);
+      this.kept.push(part);
+      this.keptBytes += part.length;
+    }
+    // Enough: the status is known and the log has its 2 KB. Drop the connection rather than read on.
+    if (this.readBytes > RESPONSE_DRAIN_BYTES && !controller.aborted) {
+      controller.abort(new Error("response body past the drain limit"));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.finish(null);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.finish(error);
+  }
+
+  private finish(error: Error | null): void {
+    if (this.done) return;
+    this.done = true;
+    this.settle(error);
+  }
 }
 
 export class WebhookSender {
@@ -169,74 +246,57 @@ export class WebhookSender {
 
     // One deadline for everything. When it passes after the status arrived, the status stands (with the body
     // read so far); before that, the attempt timed out.
-    const deadline = new AbortController();
+    const response = new ResponseExcerpt();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      deadline.abort();
+      response.stop(new Error(`timed out after ${this.options.timeoutMs} ms`));
     }, this.options.timeoutMs);
-    const onAbort = () => deadline.abort();
+    const onAbort = () => response.stop(new Error("aborted: the server is shutting down"));
     signal?.addEventListener("abort", onAbort, { once: true });
 
     const timestamp = Math.floor(request.timestamp.getTime() / 1000);
-    let statusCode: number | null = null;
-    let retryAfter: string | undefined;
-    const kept: Buffer[] = [];
-    let keptBytes = 0;
-    let readBytes = 0;
+    let error: Error | null;
     try {
-      const response = await agent.request({
-        origin: target.origin,
-        path: target.path,
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "user-agent": WEBHOOK_USER_AGENT,
-          "webhook-id": request.webhookId,
-          "webhook-timestamp": String(timestamp),
-          "webhook-signature": signWebhook(request.secrets, request.webhookId, timestamp, request.body),
-          ...(traceparent ? { traceparent } : {}),
+      agent.dispatch(
+        {
+          origin: target.origin,
+          path: target.path,
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "user-agent": WEBHOOK_USER_AGENT,
+            "webhook-id": request.webhookId,
+            "webhook-timestamp": String(timestamp),
+            "webhook-signature": signWebhook(request.secrets, request.webhookId, timestamp, request.body),
+            ...(traceparent ? { traceparent } : {}),
+          },
+          body: request.body,
         },
-        body: request.body,
-        signal: deadline.signal,
-      });
-      statusCode = response.statusCode;
-      const header = response.headers["retry-after"];
-      retryAfter = Array.isArray(header) ? header[0] : header;
-      try {
-        for await (const chunk of response.body as AsyncIterable<Buffer>) {
-          readBytes += chunk.length;
-          if (keptBytes < RESPONSE_LOG_BYTES) {
-            const part = chunk.subarray(0, RESPONSE_LOG_BYTES - keptBytes);
-            kept.push(part);
-            keptBytes += part.length;
-          }
-          // Enough: the status is known and the log has its 2 KB. Drop the connection rather than read on.
-          if (readBytes > RESPONSE_DRAIN_BYTES) {
-            response.body.destroy();
-            break;
-          }
-        }
-      } catch {
-        // The deadline or the receiver cut the body short: the status stands, with what was read.
-      }
-      if (signal?.aborted && !timedOut) return failed("aborted: the server is shutting down", true);
-      return {
-        statusCode,
-        error: statusCode >= 300 && statusCode < 400 ? "redirects are not followed" : null,
-        latencyMs: elapsed(),
-        responseBody: excerptOf(kept, readBytes > keptBytes),
-        retryAfter,
-        aborted: false,
-      };
-    } catch (error) {
-      if (timedOut) return failed(`timed out after ${this.options.timeoutMs} ms`);
-      if (signal?.aborted) return failed("aborted: the server is shutting down", true);
-      return failed(describeError(error));
+        response,
+      );
+      error = await response.settled;
+    } catch (thrown) {
+      error = thrown instanceof Error ? thrown : new Error(String(thrown));
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
     }
+    if (signal?.aborted && !timedOut) return failed("aborted: the server is shutting down", true);
+    const { statusCode } = response;
+    if (statusCode === null) {
+      if (timedOut) return failed(`timed out after ${this.options.timeoutMs} ms`);
+      return failed(describeError(error));
+    }
+    // The deadline or the receiver may have cut the body short: the status stands, with what was read.
+    return {
+      statusCode,
+      error: statusCode >= 300 && statusCode < 400 ? "redirects are not followed" : null,
+      latencyMs: elapsed(),
+      responseBody: response.excerpt(),
+      retryAfter: response.retryAfter,
+      aborted: false,
+    };
   }
 
   private target(rawUrl: string): Target {

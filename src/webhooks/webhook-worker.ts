@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
@@ -58,12 +59,6 @@ const LEASE_MARGIN_MS = 250;
 /** While backlog waits for reads (reads-first.ts), the worker looks again this often: nothing else may wake it. */
 const BACKLOG_RECHECK_MS = 10;
 
-interface InFlight {
-  readonly endpointId: string;
-  readonly abort: AbortController;
-  readonly done: Promise<void>;
-}
-
 /**
  * The delivery worker that runs inside each server process. It claims due deliveries from the outbox
  * in batches with a lease, sends them, and records each attempt through the WebhookDeliveryService, which applies
@@ -91,7 +86,7 @@ export class WebhookWorker {
   /** This instance's name: its claims' lease tokens in `lease_owner` start with it. */
   readonly owner = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   /** Requests begun, until their outcome is recorded too. */
-  private readonly inFlight = new Map<string, InFlight>();
+  private readonly inFlight = new Map<string, Promise<void>>();
   /** Claimed deliveries waiting to start, and the slots of the requests on the wire. */
   private readonly slots: DeliverySlots;
   private pumping: Promise<void> | null = null;
@@ -114,11 +109,14 @@ export class WebhookWorker {
   private checking = false;
   /** Slots freed meanwhile: another round is looked for once its requests have begun. */
   private startAgain = false;
+  /** Backlog deliveries wait while API reads wait (reads-first.ts). */
   private readonly readsFirst: ReadsFirst;
   private backlogTimer: NodeJS.Timeout | null = null;
   /** Start checks not ended yet (shutdown waits for them). */
   private readonly checks = new Set<Promise<void>>();
   private readonly outcomes: OutcomeRecorder;
+  /** Aborts the requests in flight once `stop`'s grace has run out: one signal for all, cheaper than one each. */
+  private readonly shutdown = new AbortController();
 
   constructor(
     private readonly deliveries: WebhookDeliveryService,
@@ -130,6 +128,8 @@ export class WebhookWorker {
   ) {
     this.slots = new DeliverySlots(options.concurrency, options.concurrencyPerEndpoint);
     this.readsFirst = new ReadsFirst(options.readsWaiting);
+    // Each request in flight listens to it: up to `concurrency` listeners, not a leak.
+    setMaxListeners(0, this.shutdown.signal);
     this.outcomes = new OutcomeRecorder(deliveries, clock, log, {
       isDatabaseUnavailable: options.isDatabaseUnavailable,
       inFlight: () => this.inFlight.size,
@@ -208,11 +208,11 @@ export class WebhookWorker {
     await this.pumping;
     await Promise.all(this.checks);
     await this.handBack(this.slots.takeAllWaiting(), false);
-    const all = () => Promise.all([...this.inFlight.values()].map((task) => task.done));
+    const all = () => Promise.all(this.inFlight.values());
     let graceTimer: NodeJS.Timeout | undefined;
     await Promise.race([all(), new Promise<void>((resolve) => (graceTimer = setTimeout(resolve, graceMs)))]);
     clearTimeout(graceTimer);
-    for (const task of this.inFlight.values()) task.abort.abort();
+    this.shutdown.abort();
     await all();
     await this.sender.close();
   }
@@ -336,8 +336,7 @@ export class WebhookWorker {
       this.startWaiting();
       this.wakeSoon();
     };
-    const abort = new AbortController();
-    const done = this.deliver(claimed, abort.signal, releaseEndpointSlot)
+    const done = this.deliver(claimed, this.shutdown.signal, releaseEndpointSlot)
       .catch((error: unknown) =>
         // The lease expires and the delivery is tried again: nothing is lost, at worst it is sent twice.
         this.log.error({ err: error, deliveryId: id, endpointId }, "webhook delivery could not be recorded"),
@@ -348,7 +347,7 @@ export class WebhookWorker {
         this.startWaiting();
         this.wakeSoon();
       });
-    this.inFlight.set(id, { endpointId, abort, done });
+    this.inFlight.set(id, done);
   }
 
   private async deliver(claimed: ClaimedDelivery, signal: AbortSignal, releaseEndpointSlot: () => void): Promise<void> {
