@@ -214,23 +214,21 @@ export class SqlLifecycleRepository implements LifecycleRepository {
    * PostgreSQL drops a column fixed by an equality from the ORDER BY and, for a reference holding most of the
    * table, once walked the occurred_at index instead; its generic plan (kept after five executions of a prepared
    * statement) estimates a reference's rows as the average reference's, and then sorts the reference's whole window
-   * rather than read it in order (0.5–0.9 s a page on a reference of 1,000,000 events). So the reference is bounded
-   * by row comparisons on (reference_id, occurred_at[, id]): they are the index's conditions, and the planner takes
-   * each of them for a third of the rows, so that the page's estimate stays a few rows whatever the reference
-   * (docs/decisions.md, "An events page's plan").
+   * rather than read it in order (0.5–0.9 s a page on a reference of 1,000,000 events; still so on the partitioned
+   * log, where the sort won by less than a per cent of its cost). So the reference is bounded by row comparisons on
+   * (reference_id, occurred_at[, id]) that imply the equality without stating it: the ORDER BY keeps its leading
+   * column, only the (reference_id, occurred_at, id) index serves it whole, and the bounds are its index
+   * conditions (docs/decisions.md, "An events page's plan").
    *
    * The log is partitioned by month of occurred_at (migration 0016): one plain lower bound on occurred_at — the
-   * retention cutoff or `from` — leaves the months before the page's window out of the plan (or out of its run,
-   * generic plans). One bound only: with a plain upper bound as well, a generic plan estimates the pair as a narrow
-   * range (0.5 % of the rows) and sorts again; the upper bounds (`to`) and the cursor are the row comparisons',
-   * which end or start each month's descent at once. The reference is stated as an equality as well, beside the
-   * row comparisons: the planner drops reference_id from the ORDER BY, which then starts with the partition key,
-   * and the months are read one after the other in the page's order (an ordered Append) until the page is full,
-   * where a merge of the months (Merge Append) starts every month of the window before its first row. The
-   * partitioned log has no index on occurred_at alone any more, nor one on (reference_id, transaction_id,
-   * position). The index holds the ids as uuid values, and the statement compares the same expressions.
-   * test/events-page-plans.test.ts holds every shape of the page to the index, to the months of its window and to
-   * the rows of its page, under custom and generic plans.
+   * retention cutoff or `from` — leaves the months before the page's
+   * window out of the plan (or out of its run, generic plans); each month left is one descent of its index, merged
+   * in the page's order (a Merge Append, no sort), and the read stops at the limit. One bound only: with a plain
+   * upper bound as well, a generic plan estimates the pair as a narrow range (0.5 % of the rows) and sorts again;
+   * the upper bounds (`to`) and the cursor are the row comparisons', which end or start each month's descent at
+   * once. The index holds the ids as uuid values, and the statement
+   * compares the same expressions. test/events-page-plans.test.ts holds every shape of the page to the index and to
+   * the months of its window, under custom and generic plans.
    */
   private eventPage(query: EventListQuery): Prisma.Sql {
     const from = query.from && query.from > query.notBefore ? query.from : query.notBefore;
@@ -256,8 +254,6 @@ export class SqlLifecycleRepository implements LifecycleRepository {
   private postgresEventPage(query: EventListQuery, from: Date): Prisma.Sql {
     const reference = Prisma.sql`CAST(${query.referenceId} AS UUID)`;
     const conditions: Prisma.Sql[] = [
-      // The ordered Append (see eventPage).
-      Prisma.sql`e."reference_id"::uuid = ${reference}`,
       Prisma.sql`(e."reference_id"::uuid, e."occurred_at") >= (${reference}, ${from})`,
       query.to
         ? Prisma.sql`(e."reference_id"::uuid, e."occurred_at") <= (${reference}, ${query.to})`
