@@ -17,8 +17,9 @@
  *                  (bench/event-feed.bench.ts)
  *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
  *   scale          PostgreSQL only: a 20-month log of BENCH_SCALE_EVENTS (5,000,000) events seeded in SQL; bytes
- *                  per event, page timings, prune time, bytes given back, a writer's p99 during the prune
- *                  (bench/scale.bench.ts; not in the default set: BENCH_PARTS=scale)
+ *                  per event, page timings in process and over HTTP (the server in a child process, REST
+ *                  and GraphQL, no cache), prune time, bytes given back, a writer's p99 during the prune
+ *                  (bench/scale.bench.ts, bench/scale-http.ts; not in the default set: BENCH_PARTS=scale)
  *
  * Quick mode, the headline only at 2,000 references (about 2 minutes for both databases):
  *   BENCH_PARTS=data BENCH_DURATION_SECONDS=5 npm run bench
