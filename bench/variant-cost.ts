@@ -91,7 +91,8 @@ for (let round = 0; round < rounds; round++) {
     const server = Math.round((cpuMicros(child.pid) - serverBefore) / result.requests);
     let databaseMicros = 0;
     if (admin) {
-      for (const [pid, micros] of await backendCpu(admin, databaseName)) databaseMicros += micros - (databaseBefore.get(pid) ?? 0);
+      for (const [pid, micros] of await backendCpu(admin, databaseName))
+        databaseMicros += micros - (databaseBefore.get(pid) ?? 0);
     }
     const databasePerRequest = Math.round(databaseMicros / result.requests);
     if (round > 0) {
