@@ -5,6 +5,9 @@
  *   settled or published). The default rows pay the budget, so its share of a request is 1 − default ÷ off.
  * - traces on: every span recorded and batched, as for a collector, into the SDK's in-memory exporter
  *   (BENCH_TRACING=memory). The default rows have traces off, so their cost is 1 − on ÷ default.
+ * The default rows are measured again after the variants' (bench/data-path.bench.ts), and "default" is the mean of
+ * the two runs: a single run before the variants was measured with the machine in another state (a first run put
+ * a feature's share at −49 % on one row and +38 % on the other).
  */
 import type { LoadResult, LoadSpec } from "./load.ts";
 import type { Kind } from "./seed.ts";
@@ -30,6 +33,11 @@ export const VARIANTS = {
     env: { BENCH_TRACING: "memory" },
   },
 } as const satisfies Record<string, Variant>;
+
+/** The name of a default row measured again after its variants (its share is taken to the mean of the two). */
+export function againName(defaultRow: string): string {
+  return `${defaultRow}, again`;
+}
 
 /** A variant row: which default row it is compared with, and for which feature. */
 export interface VariantOf {
