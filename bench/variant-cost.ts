@@ -10,7 +10,8 @@
  * Per run: req/s, the server process's CPU µs per request (user + system, /proc/<pid>/stat) and, on PostgreSQL,
  * the CPU µs per request of the database's backends serving the bench database (every server's: the idle ones
  * cost next to nothing, with the webhook worker off). Prints each run, then per variant the median of the rounds
- * after the first (which warms the JIT), and each variant's change against `default`.
+ * after the first (which warms the JIT) and the overall figure of those rounds (CPU summed ÷ requests summed), each
+ * with its change against `default`.
  *
  *   node --import tsx bench/variant-cost.ts [sqlite|postgres] [rounds=6] [seconds=4] [reference|graphqlPage]
  *     [variants=default,budget-off,traces-on]
@@ -82,6 +83,8 @@ for (const name of names) {
 }
 console.log(`${kind} ${key}, ${rounds} rounds of ${seconds} s per variant; load average ${loadavg().join(" ")}`);
 const figures = new Map<string, { rps: number[]; server: number[]; database: number[] }>();
+/** Per variant over the rounds after the first: CPU µs (server, database) and requests, for the overall figure. */
+const totals = new Map<string, { server: number; database: number; requests: number }>();
 for (let round = 0; round < rounds; round++) {
   for (let turn = 0; turn < servers.length; turn++) {
     const { name, child, specs } = servers[(round + turn) % servers.length]!;
@@ -96,6 +99,11 @@ for (let round = 0; round < rounds; round++) {
     }
     const databasePerRequest = Math.round(databaseMicros / result.requests);
     if (round > 0) {
+      const total = totals.get(name) ?? { server: 0, database: 0, requests: 0 };
+      total.server += server * result.requests;
+      total.database += databaseMicros;
+      total.requests += result.requests;
+      totals.set(name, total);
       const entry = figures.get(name) ?? { rps: [], server: [], database: [] };
       entry.rps.push(result.rps);
       entry.server.push(server);
@@ -119,6 +127,21 @@ for (const [name, entry] of figures) {
   console.log(
     `median ${name}: ${Math.round(median(entry.rps))} req/s, server ${server} µs/req${change(server, base && median(base.server))}` +
       (admin ? `, server + database ${total} µs/req${change(total, baseTotal)}` : ""),
+  );
+}
+// The overall figure weighs each run by its requests: a run the machine starved answers few requests, each carrying
+// more of the server's fixed background work, and moves a median of per-run figures more than it should.
+const baseTotal = totals.get("default");
+for (const [name, total] of totals) {
+  const server = Math.round(total.server / total.requests);
+  const both = Math.round((total.server + total.database) / total.requests);
+  console.log(
+    `overall ${name}: server ${server} µs/req` +
+      change(server, baseTotal && baseTotal.server / baseTotal.requests) +
+      (admin
+        ? `, server + database ${both} µs/req` +
+          change(both, baseTotal && (baseTotal.server + baseTotal.database) / baseTotal.requests)
+        : ""),
   );
 }
 console.log(`load average at the end ${loadavg().join(" ")}`);
