@@ -11,6 +11,10 @@ import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trac
  * every request is still charged, so its cost is measured; the settings in PASSED_THROUGH taken from
  * this process's environment, to compare them) on the database at `url`; `env` adds or
  * overrides settings. Not listening yet: each part chooses how.
+ *
+ * Two variants, for the rows that take a feature's cost apart (bench/data-path.bench.ts, bench/variant-cost.ts):
+ * BENCH_TRACING=memory turns traces on; BENCH_BUDGET=off builds the server without its cost budget (src/app.ts,
+ * `withoutCostBudget`: nothing charged, settled or published), the difference being the budget's whole cost.
  */
 export async function startBenchApp(url: string, env: Readonly<Record<string, string>> = {}): Promise<App> {
   const config = loadConfig({
@@ -27,7 +31,7 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
   const database = await openDatabase(url, { sqliteReadThread: config.sqliteReadThread });
   // BENCH_TRACING=memory: traces on, batched as to a collector, into an in-memory exporter (bench/data-path.bench.ts).
   const spans = env.BENCH_TRACING === "memory" ? { exporter: new ForgetfulSpanExporter(), batched: true } : undefined;
-  return buildApp({ config, database, spans });
+  return buildApp({ config, database, spans, withoutCostBudget: env.BENCH_BUDGET === "off" });
 }
 
 /** The SDK's in-memory exporter, emptied after every export: a load of many minutes keeps no spans. */

@@ -6,7 +6,8 @@
  * that each peak RSS is the server's own.
  *
  * Rows per database and size: GraphQL `reference(id)` with its tags and first 20 events; REST two-tag `any`
- * page of 50; GraphQL `references(filter: {tagNames, tagMatch: ANY}, first: 50)`; then the first two again
+ * page of 50; GraphQL `references(filter: {tagNames, tagMatch: ANY}, first: 50)`; the two GraphQL rows again on
+ * a server without its cost budget and on one with traces on (bench/data-path.variants.ts); then the first two again
  * while an open-loop feed POSTs extraction outcomes at BENCH_FEED_RATE per second into random references
  * (bench/feed-worker.mjs), whose write latency is reported beside them; then the database time of one page
  * (bench/statement-time.ts). Settings: see bench/run.ts.
@@ -21,6 +22,7 @@ import { createTestDatabase, type TestDatabase } from "../test/support/test-serv
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 import { measureStatementTime, type StatementTiming, type TimedRequest } from "./statement-time.ts";
 import type { Kind } from "./seed.ts";
+import { againName, VARIANTS, variantRows, type VariantOf } from "./data-path.variants.ts";
 
 export interface DataPathSettings {
   readonly databases: readonly Kind[];
@@ -36,6 +38,8 @@ export interface DataPathSettings {
   readonly mixed: boolean;
   /** Whether to run the GraphQL fresh rows again with traces on (issue 37: an in-memory exporter). */
   readonly tracing: boolean;
+  /** Whether to run the GraphQL fresh rows again without the cost budget (issue 37: the budget's share). */
+  readonly budgetOff: boolean;
 }
 
 export const GRAPHQL_REFERENCE = `query BenchReference($id: ID!) {
@@ -59,6 +63,8 @@ export interface Row {
   readonly result: LoadResult;
   /** The feed's writes during this row (mixed rows only). */
   readonly feed?: FeedResult;
+  /** A variant row (bench/data-path.variants.ts): the default row it prices a feature against. */
+  readonly variantOf?: VariantOf;
 }
 
 export interface ScaleReport {
@@ -292,7 +298,25 @@ async function benchScale(
         rows.push({ name: `${ROW_NAMES[key]}, fresh`, anchor, result: await measure(specs[key]) });
       }
       peakReads = server.peakRssMiB();
-      if (settings.tracing) rows.push(...(await tracedRows(database.url, apiKey, seeded, measure, kind)));
+      // The same GraphQL reads on servers that differ by one feature, right after (bench/data-path.variants.ts).
+      const reads = {
+        keys: ["reference", "graphqlPage"] as const,
+        specsOn: (url: string) => readSpecs(url, apiKey, seeded),
+        defaultName: (key: "reference" | "graphqlPage") => `${ROW_NAMES[key]}, fresh`,
+      };
+      const variants = [
+        ...(settings.budgetOff ? [VARIANTS.budgetOff] : []),
+        ...(settings.tracing ? [VARIANTS.traced] : []),
+      ];
+      for (const variant of variants) {
+        rows.push(...(await variantRows(variant, database.url, reads, measure, log, kind)));
+      }
+      // The default rows once more, after the variants: each share is taken to the mean of the two, as each ratio
+      // is to its anchor's runs before and after (the machine's speed drifts within minutes).
+      for (const key of variants.length > 0 ? reads.keys : []) {
+        log(`${kind}: ${ROW_NAMES[key]}, fresh, again`);
+        rows.push({ name: againName(reads.defaultName(key)), anchor: "apollo", result: await measure(specs[key]) });
+      }
       if (settings.mixed) {
         server.resetPeak();
         rows.push(...(await mixedRows(server, apiKey, seeded, specs, settings, measure, kind)));
@@ -325,38 +349,6 @@ async function benchScale(
     await database.drop();
   }
 }
-
-/**
- * The GraphQL fresh rows again, right after the rows above, on a server with traces on: every span made and
- * batched as for a collector, into the SDK's in-memory exporter (bench/bench-app.ts, BENCH_TRACING). The rows
- * above are the same requests with traces off, the default.
- */
-async function tracedRows(
-  url: string,
-  apiKey: string,
-  seeded: SeededData,
-  measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
-  kind: Kind,
-): Promise<Row[]> {
-  const traced = await startReftrailChild(url, {
-    WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
-    BENCH_TRACING: "memory",
-  });
-  const rows: Row[] = [];
-  try {
-    const specs = await readSpecs(traced.url, apiKey, seeded);
-    for (const key of ["reference", "graphqlPage"] as const) {
-      log(`${kind}: ${ROW_NAMES[key]}, fresh, traced`);
-      rows.push({ name: `${ROW_NAMES[key]}, fresh, ${TRACED}`, anchor: "apollo", result: await measure(specs[key]) });
-    }
-  } finally {
-    await traced.stop();
-  }
-  return rows;
-}
-
-/** How the traced rows' names end. */
-export const TRACED = "traces on (in-memory exporter)";
 
 async function mixedRows(
   server: ServerChild,

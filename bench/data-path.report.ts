@@ -1,7 +1,18 @@
 /* The tables of the data path part (bench/data-path.bench.ts). */
-import type { DataPathSettings, ScaleReport } from "./data-path.bench.ts";
+import type { DataPathSettings, Row, ScaleReport } from "./data-path.bench.ts";
 import type { LoadResult } from "./load.ts";
+import { againName, featureShare, type VariantOf } from "./data-path.variants.ts";
 import { fmtInt, fmtMs, fmtRatio, loadNotes, machineLine, table } from "./report-format.ts";
+
+const fmtShare = (share: number) => (Number.isFinite(share) ? `${(share * 100).toFixed(1)} %` : "—");
+
+/** A variant row's note: its feature's share, to the mean req/s of its default row's runs (before and after it). */
+function variantNote(rows: readonly Row[], variantOf: VariantOf, variantRps: number): string {
+  const runs = rows.filter((other) => other.name === variantOf.row || other.name === againName(variantOf.row));
+  if (runs.length === 0) return "";
+  const defaultRps = runs.reduce((sum, run) => sum + run.result.rps, 0) / runs.length;
+  return `${variantOf.variant.feature}'s share: **${fmtShare(featureShare(defaultRps, variantRps, variantOf.variant))}**`;
+}
 
 export function formatDataPath(
   reports: readonly ScaleReport[],
@@ -16,7 +27,9 @@ export function formatDataPath(
       `warm-up; latencies in ms; ratio = req/s ÷ the anchor's req/s, the mean of its runs just before and after ` +
       `the database's rows (GraphQL rows: Apollo hello, REST rows: Fastify hello; anchors' p50/p99 from the run ` +
       `before); the feed POSTs ${settings.feedRate} extraction outcomes/s open loop, its latency from each ` +
-      `request's scheduled time`,
+      `request's scheduled time; a variant row's share is what its feature costs the default row's request: ` +
+      `budget 1 − default ÷ budget off, traces 1 − traces on ÷ default, default being the mean of the default row's ` +
+      `runs before and after the variants ("again")`,
     machineLine(loadAtStart),
     "",
   ];
@@ -50,6 +63,7 @@ export function formatDataPath(
     for (const row of report.rows) {
       const anchorRpsOfRow = row.anchor === "apollo" ? apolloRps : fastifyRps;
       const r = row.result;
+      const shareNote = row.variantOf ? variantNote(report.rows, row.variantOf, r.rps) : "";
       const feedNotes = row.feed
         ? [
             `feed answered ${fmtInt(row.feed.answeredInRun / row.feed.seconds)}/s of ${fmtInt(row.feed.sent / row.feed.seconds)}/s`,
@@ -68,7 +82,7 @@ export function formatDataPath(
         `**${fmtRatio(r.rps / anchorRpsOfRow)}** ${row.anchor === "apollo" ? "Apollo" : "Fastify"}`,
         row.feed ? fmtMs(row.feed.p50) : "",
         row.feed ? fmtMs(row.feed.p99) : "",
-        [loadNotes(r), ...feedNotes].filter(Boolean).join(", "),
+        [shareNote, loadNotes(r), ...feedNotes].filter(Boolean).join(", "),
       ]);
     }
   }

@@ -43,6 +43,13 @@ export interface AppDependencies {
   readonly clock?: Clock;
   /** Where spans go instead of the exporter the OTEL_* settings name (tests and the bench: an in-memory one). */
   readonly spans?: SpanDestination;
+  /**
+   * The bench's "budget off" server (bench/bench-app.ts, BENCH_BUDGET=off), and nothing else's: no request is
+   * charged, settled or told its cost, so that the bench can measure the budget's whole cost on a request beside
+   * the same server with it. No setting reaches it: SPEC §13 has every GraphQL response of a real server publish
+   * `extensions.cost`, and src/main.ts never sets it.
+   */
+  readonly withoutCostBudget?: boolean;
 }
 
 export interface App {
@@ -58,6 +65,7 @@ export async function buildApp({
   database: opened,
   clock = systemClock,
   spans,
+  withoutCostBudget = false,
 }: AppDependencies): Promise<App> {
   // Traces (src/tracing/): off unless the OTEL_* settings ask for them; when off, nothing of the SDK is loaded.
   const tracing = await startTracing(config.tracing, spans);
@@ -107,6 +115,7 @@ export async function buildApp({
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
+  const budgets = withoutCostBudget ? null : services.budgets;
   await registerRest(http, {
     services,
     config,
@@ -115,6 +124,7 @@ export async function buildApp({
     isServiceUnavailable: isDatabaseUnavailableError,
     readCache,
     routeGroups: REST_ROUTE_GROUPS,
+    budgets,
   });
   // One executable schema, served over HTTP (Apollo) and over WebSocket (graphql-ws).
   const schema = buildGraphqlSchema();
@@ -126,6 +136,7 @@ export async function buildApp({
     readCache,
     readAdmission,
     tracer,
+    budgets,
   });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.

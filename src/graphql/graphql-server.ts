@@ -35,6 +35,7 @@ import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/docume
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
 import { costBudgetPlugin } from "../budget/graphql-plugin.ts";
+import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import { sendCachedResponse } from "../budget/cached-cost.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
@@ -52,6 +53,11 @@ export interface GraphqlDependencies {
   readonly readAdmission: Pick<ReadAdmissionGate, "holdRead">;
   /** When tracing is on: a span per operation (src/tracing/graphql-spans.ts). */
   readonly tracer?: Tracer;
+  /**
+   * What charges each operation and publishes its `extensions.cost`; null only on the bench's "budget off" server
+   * (src/app.ts, `withoutCostBudget`), whose responses carry no cost and so are never kept by the read cache.
+   */
+  readonly budgets: CostBudgetService | null;
 }
 
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
@@ -154,7 +160,7 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { schema, services, config, isServiceUnavailable, readCache, readAdmission, tracer }: GraphqlDependencies,
+  { schema, services, config, isServiceUnavailable, readCache, readAdmission, tracer, budgets }: GraphqlDependencies,
 ): Promise<void> {
   const masking = createGraphqlErrorMasking(isServiceUnavailable);
   const operationSpans = tracer ? new GraphqlOperationSpans<GraphqlContext>(tracer, estimatedOperationCost) : null;
@@ -186,7 +192,7 @@ export async function registerGraphql(
       serviceUnavailablePlugin(isServiceUnavailable),
       readCachePlugin(),
       // Charges the estimate once every check has passed, before the read admission and execution.
-      costBudgetPlugin<GraphqlContext>(services.budgets, isServiceUnavailable),
+      ...(budgets ? [costBudgetPlugin<GraphqlContext>(budgets, isServiceUnavailable)] : []),
       readAdmissionPlugin<GraphqlContext>(),
       // fastifyApolloDrainPlugin is deliberately absent: its drainServer calls fastify.close(), and Apollo
       // is stopped from Fastify's own onClose hook, where a nested close() would wait for itself. Fastify's
@@ -279,8 +285,8 @@ export async function registerGraphql(
           const decided = request.graphqlRouteFailure === undefined && !request.graphqlDocumentRefusal;
           const hit = decided ? readCacheHttp.find(request, caller) : null;
           // Charged and published like the response it repeats (src/budget/cached-cost.ts).
-          if (hit) {
-            return sendCachedResponse(reply, hit, caller, services.budgets).catch((error: unknown) => {
+          if (hit && budgets) {
+            return sendCachedResponse(reply, hit, caller, budgets).catch((error: unknown) => {
               if (!isServiceUnavailable(error)) throw error;
               request.log.error({ err: error }, "database unavailable");
               return reply

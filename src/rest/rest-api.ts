@@ -8,6 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { DomainError } from "../domain/shared/errors.ts";
@@ -45,6 +46,8 @@ export interface RestDependencies {
    * import `callerOf` from this file, and this file imports no route back.
    */
   readonly routeGroups: readonly RouteGroup[];
+  /** What charges each /v1 request; null only on the bench's "budget off" server (src/app.ts, `withoutCostBudget`). */
+  readonly budgets: CostBudgetService | null;
 }
 
 /** Paths that answer without an API key (the operations endpoints, the OpenAPI document, the explorer page). */
@@ -59,7 +62,7 @@ function isPublicPath(url: string): boolean {
  */
 export async function registerRest(
   app: FastifyInstance,
-  { services, config, idempotency, clock, isServiceUnavailable, readCache, routeGroups }: RestDependencies,
+  { services, config, idempotency, clock, isServiceUnavailable, readCache, routeGroups, budgets }: RestDependencies,
 ): Promise<void> {
   const addFormatsPlugin = addFormats as unknown as (ajv: Ajv) => Ajv;
   const bodyAjv = addFormatsPlugin(
@@ -187,7 +190,7 @@ export async function registerRest(
 
   registerInputGuards(app);
   // Before the read cache: a response the cache holds is charged like one computed afresh.
-  registerRestCostBudget(app, services.budgets);
+  if (budgets) registerRestCostBudget(app, budgets);
   registerIdempotency(app, idempotency, clock);
   registerReadCache(app, readCache);
 
