@@ -67,9 +67,9 @@ export class DeliverySlots {
   }
 
   /**
-   * Takes waiting deliveries, one endpoint after the other, while slots are free. An endpoint whose next delivery
-   * `holds` is passed over this time (its queue kept as it is, `held` says so); those `startable` accepts take a
-   * slot and make the round; the others leave the queue as `refused`, without a slot.
+   * Takes waiting deliveries, one endpoint after the other, while slots are free: each endpoint's oldest that
+   * `holds` does not keep back (those kept stay queued in their order; `held` says some were); those `startable`
+   * accepts take a slot and make the round; the others leave the queue as `refused`, without a slot.
    */
   takeRound(rules: {
     readonly holds: (next: ClaimedDelivery) => boolean;
@@ -84,11 +84,12 @@ export class DeliverySlots {
       for (const [endpointId, queue] of this.waiting) {
         if (this.sendingCount >= this.concurrency) break;
         if ((this.sendingPerEndpoint.get(endpointId) ?? 0) >= this.concurrencyPerEndpoint) continue;
-        if (rules.holds(queue[0]!)) {
-          held = true;
-          continue;
-        }
-        const next = queue.shift()!;
+        // Passing over what `holds` is safe: an endpoint's queue holds at most one delivery of a reference whose
+        // order it keeps (the claim leases heads only), so starting a later one first changes no promised order.
+        const index = queue.findIndex((candidate) => !rules.holds(candidate));
+        if (index !== 0) held = true;
+        if (index === -1) continue;
+        const [next] = queue.splice(index, 1) as [ClaimedDelivery];
         this.waitingCount--;
         // Moved to the back: the next round starts with the endpoints that did not get a slot in this one.
         this.waiting.delete(endpointId);
