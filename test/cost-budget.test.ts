@@ -271,6 +271,34 @@ describe("one budget across two instances on one PostgreSQL database", () => {
     expect(await row()).toEqual(afterFirst);
   });
 
+  it("reports the bucket refilled since the share was taken, as a statement would find it", async () => {
+    // Refilled within a microsecond: every answer must report the bucket full less its own read, as the first did.
+    const issued = await first.app.services.organizations.createApiKey(first.organizationId, {
+      budget: { maximum: 1000, restoreRate: 1_000_000 },
+    });
+    const key = { url: first.url, apiKey: issued.key };
+    const row = async () =>
+      (
+        await first.database.sql.all<{ available: number; refilled_at: number }>(
+          Prisma.sql`SELECT "available", "refilled_at" FROM "api_key_budgets" WHERE "api_key_id" = ${issued.id}`,
+        )
+      )[0];
+    const firstRead = await http(key, "GET", `/v1/tags/${tagId}`);
+    expectStatus(firstRead, 200);
+    expect(firstRead.headers.get("ratelimit")).toMatch(/^"default";r=999;/);
+    const afterFirst = await row();
+    const firstQuery = await gql(key, PAGE_INFO_QUERY, {}, { headers: { "cache-control": "no-cache" } });
+    for (let read = 0; read < 5; read++) {
+      const answer = await http(key, "GET", `/v1/tags/${tagId}`);
+      expectStatus(answer, 200);
+      expect(answer.headers.get("ratelimit")).toMatch(/^"default";r=999;/);
+      const query = await gql(key, PAGE_INFO_QUERY, {}, { headers: { "cache-control": "no-cache" } });
+      expect(costOf(query.body)).toEqual(costOf(firstQuery.body));
+    }
+    // Granted from the share: no statement wrote the row after the first read.
+    expect(await row()).toEqual(afterFirst);
+  });
+
   it("gives an instance's unused share back to the bucket, for the other instance to spend", async () => {
     const issued = await first.app.services.organizations.createApiKey(first.organizationId, {
       budget: { maximum: 100, restoreRate: SLOW },

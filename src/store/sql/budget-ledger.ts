@@ -1,5 +1,5 @@
 import type { BudgetLedger, LedgerAnswer } from "../../domain/budgets/budget-ledger.ts";
-import { grantedPrefix, type BudgetPolicy } from "../../domain/budgets/cost-budget.ts";
+import { grantedPrefix, refilledLevel, type BudgetPolicy } from "../../domain/budgets/cost-budget.ts";
 import type { PostgresExecutor } from "./postgres-executor.ts";
 import { Prisma } from "./sql-template.ts";
 
@@ -20,7 +20,9 @@ import { Prisma } from "./sql-template.ts";
  * gives the whole share back in its statement before its charges are decided, so that one instance alone sees its
  * key's bucket exactly; a share unused for SHARE_IDLE_MS goes back to the row with the next statement, or one of its
  * own. Until then the other instances see the key's bucket that much emptier (at most SHARE_OF_MAXIMUM of it per
- * instance).
+ * instance). A charge granted from the share answers with the bucket as a statement would find it at that moment
+ * (the row as the share's statement left it, refilled since, with the share given back, at most the maximum), so
+ * that two identical requests publish the same `throttleStatus` whichever way they were granted.
  *
  * The statement commits without waiting for its WAL record to reach the disk (`synchronous_commit` off for its
  * own transaction): a crash of the database may forget the last fraction of a second of charges, which only
@@ -48,6 +50,8 @@ interface Share {
   amount: number;
   /** The row's level when the statement that took the share answered; null until one has (refunds alone). */
   rowLevel: number | null;
+  /** performance.now() when that statement answered: the row has refilled since. */
+  rowAt: number;
   /** performance.now() of the share's last charge or refund. */
   usedAt: number;
 }
@@ -89,10 +93,13 @@ export class PostgresBudgetLedger implements BudgetLedger {
       !this.queued.has(apiKeyId) &&
       samePolicy(share.policy, policy)
     ) {
+      const now = performance.now();
+      // The bucket as a statement would find it now: the row refilled since, with the share given back to it.
+      const level = refilledLevel(share.rowLevel + share.amount, (now - share.rowAt) / 1000, policy);
       share.amount -= cost;
-      share.usedAt = performance.now();
+      share.usedAt = now;
       this.idle.delete(apiKeyId);
-      return Promise.resolve({ granted: true, available: share.rowLevel + share.amount });
+      return Promise.resolve({ granted: true, available: level - cost });
     }
     return new Promise((resolve, reject) => {
       let key = this.queued.get(apiKeyId);
@@ -111,7 +118,8 @@ export class PostgresBudgetLedger implements BudgetLedger {
       share.policy = policy;
       share.usedAt = performance.now();
     } else {
-      this.shares.set(apiKeyId, { policy, amount, rowLevel: null, usedAt: performance.now() });
+      const now = performance.now();
+      this.shares.set(apiKeyId, { policy, amount, rowLevel: null, rowAt: now, usedAt: now });
     }
     this.watchIdleShares();
   }
@@ -191,11 +199,13 @@ export class PostgresBudgetLedger implements BudgetLedger {
   /** The share a statement took for `id` (with what was refunded to the key while it ran). */
   private keepShare(id: string, policy: BudgetPolicy, amount: number, rowLevel: number): void {
     const share = this.shares.get(id);
+    const now = performance.now();
     if (share) {
       share.amount += amount;
       share.rowLevel = rowLevel;
+      share.rowAt = now;
     } else if (amount > 0) {
-      this.shares.set(id, { policy, amount, rowLevel, usedAt: performance.now() });
+      this.shares.set(id, { policy, amount, rowLevel, rowAt: now, usedAt: now });
     } else {
       return;
     }
