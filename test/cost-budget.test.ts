@@ -2,6 +2,8 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import { Prisma } from "../src/store/sql/sql-template.ts";
+import { expectEventually } from "./support/expect-eventually.ts";
 import { gql } from "./support/graphql-client.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
@@ -242,5 +244,70 @@ describe("one budget across two instances on one PostgreSQL database", () => {
       const refused = await http({ url: instance.url, apiKey: issued.key }, "GET", "/v1/tags?limit=30");
       expectStatus(refused, 429);
     }
+  });
+
+  it("grants a busy key's requests on one instance from that instance's share, with no statement each", async () => {
+    const issued = await first.app.services.organizations.createApiKey(first.organizationId, {
+      budget: { maximum: 1000, restoreRate: SLOW },
+    });
+    const key = { url: first.url, apiKey: issued.key };
+    const row = async () =>
+      (
+        await first.database.sql.all<{ available: number; refilled_at: number }>(
+          Prisma.sql`SELECT "available", "refilled_at" FROM "api_key_budgets" WHERE "api_key_id" = ${issued.id}`,
+        )
+      )[0];
+    expectStatus(await http(key, "GET", `/v1/tags/${tagId}`), 200);
+    const afterFirst = await row();
+    // 1,000 less the read (1) and the instance's share (5 % of the maximum), which the other instance cannot spend.
+    expect(Number(afterFirst?.available)).toBeCloseTo(949);
+    for (let read = 2; read <= 10; read++) {
+      const answer = await http(key, "GET", `/v1/tags/${tagId}`);
+      expectStatus(answer, 200);
+      // Still what the one bucket holds, as this instance knows it.
+      expect(answer.headers.get("ratelimit")).toBe(`"default";r=${1000 - read};t=${read * 1000}`);
+    }
+    // The reads after the first were granted from the share: no statement wrote the row.
+    expect(await row()).toEqual(afterFirst);
+  });
+
+  it("reports the bucket refilled since the share was taken, as a statement would find it", async () => {
+    // Refilled within a microsecond: every answer must report the bucket full less its own read, as the first did.
+    const issued = await first.app.services.organizations.createApiKey(first.organizationId, {
+      budget: { maximum: 1000, restoreRate: 1_000_000 },
+    });
+    const key = { url: first.url, apiKey: issued.key };
+    const row = async () =>
+      (
+        await first.database.sql.all<{ available: number; refilled_at: number }>(
+          Prisma.sql`SELECT "available", "refilled_at" FROM "api_key_budgets" WHERE "api_key_id" = ${issued.id}`,
+        )
+      )[0];
+    const firstRead = await http(key, "GET", `/v1/tags/${tagId}`);
+    expectStatus(firstRead, 200);
+    expect(firstRead.headers.get("ratelimit")).toMatch(/^"default";r=999;/);
+    const afterFirst = await row();
+    const firstQuery = await gql(key, PAGE_INFO_QUERY, {}, { headers: { "cache-control": "no-cache" } });
+    for (let read = 0; read < 5; read++) {
+      const answer = await http(key, "GET", `/v1/tags/${tagId}`);
+      expectStatus(answer, 200);
+      expect(answer.headers.get("ratelimit")).toMatch(/^"default";r=999;/);
+      const query = await gql(key, PAGE_INFO_QUERY, {}, { headers: { "cache-control": "no-cache" } });
+      expect(costOf(query.body)).toEqual(costOf(firstQuery.body));
+    }
+    // Granted from the share: no statement wrote the row after the first read.
+    expect(await row()).toEqual(afterFirst);
+  });
+
+  it("gives an instance's unused share back to the bucket, for the other instance to spend", async () => {
+    const issued = await first.app.services.organizations.createApiKey(first.organizationId, {
+      budget: { maximum: 100, restoreRate: SLOW },
+    });
+    expectStatus(await http({ url: first.url, apiKey: issued.key }, "GET", `/v1/tags/${tagId}`), 200);
+    // All that is left (99), on the other instance: granted once the first instance's share (5) is back in the row.
+    await expectEventually(
+      async () => (await http({ url: second.url, apiKey: issued.key }, "GET", "/v1/tags?limit=99")).status,
+      (status) => expect(status).toBe(200),
+    );
   });
 });
