@@ -27,10 +27,16 @@ export interface ServerChildOptions {
   readonly cwd?: string;
 }
 
-/** The reftrail server, with `env` overriding bench/bench-app.ts's production settings. */
+/**
+ * The reftrail server, with `env` overriding bench/bench-app.ts's production settings. BENCH_SERVER_NODE_FLAGS adds
+ * Node flags to its process, for a look inside it that NODE_OPTIONS does not allow (`--trace-gc`: the heap left by
+ * each collection, which tells a leak from a collector that simply runs less often).
+ */
 export function startReftrailChild(databaseUrl: string, env: Readonly<Record<string, string>> = {}) {
+  const flags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "");
   return startServerChild(join(import.meta.dirname, "server-process.ts"), ["reftrail", databaseUrl], {
     env: { BENCH_SERVER_ENV: JSON.stringify(env) },
+    execArgv: ["--import", "tsx", ...flags],
   });
 }
 
