@@ -17,6 +17,17 @@ describe("a statement's name in its trace span", () => {
     ).toMatchObject({ summary: "DELETE idempotency_records" });
   });
 
+  it("names no table after a subquery's alias: the top level's next table, or the first anywhere", () => {
+    expect(
+      statementNameOf(
+        `SELECT p."id" FROM (SELECT "id" FROM "reference_tags" LIMIT 50) AS p JOIN "shipping_references" r ON 1=1`,
+      ),
+    ).toMatchObject({ summary: "SELECT shipping_references" });
+    expect(statementNameOf(`SELECT p."id" FROM (SELECT "id" FROM "reference_tags" LIMIT 50) AS p`)).toMatchObject({
+      summary: "SELECT reference_tags",
+    });
+  });
+
   it("falls back to the first table named anywhere, then to the operation alone", () => {
     expect(statementNameOf(`SELECT (SELECT max("position") FROM "lifecycle_events") AS "last"`).summary).toBe(
       "SELECT lifecycle_events",

@@ -1,4 +1,4 @@
-import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from "@opentelemetry/api";
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span, type Tracer } from "@opentelemetry/api";
 import type { Database, DatabaseProvider } from "../database.ts";
 import type { ReadOptions, SqlExecutor, TransactionalExecutor } from "./executor.ts";
 import type { Prisma } from "./sql-template.ts";
@@ -27,11 +27,13 @@ const DB_OPERATION_NAME = "db.operation.name";
 const DB_COLLECTION_NAME = "db.collection.name";
 const DB_QUERY_TEXT = "db.query.text";
 
-/** Statement names by text, at most this many (emptied when full: a name costs one match to make again). */
-const MAX_NAMES = 1_000;
+/** Statements' spans' attributes by text, at most this many (emptied when full: an entry costs one match to make). */
+const MAX_STATEMENTS = 1_000;
 
-/** A parenthesized part holding no other: subqueries and common table expressions are dropped innermost first. */
+/** A parenthesized part holding no other: subqueries and common table expressions are set aside innermost first. */
 const INNERMOST_PARENTHESES = /\([^()]*\)/g;
+/** What a parenthesized part leaves at the top level: no name, so `FROM (SELECT …) AS r` names no table `AS`. */
+const SET_ASIDE = "[]";
 const OPERATION = /\b(SELECT|INSERT|UPDATE|DELETE)\b/i;
 const TABLE = /\b(?:FROM|INTO|UPDATE|JOIN)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?/i;
 
@@ -44,7 +46,7 @@ export function statementNameOf(text: string): StatementName {
   let top = text;
   for (let previous = ""; previous !== top;) {
     previous = top;
-    top = top.replace(INNERMOST_PARENTHESES, " ");
+    top = top.replace(INNERMOST_PARENTHESES, SET_ASIDE);
   }
   const operation = (OPERATION.exec(top)?.[1] ?? OPERATION.exec(text)?.[1] ?? "SQL").toUpperCase();
   const table = TABLE.exec(top)?.[1] ?? TABLE.exec(text)?.[1];
@@ -57,9 +59,15 @@ interface StatementName {
   readonly table: string | undefined;
 }
 
+/** What every span of one statement text carries, made once per text (the SDK copies it into each span). */
+interface StatementSpan {
+  readonly name: string;
+  readonly attributes: Attributes;
+}
+
 /** The executor `inner`, with a span per statement and per unit of work. */
 export class TracedExecutor implements TransactionalExecutor {
-  private readonly names = new Map<string, StatementName>();
+  private readonly statements = new Map<string, StatementSpan>();
   private readonly system: string;
 
   constructor(
@@ -113,19 +121,8 @@ export class TracedExecutor implements TransactionalExecutor {
 
   private traced<T>(query: Prisma.Sql, send: () => Promise<T>): Promise<T> {
     // The text in the database's own placeholder style: `?` on SQLite, `$1` on PostgreSQL.
-    const text = this.provider === "postgres" ? query.text : query.sql;
-    const name = this.nameOf(text);
-    const span = this.tracer.startSpan(name.summary, {
-      kind: SpanKind.CLIENT,
-      attributes: {
-        [DB_SYSTEM_NAME]: this.system,
-        [DB_SYSTEM]: this.system,
-        [DB_QUERY_SUMMARY]: name.summary,
-        [DB_OPERATION_NAME]: name.operation,
-        ...(name.table ? { [DB_COLLECTION_NAME]: name.table } : {}),
-        [DB_QUERY_TEXT]: text,
-      },
-    });
+    const statement = this.statementOf(this.provider === "postgres" ? query.text : query.sql);
+    const span = this.tracer.startSpan(statement.name, { kind: SpanKind.CLIENT, attributes: statement.attributes });
     let sent: Promise<T>;
     try {
       sent = send();
@@ -135,13 +132,24 @@ export class TracedExecutor implements TransactionalExecutor {
     return ended(span, sent);
   }
 
-  private nameOf(text: string): StatementName {
-    let name = this.names.get(text);
-    if (name) return name;
-    name = statementNameOf(text);
-    if (this.names.size >= MAX_NAMES) this.names.clear();
-    this.names.set(text, name);
-    return name;
+  private statementOf(text: string): StatementSpan {
+    let statement = this.statements.get(text);
+    if (statement) return statement;
+    const name = statementNameOf(text);
+    statement = {
+      name: name.summary,
+      attributes: {
+        [DB_SYSTEM_NAME]: this.system,
+        [DB_SYSTEM]: this.system,
+        [DB_QUERY_SUMMARY]: name.summary,
+        [DB_OPERATION_NAME]: name.operation,
+        ...(name.table ? { [DB_COLLECTION_NAME]: name.table } : {}),
+        [DB_QUERY_TEXT]: text,
+      },
+    };
+    if (this.statements.size >= MAX_STATEMENTS) this.statements.clear();
+    this.statements.set(text, statement);
+    return statement;
   }
 }
 
