@@ -1,3 +1,4 @@
+import { context } from "@opentelemetry/api";
 import DataLoader from "dataloader";
 import type { Reference, Tag } from "../domain/models.ts";
 import type { DomainNode } from "../domain/nodes/node-service.ts";
@@ -11,6 +12,20 @@ import type { PageRequest } from "./pagination.ts";
  * relation, not N. Each batch function returns its results in the order of its keys. Loaders live in the
  * request's context and are dropped with it; they cache for the request only.
  */
+
+/**
+ * When a batch runs: DataLoader's own schedule (after the promise jobs queued so far, then a tick, so that the loads
+ * of a whole level of the operation collect into one batch), in the trace context of the load that started it. A
+ * tick carries no context of its own (src/tracing/promise-context.ts); bound, the batch's statements are spans of
+ * the operation. With traces off the API's context is always the root, and binding returns `dispatch` itself.
+ */
+const afterQueuedPromiseJobs = Promise.resolve();
+const BATCH_IN_CALLERS_CONTEXT = {
+  batchScheduleFn(dispatch: () => void): void {
+    const bound = context.bind(context.active(), dispatch);
+    void afterQueuedPromiseJobs.then(() => process.nextTick(bound));
+  },
+};
 
 /** One page of `Tag.references`: the tag and the page arguments. */
 export interface TagReferencesKey extends PageRequest {
@@ -56,7 +71,7 @@ class RequestLoaders implements Loaders {
     return (this.#tagsByReferenceId ??= new DataLoader(async (ids) => {
       const byReference = await tags.tagsOfReferences(ids);
       return ids.map((id) => byReference.get(id) ?? []);
-    }));
+    }, BATCH_IN_CALLERS_CONTEXT));
   }
 
   get referenceById(): Loaders["referenceById"] {
@@ -66,7 +81,7 @@ class RequestLoaders implements Loaders {
         (await services.references.referencesByIds(organizationId, ids)).map((reference) => [reference.id, reference]),
       );
       return ids.map((id) => found.get(id) ?? null);
-    }));
+    }, BATCH_IN_CALLERS_CONTEXT));
   }
 
   get childrenByParentId(): Loaders["childrenByParentId"] {
@@ -74,7 +89,7 @@ class RequestLoaders implements Loaders {
     return (this.#childrenByParentId ??= new DataLoader(async (ids) => {
       const byParent = await references.childrenOfReferences(ids);
       return ids.map((id) => byParent.get(id) ?? []);
-    }));
+    }, BATCH_IN_CALLERS_CONTEXT));
   }
 
   // First pages (no cursor) of many tags come from one service call per page size: two queries in all.
@@ -113,7 +128,7 @@ class RequestLoaders implements Loaders {
           }),
         );
       },
-      { cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
+      { ...BATCH_IN_CALLERS_CONTEXT, cacheKeyFn: (key) => JSON.stringify([key.tagId, key.limit, key.cursor ?? null]) },
     ));
   }
 
@@ -122,7 +137,7 @@ class RequestLoaders implements Loaders {
     return (this.#webhookAttemptsByDeliveryId ??= new DataLoader(async (ids) => {
       const byDelivery = await webhooks.findAttemptsByDeliveryIds(ids);
       return ids.map((id) => byDelivery.get(id) ?? []);
-    }));
+    }, BATCH_IN_CALLERS_CONTEXT));
   }
 
   // Every id of an operation (Query.node fields, Query.nodes lists) in one lookup: one query per kind of node.
@@ -131,7 +146,7 @@ class RequestLoaders implements Loaders {
     return (this.#nodeById ??= new DataLoader(async (ids) => {
       const found = await services.nodes.findNodesByIds(organizationId, ids);
       return ids.map((id) => found.get(id) ?? null);
-    }));
+    }, BATCH_IN_CALLERS_CONTEXT));
   }
 
   clearAll(): void {

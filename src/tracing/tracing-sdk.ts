@@ -1,5 +1,4 @@
 import { context, propagation, type Tracer } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
@@ -13,12 +12,13 @@ import {
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 import { readFileSync } from "node:fs";
+import { PromiseContextManager } from "./promise-context.ts";
 
 /*
  * The OpenTelemetry SDK, loaded only when tracing is on (tracing.ts). The provider is this app's own, not
  * registered as the process's global one: a process that runs two apps (tests) keeps their spans apart, and a
  * library that traces through the global API adds nothing unasked. What is process-wide is what must be: the
- * context manager (AsyncLocalStorage, which carries the active span across awaits) and the W3C Trace Context
+ * context manager (promise-context.ts, which carries the active span across awaits) and the W3C Trace Context
  * propagator (`traceparent` in and out), each set once.
  *
  * The SDK reads its standard settings itself: OTEL_EXPORTER_OTLP_* (endpoint, headers, timeout, compression),
@@ -35,7 +35,7 @@ function setProcessWide(): void {
   if (processWideSet) return;
   processWideSet = true;
   // Each returns false when something set one first; that one is then used.
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  context.setGlobalContextManager(new PromiseContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
 }
 
