@@ -11,7 +11,7 @@ import { LiveSubscriptions } from "./live/live-subscriptions.ts";
 import type { Services } from "./domain/services.ts";
 import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
-import { registerGraphql } from "./graphql/graphql-server.ts";
+import { GRAPHQL_ENDPOINT, registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
 import { registerSubscriptions } from "./live/subscription-server.ts";
 import { registerSseSubscriptions } from "./live/sse-server.ts";
@@ -111,7 +111,7 @@ export async function buildApp({
   );
   readAdmission.register(http);
   // After the admission's hooks, which may hold a read before its handler (src/tracing/http-spans.ts).
-  if (tracer) traceHttpRequests(http, tracer);
+  if (tracer) traceHttpRequests(http, tracer, new Set([GRAPHQL_ENDPOINT]));
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);

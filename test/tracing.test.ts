@@ -115,8 +115,33 @@ describe.each(DATABASE_KINDS)("traces on %s", (kind) => {
       // A template: the value the request looked up is a bound parameter, never in the span.
       expect(JSON.stringify(statement.attributes)).not.toContain(reference.id);
     }
-    // Everything else of the trace hangs under the request (the key's lookup runs before the operation).
+    // Everything else of the trace hangs under the request. (The API key's lookup, shared by the requests of a
+    // turn, is a trace of its own.)
     expect(descendants(spans, request)).toHaveLength(spans.length - 1);
+  });
+
+  it("puts the statements of a loader's batch under the operation that loaded it", async () => {
+    const references = await Promise.all([createReference(server), createReference(server)]);
+    exporter.reset();
+    const response = await gql(
+      server,
+      `query TracedNodes($ids: [ID!]!) { nodes(ids: $ids) { id ... on Reference { tags { name } } } }`,
+      { ids: references.map((reference) => reference.id) },
+      { headers: { "cache-control": "no-cache", traceparent: `00-${TRACE_ID}-${CALLER_SPAN_ID}-01` } },
+    );
+    expect(response.status).toBe(200);
+    expect(response.body.data.nodes.map((node: { id: string }) => node.id)).toEqual(references.map((r) => r.id));
+    const request = await eventually(
+      async () => exporter.getFinishedSpans().find((span) => span.kind === SpanKind.SERVER),
+      10_000,
+      "the request's span",
+    );
+    const spans = exporter.getFinishedSpans();
+    const [operation] = byParent(spans, request).filter((span) => span.name === "query TracedNodes");
+    // The batch runs on a later tick than the loads (DataLoader's schedule), in the context of the first load.
+    const statements = descendants(spans, operation!).filter(isStatement);
+    expect(statements.map((span) => span.name)).toContain("SELECT shipping_references");
+    expect(statements.every((span) => span.spanContext().traceId === TRACE_ID)).toBe(true);
   });
 
   it("puts each REST read's statements under its own request, also when the read admission held it", async () => {

@@ -1,3 +1,4 @@
+import type { Context as TraceContext } from "@opentelemetry/api";
 import type { FastifyBaseLogger } from "fastify";
 import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
@@ -19,6 +20,8 @@ export interface GraphqlContext {
   readonly holdRead?: () => Promise<void>;
   /** Over HTTP: the request's estimated cost and its charge to the caller's budget (src/budget/graphql-plugin.ts). */
   readonly operationCost?: OperationCostSlot;
+  /** Over HTTP, when traces are on: the request's trace context, the parent of the operation's span. */
+  readonly traceParent?: TraceContext;
 }
 
 export interface ContextSource {
@@ -31,6 +34,7 @@ export interface ContextSource {
   readonly readCacheSlot?: ReadCacheSlot;
   readonly holdRead?: () => Promise<void>;
   readonly operationCost?: OperationCostSlot;
+  readonly traceParent?: TraceContext;
 }
 
 /**
@@ -39,7 +43,7 @@ export interface ContextSource {
  * @throws a GraphQLError UNAUTHENTICATED (HTTP 401) for a missing, unknown or revoked key.
  */
 export async function createGraphqlContext(source: ContextSource): Promise<GraphqlContext> {
-  const { services, credentials, log, readCacheSlot, holdRead, operationCost } = source;
+  const { services, credentials, log, readCacheSlot, holdRead, operationCost, traceParent } = source;
   const caller = source.caller ?? (await authenticateHeaders(services, credentials));
   if (!caller) {
     throw unauthenticated(
@@ -49,5 +53,5 @@ export async function createGraphqlContext(source: ContextSource): Promise<Graph
     );
   }
   const loaders = createLoaders(services, caller.organizationId);
-  return { caller, services, loaders, log, readCacheSlot, holdRead, operationCost };
+  return { caller, services, loaders, log, readCacheSlot, holdRead, operationCost, traceParent };
 }

@@ -31,6 +31,7 @@ import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
 import type { Tracer } from "@opentelemetry/api";
 import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
+import { requestTraceContext } from "../tracing/http-spans.ts";
 import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
@@ -163,7 +164,9 @@ export async function registerGraphql(
   { schema, services, config, isServiceUnavailable, readCache, readAdmission, tracer, budgets }: GraphqlDependencies,
 ): Promise<void> {
   const masking = createGraphqlErrorMasking(isServiceUnavailable);
-  const operationSpans = tracer ? new GraphqlOperationSpans<GraphqlContext>(tracer, estimatedOperationCost) : null;
+  const operationSpans = tracer
+    ? new GraphqlOperationSpans<GraphqlContext>(tracer, estimatedOperationCost, (context) => context.traceParent)
+    : null;
   const gateway = new CompiledExecutor(schema).gateway();
   const apollo = new ApolloServer<GraphqlContext>({
     // The schema, served through a gateway whose executor runs queries compiled once per document.
@@ -241,6 +244,7 @@ export async function registerGraphql(
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
             operationCost: { requested: null, charge: null },
+            traceParent: requestTraceContext(request),
           });
           if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
           // A key the route did not find (it was issued between the two lookups) had no document decided for it.

@@ -1,5 +1,10 @@
-import { context, trace, type Span, type Tracer } from "@opentelemetry/api";
-import type { ApolloServerOptionsWithGateway, ApolloServerPlugin, BaseContext } from "@apollo/server";
+import { context, trace, type Context as TraceContext, type Span, type Tracer } from "@opentelemetry/api";
+import type {
+  ApolloServerOptionsWithGateway,
+  ApolloServerPlugin,
+  BaseContext,
+  GraphQLRequestListener,
+} from "@apollo/server";
 import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
 
 /*
@@ -25,35 +30,43 @@ export class GraphqlOperationSpans<Context extends BaseContext> {
     private readonly tracer: Tracer,
     /** The operation's estimated cost, once the cost check has run (undefined when it did not). */
     private readonly estimatedCost: (contextValue: Context) => number | undefined,
+    /** The request's trace context, the operation span's parent (undefined: the context active where it starts). */
+    private readonly parentOf: (contextValue: Context) => TraceContext | undefined,
   ) {}
 
-  /** The Apollo plugin that starts and ends the spans; place it after the cost plugin. */
+  /**
+   * The Apollo plugin that starts and ends the spans; place it after the cost plugin. Its listeners are one object
+   * for every request (what they need comes with each call), not closures made per request.
+   */
   plugin(): ApolloServerPlugin<Context> {
-    return {
-      requestDidStart: async () => ({
-        didResolveOperation: async ({ operation, operationName, contextValue }) => {
-          // Typed as present, but absent when the document names no operation Apollo could pick.
-          const type = (operation as typeof operation | undefined)?.operation ?? "unknown";
-          const span = this.tracer.startSpan(operationName ? `${type} ${operationName}` : type, {
+    const listeners: GraphQLRequestListener<Context> = {
+      didResolveOperation: async ({ operation, operationName, contextValue }) => {
+        // Typed as present, but absent when the document names no operation Apollo could pick.
+        const type = (operation as typeof operation | undefined)?.operation ?? "unknown";
+        const span = this.tracer.startSpan(
+          operationName ? `${type} ${operationName}` : type,
+          {
             attributes: {
               [GRAPHQL_OPERATION_TYPE]: type,
               ...(operationName ? { [GRAPHQL_OPERATION_NAME]: operationName } : {}),
             },
-          });
-          this.open.set(contextValue, span);
-        },
-        willSendResponse: async ({ contextValue, errors }) => {
-          const span = this.open.get(contextValue);
-          if (!span) return;
-          this.open.delete(contextValue);
-          const cost = this.estimatedCost(contextValue);
-          if (cost !== undefined) span.setAttribute(GRAPHQL_ESTIMATED_COST, cost);
-          const code = errors?.[0]?.extensions.code;
-          if (typeof code === "string") span.setAttribute(ATTR_ERROR_TYPE, code);
-          span.end();
-        },
-      }),
+          },
+          this.parentOf(contextValue) ?? context.active(),
+        );
+        this.open.set(contextValue, span);
+      },
+      willSendResponse: async ({ contextValue, errors }) => {
+        const span = this.open.get(contextValue);
+        if (!span) return;
+        this.open.delete(contextValue);
+        const cost = this.estimatedCost(contextValue);
+        if (cost !== undefined) span.setAttribute(GRAPHQL_ESTIMATED_COST, cost);
+        const code = errors?.[0]?.extensions.code;
+        if (typeof code === "string") span.setAttribute(ATTR_ERROR_TYPE, code);
+        span.end();
+      },
     };
+    return { requestDidStart: async () => listeners };
   }
 
   /** `gateway`, its executor run with the request's operation span active. */

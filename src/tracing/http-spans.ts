@@ -22,15 +22,24 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
  * route that matched (`POST /graphql`, `GET /v1/references/:referenceId`). It ends when the response closes: sent, or cut
  * short by the client.
  *
- * The span is made active twice, by calling Fastify's `done` inside it: when the request arrives (onRequest), and
- * again right before the handler (preHandler), because what runs between may continue in another context — the
- * body is parsed in the socket's `data` callbacks, and a REST read held by the read admission is let go from the
- * admission's own turn. The http instrumentation binds the request's and response's emitters instead, which
- * wraps every listener Fastify adds to them: measured, that was a cost of its own on every request.
+ * The span is made active right before the handler (preHandler), by calling Fastify's `done` inside it, so that the
+ * handler's statements are its children; what runs before (body parsing in the socket's `data` callbacks, a REST
+ * read held by the read admission and let go from the admission's own turn) is in no request's context, and the
+ * API key's lookup is shared by the requests of a turn. The routes that pass the context on themselves are left
+ * as they are: the GraphQL route makes its operation span active while the operation executes, as a child of this
+ * one (graphql-spans.ts), and Apollo's pipeline around execution then carries no context (each promise that does
+ * costs the context manager a little: promise-context.ts). The http instrumentation binds the request's and
+ * response's emitters instead, which wraps every listener Fastify adds to them: measured, that was a cost of its
+ * own on every request.
  */
 
 /** The context of each request in flight, its span active. */
 const requestContexts = new WeakMap<FastifyRequest, Context>();
+
+/** The trace context of `request`'s span, when traces are on; for a route that passes it on itself. */
+export function requestTraceContext(request: FastifyRequest): Context | undefined {
+  return requestContexts.get(request);
+}
 
 function startRequestSpan(tracer: Tracer, request: FastifyRequest): Context {
   const parent = propagation.extract(ROOT_CONTEXT, request.headers);
@@ -55,10 +64,15 @@ function startRequestSpan(tracer: Tracer, request: FastifyRequest): Context {
 }
 
 /**
- * Makes every request `http` serves a span of `tracer`. Call after the hooks that may hold a request before its
- * handler (the read admission's), so that the span is made active again after them.
+ * Makes every request `http` serves a span of `tracer`, active in its handler except on `routesPassingContextOn`
+ * (route URLs as registered). Call after the hooks that may hold a request before its handler (the read
+ * admission's), so that the span is made active after them.
  */
-export function traceHttpRequests(http: FastifyInstance, tracer: Tracer): void {
+export function traceHttpRequests(
+  http: FastifyInstance,
+  tracer: Tracer,
+  routesPassingContextOn: ReadonlySet<string> = new Set(),
+): void {
   http.addHook("onRequest", (request, reply, done) => {
     const active = startRequestSpan(tracer, request);
     requestContexts.set(request, active);
@@ -68,11 +82,11 @@ export function traceHttpRequests(http: FastifyInstance, tracer: Tracer): void {
       if (reply.raw.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
     });
-    context.with(active, done);
+    done();
   });
   http.addHook("preHandler", (request, _reply, done) => {
     const active = requestContexts.get(request);
-    if (active) context.with(active, done);
+    if (active && !routesPassingContextOn.has(request.routeOptions.url!)) context.with(active, done);
     else done();
   });
 }
