@@ -15,6 +15,8 @@
  *
  *   node --import tsx bench/variant-cost.ts [sqlite|postgres] [rounds=6] [seconds=4] [reference|graphqlPage]
  *     [variants=default,budget-off,traces-on]
+ * BENCH_SERVER_NODE_FLAGS adds Node flags to every server, as for the bench's own (bench/server-child.ts):
+ * `--cpu-prof --cpu-prof-dir=<dir>` writes each server's CPU profile when it stops.
  */
 import "./production-env.ts";
 import { readFileSync } from "node:fs";
