@@ -35,16 +35,17 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 
 /** The context of each request in flight, its span active. */
 const requestContexts = new WeakMap<FastifyRequest, Context>();
+/** The requests whose context is made active before their handler (not on the routes that pass it on). */
+const activeInHandler = new WeakSet<FastifyRequest>();
 
 /** The trace context of `request`'s span, when traces are on; for a route that passes it on itself. */
 export function requestTraceContext(request: FastifyRequest): Context | undefined {
   return requestContexts.get(request);
 }
 
-function startRequestSpan(tracer: Tracer, request: FastifyRequest): Context {
+function startRequestSpan(tracer: Tracer, request: FastifyRequest, route: string | undefined): Context {
   const parent = propagation.extract(ROOT_CONTEXT, request.headers);
   const { method, url } = request.raw;
-  const route = request.routeOptions.url;
   const query = url?.indexOf("?") ?? -1;
   const span = tracer.startSpan(
     route === undefined ? method! : `${method} ${route}`,
@@ -74,8 +75,11 @@ export function traceHttpRequests(
   routesPassingContextOn: ReadonlySet<string> = new Set(),
 ): void {
   http.addHook("onRequest", (request, reply, done) => {
-    const active = startRequestSpan(tracer, request);
+    // A getter that builds an object on each call: read once.
+    const route = request.routeOptions.url;
+    const active = startRequestSpan(tracer, request, route);
     requestContexts.set(request, active);
+    if (route === undefined || !routesPassingContextOn.has(route)) activeInHandler.add(request);
     const span = trace.getSpan(active)!;
     reply.raw.once("close", () => {
       span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, reply.raw.statusCode);
@@ -85,8 +89,7 @@ export function traceHttpRequests(
     done();
   });
   http.addHook("preHandler", (request, _reply, done) => {
-    const active = requestContexts.get(request);
-    if (active && !routesPassingContextOn.has(request.routeOptions.url!)) context.with(active, done);
+    if (activeInHandler.has(request)) context.with(requestContexts.get(request)!, done);
     else done();
   });
 }
