@@ -11,7 +11,8 @@ import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
  * One span per GraphQL operation over HTTP, a child of its request's span and the parent of the statements its
  * resolvers run. It starts once Apollo has resolved the operation (its name and type known, the cost estimated),
  * is the active span while the operation executes (the gateway's executor runs inside it: Apollo's plugin hooks
- * cannot wrap execution) and ends when the response is ready.
+ * cannot wrap execution) and ends when the response is ready. Its parent is handed over in the request's context
+ * value, not found as the active context: the GraphQL route leaves Apollo's pipeline without one (http-spans.ts).
  */
 
 /** The attributes of an operation span (graphql.* as OpenTelemetry's semantic conventions name them). */
