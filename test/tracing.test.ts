@@ -144,6 +144,29 @@ describe.each(DATABASE_KINDS)("traces on %s", (kind) => {
     expect(statements.every((span) => span.spanContext().traceId === TRACE_ID)).toBe(true);
   });
 
+  it("puts a mutation's unit of work and its writes under the operation", async () => {
+    const response = await gql(
+      server,
+      `mutation TracedCreate($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`,
+      { input: { billOfLading: `BL-TRACED-${kind}-${Date.now()}`, carrierCode: "MAEU" } },
+      { headers: { traceparent: `00-${TRACE_ID}-${CALLER_SPAN_ID}-01` } },
+    );
+    expect(response.status).toBe(200);
+    expect(response.body.errors).toBeUndefined();
+    const operation = await eventually(
+      async () => exporter.getFinishedSpans().find((span) => span.name === "mutation TracedCreate"),
+      10_000,
+      "the operation's span",
+    );
+    const spans = exporter.getFinishedSpans();
+    // The unit of work waits for a connection (PostgreSQL) or the writer's turn (SQLite) before its statements.
+    const [unit] = descendants(spans, operation).filter((span) => span.name === "transaction");
+    expect(unit).toBeDefined();
+    expect(descendants(spans, unit!).map((span) => span.name)).toEqual(
+      expect.arrayContaining(["INSERT shipping_references", "INSERT lifecycle_events"]),
+    );
+  });
+
   it("puts each REST read's statements under its own request, also when the read admission held it", async () => {
     const references = await Promise.all(Array.from({ length: 4 }, () => createReference(server)));
     exporter.reset();
