@@ -7,7 +7,8 @@
  *   budget-off  built without its cost budget (BENCH_BUDGET=off): nothing charged, settled or published
  *   traces-on   every span recorded, batched into the SDK's in-memory exporter (BENCH_TRACING=memory)
  *   traces-ctx  traces on with OTEL_TRACES_SAMPLER=always_off: the context carried across every await, no span
- * Per run: req/s, the server process's CPU µs per request (user + system, /proc/<pid>/stat) and, on PostgreSQL,
+ * Per run: req/s, the server process's CPU µs per request (user + system, /proc/<pid>/stat; its main thread's in
+ * parentheses) and, on PostgreSQL,
  * the CPU µs per request of the database's backends serving the bench database (every server's: the idle ones
  * cost next to nothing, with the webhook worker off). Prints each run, then per variant the median of the rounds
  * after the first (which warms the JIT) and the overall figure of those rounds (CPU summed ÷ requests summed), each
@@ -15,6 +16,7 @@
  *
  *   node --import tsx bench/variant-cost.ts [sqlite|postgres] [rounds=6] [seconds=4] [reference|graphqlPage]
  *     [variants=default,budget-off,traces-on]
+ * A variant named twice runs on two servers whose rounds are pooled: one server's JIT luck then weighs half.
  * BENCH_SERVER_NODE_FLAGS adds Node flags to every server, as for the bench's own (bench/server-child.ts):
  * `--cpu-prof --cpu-prof-dir=<dir>` writes each server's CPU profile when it stops.
  */
@@ -39,6 +41,16 @@ const VARIANTS: Record<string, { server: Record<string, string>; process?: Recor
 function cpuMicros(pid: number): number {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return 0;
+  }
+}
+
+/** The same for the process's main thread alone (its JavaScript; the collector's helpers and workers are apart). */
+function mainThreadMicros(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
     return (Number(fields[11]) + Number(fields[12])) * 10_000;
   } catch {
     return 0;
@@ -94,9 +106,11 @@ for (let round = 0; round < rounds; round++) {
   for (let turn = 0; turn < servers.length; turn++) {
     const { name, child, specs } = servers[(round + turn) % servers.length]!;
     const serverBefore = cpuMicros(child.pid);
+    const mainBefore = mainThreadMicros(child.pid);
     const databaseBefore = admin ? await backendCpu(admin, databaseName) : new Map<number, number>();
     const result = await loads.run({ ...specs[key], connections: 50, durationSeconds: seconds, warmupSeconds: 0 });
     const server = Math.round((cpuMicros(child.pid) - serverBefore) / result.requests);
+    const mainThread = Math.round((mainThreadMicros(child.pid) - mainBefore) / result.requests);
     let databaseMicros = 0;
     if (admin) {
       for (const [pid, micros] of await backendCpu(admin, databaseName))
@@ -116,7 +130,7 @@ for (let round = 0; round < rounds; round++) {
       figures.set(name, entry);
     }
     console.log(
-      `round ${round + 1} ${name}: ${Math.round(result.rps)} req/s, server ${server} µs/req` +
+      `round ${round + 1} ${name}: ${Math.round(result.rps)} req/s, server ${server} µs/req (main ${mainThread})` +
         (admin ? `, database ${databasePerRequest} µs/req` : "") +
         `, load ${loadavg()[0]!.toFixed(2)}`,
     );
