@@ -28,15 +28,20 @@ export interface ServerChildOptions {
 }
 
 /**
- * The reftrail server, with `env` overriding bench/bench-app.ts's production settings. BENCH_SERVER_NODE_FLAGS adds
- * Node flags to its process, for a look inside it that NODE_OPTIONS does not allow (`--trace-gc`: the heap left by
- * each collection, which tells a leak from a collector that simply runs less often).
+ * The Node flags of a reftrail server's process: `--import tsx`, and BENCH_SERVER_NODE_FLAGS, for a look inside it
+ * that NODE_OPTIONS does not allow (`--trace-gc`: the heap left by each collection, which tells a leak from a
+ * collector that simply runs less often; `--cpu-prof`).
  */
-export function startReftrailChild(databaseUrl: string, env: Readonly<Record<string, string>> = {}) {
+export function reftrailNodeFlags(): string[] {
   const flags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "");
+  return ["--import", "tsx", ...flags];
+}
+
+/** The reftrail server, with `env` overriding bench/bench-app.ts's production settings. */
+export function startReftrailChild(databaseUrl: string, env: Readonly<Record<string, string>> = {}) {
   return startServerChild(join(import.meta.dirname, "server-process.ts"), ["reftrail", databaseUrl], {
     env: { BENCH_SERVER_ENV: JSON.stringify(env) },
-    execArgv: ["--import", "tsx", ...flags],
+    execArgv: reftrailNodeFlags(),
   });
 }
 

@@ -27,7 +27,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { LoadGenerator } from "./load.ts";
 import { prepareDatabase, readSpecs } from "./data-path.bench.ts";
-import { startServerChild } from "./server-child.ts";
+import { reftrailNodeFlags, startServerChild } from "./server-child.ts";
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 
 const VARIANTS: Record<string, { server: Record<string, string>; process?: Record<string, string> }> = {
@@ -74,8 +74,6 @@ const key = (process.argv[5] ?? "reference") as "reference" | "graphqlPage";
 const names = (process.argv[6] ?? "default,budget-off,traces-on").split(",");
 for (const name of names) if (!VARIANTS[name]) throw new Error(`unknown variant ${name}`);
 
-/** Node flags for every server (bench/server-child.ts): `--cpu-prof` shows where a variant's time goes. */
-const serverNodeFlags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter((flag) => flag !== "");
 const loads = new LoadGenerator();
 const { database, apiKey, seeded } = await prepareDatabase(kind, 2000, { tags: 50, eventsPerReference: 20 });
 const adminUrl = process.env.TEST_DATABASE_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
@@ -94,7 +92,7 @@ for (const name of names) {
       }),
       ...variant.process,
     },
-    execArgv: ["--import", "tsx", ...serverNodeFlags],
+    execArgv: reftrailNodeFlags(),
   });
   servers.push({ name, child, specs: await readSpecs(child.url, apiKey, seeded) });
 }
