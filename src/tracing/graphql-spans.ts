@@ -44,16 +44,15 @@ export class GraphqlOperationSpans<Context extends BaseContext> {
       didResolveOperation: async ({ operation, operationName, contextValue }) => {
         // Typed as present, but absent when the document names no operation Apollo could pick.
         const type = (operation as typeof operation | undefined)?.operation ?? "unknown";
-        const span = this.tracer.startSpan(
-          operationName ? `${type} ${operationName}` : type,
-          {
-            attributes: {
-              [GRAPHQL_OPERATION_TYPE]: type,
-              ...(operationName ? { [GRAPHQL_OPERATION_NAME]: operationName } : {}),
-            },
-          },
-          this.parentOf(contextValue) ?? context.active(),
-        );
+        // Attributes set on the started span, not given to `startSpan`: see src/store/sql/traced-executor.ts.
+        const span = this.tracer
+          .startSpan(
+            operationName ? `${type} ${operationName}` : type,
+            undefined,
+            this.parentOf(contextValue) ?? context.active(),
+          )
+          .setAttribute(GRAPHQL_OPERATION_TYPE, type);
+        if (operationName) span.setAttribute(GRAPHQL_OPERATION_NAME, operationName);
         this.open.set(contextValue, span);
       },
       willSendResponse: async ({ contextValue, errors }) => {

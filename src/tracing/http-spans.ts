@@ -43,24 +43,22 @@ export function requestTraceContext(request: FastifyRequest): Context | undefine
   return requestContexts.get(request);
 }
 
+const SERVER_SPAN_OPTIONS = { kind: SpanKind.SERVER } as const;
+
 function startRequestSpan(tracer: Tracer, request: FastifyRequest, route: string | undefined): Context {
   const parent = propagation.extract(ROOT_CONTEXT, request.headers);
-  const { method, url } = request.raw;
-  const query = url?.indexOf("?") ?? -1;
-  const span = tracer.startSpan(
-    route === undefined ? method! : `${method} ${route}`,
-    {
-      kind: SpanKind.SERVER,
-      attributes: {
-        [ATTR_HTTP_REQUEST_METHOD]: method,
-        // The path only: a query string may carry values a trace must not keep.
-        [ATTR_URL_PATH]: query === -1 ? url : url!.slice(0, query),
-        [ATTR_URL_SCHEME]: "http",
-        ...(route === undefined ? {} : { [ATTR_HTTP_ROUTE]: route }),
-      },
-    },
-    parent,
-  );
+  // Always set on a request a server received (the type is shared with client requests).
+  const method = request.raw.method!;
+  const url = request.raw.url!;
+  const query = url.indexOf("?");
+  // Attributes set on the started span, not given to `startSpan`: see src/store/sql/traced-executor.ts.
+  const span = tracer
+    .startSpan(route === undefined ? method : `${method} ${route}`, SERVER_SPAN_OPTIONS, parent)
+    .setAttribute(ATTR_HTTP_REQUEST_METHOD, method)
+    // The path only: a query string may carry values a trace must not keep.
+    .setAttribute(ATTR_URL_PATH, query === -1 ? url : url.slice(0, query))
+    .setAttribute(ATTR_URL_SCHEME, "http");
+  if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route);
   return trace.setSpan(parent, span);
 }
 

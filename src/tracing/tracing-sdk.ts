@@ -12,6 +12,7 @@ import {
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 import { readFileSync } from "node:fs";
+import { PooledRandomIds } from "./pooled-ids.ts";
 import { PromiseContextManager } from "./promise-context.ts";
 
 /*
@@ -53,7 +54,11 @@ export function startTracingSdk(
   const resource = defaultResource()
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: serviceName, [ATTR_SERVICE_VERSION]: PACKAGE_VERSION }));
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
+  const provider = new NodeTracerProvider({
+    resource,
+    spanProcessors: [processor],
+    idGenerator: new PooledRandomIds(),
+  });
   const tracer: Tracer = provider.getTracer("reftrail", PACKAGE_VERSION);
   return { tracer, shutdown: () => provider.shutdown() };
 }

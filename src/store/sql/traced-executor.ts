@@ -59,6 +59,8 @@ interface StatementName {
   readonly table: string | undefined;
 }
 
+const STATEMENT_SPAN_OPTIONS = { kind: SpanKind.CLIENT } as const;
+
 /** What every span of one statement text carries, made once per text (the SDK copies it into each span). */
 interface StatementSpan {
   readonly name: string;
@@ -122,7 +124,9 @@ export class TracedExecutor implements TransactionalExecutor {
   private traced<T>(query: Prisma.Sql, send: () => Promise<T>): Promise<T> {
     // The text in the database's own placeholder style: `?` on SQLite, `$1` on PostgreSQL.
     const statement = this.statementOf(this.provider === "postgres" ? query.text : query.sql);
-    const span = this.tracer.startSpan(statement.name, { kind: SpanKind.CLIENT, attributes: statement.attributes });
+    // The attributes are set on the started span rather than given to `startSpan`, which copies and checks them
+    // twice more for its sampler; the samplers OTEL_TRACES_SAMPLER names do not read attributes.
+    const span = this.tracer.startSpan(statement.name, STATEMENT_SPAN_OPTIONS).setAttributes(statement.attributes);
     let sent: Promise<T>;
     try {
       sent = send();
