@@ -12,7 +12,8 @@
  * the CPU µs per request of the database's backends serving the bench database (every server's: the idle ones
  * cost next to nothing, with the webhook worker off). Prints each run, then per variant the median of the rounds
  * after the first (which warms the JIT) and the overall figure of those rounds (CPU summed ÷ requests summed), each
- * with its change against `default`.
+ * with its change against `default`; last, per variant, the median of its ratios to `default` taken within each
+ * round (the variants of a round run back to back), the figure that cancels the machine's drift between rounds.
  *
  *   node --import tsx bench/variant-cost.ts [sqlite|postgres] [rounds=6] [seconds=4] [reference|graphqlPage]
  *     [variants=default,budget-off,traces-on]
@@ -100,6 +101,8 @@ console.log(`${kind} ${key}, ${rounds} rounds of ${seconds} s per variant; load 
 const figures = new Map<string, { rps: number[]; server: number[]; database: number[] }>();
 /** Per variant over the rounds after the first: CPU µs (server, database) and requests, for the overall figure. */
 const totals = new Map<string, { server: number; database: number; requests: number }>();
+/** Each round's runs by variant (rounds after the first), for the figures paired within a round. */
+const roundFigures: Map<string, { rps: number; server: number }[]>[] = [];
 for (let round = 0; round < rounds; round++) {
   for (let turn = 0; turn < servers.length; turn++) {
     const { name, child, specs } = servers[(round + turn) % servers.length]!;
@@ -126,6 +129,10 @@ for (let round = 0; round < rounds; round++) {
       entry.server.push(server);
       entry.database.push(databasePerRequest);
       figures.set(name, entry);
+      const thisRound = roundFigures[round] ?? (roundFigures[round] = new Map());
+      const runs = thisRound.get(name) ?? [];
+      runs.push({ rps: result.rps, server });
+      thisRound.set(name, runs);
     }
     console.log(
       `round ${round + 1} ${name}: ${Math.round(result.rps)} req/s, server ${server} µs/req (main ${mainThread})` +
@@ -159,6 +166,29 @@ for (const [name, total] of totals) {
         ? `, server + database ${both} µs/req` +
           change(both, baseTotal && (baseTotal.server + baseTotal.database) / baseTotal.requests)
         : ""),
+  );
+}
+// Paired within each round: the variants of one round run within a minute of each other, so a ratio taken there
+// cancels the machine's drift between rounds (on a shared machine the same server's CPU per request can move by a
+// third from one round to the next). The median of the rounds' ratios, and their range.
+const mean = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+const percent = (ratio: number) => `${ratio >= 1 ? "+" : ""}${((ratio - 1) * 100).toFixed(1)} %`;
+for (const name of new Set(names)) {
+  if (name === "default") continue;
+  const rps: number[] = [];
+  const server: number[] = [];
+  for (const round of roundFigures) {
+    const variant = round?.get(name);
+    const reference = round?.get("default");
+    if (!variant || !reference) continue;
+    rps.push(mean(variant.map((run) => run.rps)) / mean(reference.map((run) => run.rps)));
+    server.push(mean(variant.map((run) => run.server)) / mean(reference.map((run) => run.server)));
+  }
+  if (rps.length === 0) continue;
+  const range = (ratios: number[]) => `${percent(Math.min(...ratios))} to ${percent(Math.max(...ratios))}`;
+  console.log(
+    `paired ${name} against default, ${rps.length} rounds: req/s ${percent(median(rps))} (${range(rps)}), ` +
+      `server CPU ${percent(median(server))} (${range(server)})`,
   );
 }
 console.log(`load average at the end ${loadavg().join(" ")}`);

@@ -244,7 +244,7 @@ export async function registerGraphql(
             readCacheSlot: request.graphqlReadCache,
             holdRead: () => readAdmission.holdRead(reply),
             operationCost: { requested: null, charge: null },
-            traceParent: requestTraceContext(request),
+            traceParent: operationSpans ? requestTraceContext(request) : undefined,
           });
           if (request.graphqlDocumentRefusal) throw documentRefusalError(request.graphqlDocumentRefusal);
           // A key the route did not find (it was issued between the two lookups) had no document decided for it.
