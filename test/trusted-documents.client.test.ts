@@ -31,6 +31,16 @@ const MANIFEST_FILE = fileURLToPath(
 );
 const manifest = JSON.parse(readFileSync(MANIFEST_FILE, "utf8")) as Record<string, string>;
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+/** The cost of a request refused before it was read as GraphQL: nothing requested or spent, the bucket as it is. */
+const NOTHING_SPENT = {
+  requestedQueryCost: 0,
+  actualQueryCost: 0,
+  throttleStatus: {
+    maximumAvailable: expect.any(Number),
+    currentlyAvailable: expect.any(Number),
+    restoreRate: expect.any(Number),
+  },
+};
 
 async function cli(server: TestServer, ...args: string[]): Promise<Record<string, any>> {
   const { stdout } = await run(process.execPath, ["bin/reftrail.mjs", ...args], {
@@ -107,6 +117,8 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
     expect(arbitrary.body.errors).toEqual([
       { message: expect.stringMatching(/registered documents only/), extensions: { code: "TRUSTED_DOCUMENTS_ONLY" } },
     ]);
+    // Refused before it was read as GraphQL, it still says what it cost (nothing) and what the key's budget holds.
+    expect(arbitrary.body.extensions).toEqual({ cost: NOTHING_SPENT });
     // The text of a registered document is that document: allowed.
     const tagsText = manifest[documentIdOf(TrustedClientTagsDocument)]!;
     expect((await gql(server, tagsText, { first: 1 }, { apiKey: trustedKey })).body.errors).toBeUndefined();
@@ -144,6 +156,7 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
     expect(apollo.status).toBe(200);
     expect(apollo.body).toEqual({
       errors: [{ message: "PersistedQueryNotFound", extensions: { code: "PERSISTED_QUERY_NOT_FOUND" } }],
+      extensions: { cost: NOTHING_SPENT },
     });
     for (const apiKey of [trustedKey, server.apiKey]) {
       const byId = await http(server, "POST", "/graphql", { body: { documentId: `sha256:${unknown}` }, apiKey });
@@ -151,6 +164,7 @@ describe.each(DATABASE_KINDS)("trusted documents on %s", (kind) => {
       expect(byId.body.errors).toEqual([
         { message: expect.stringContaining(`sha256:${unknown}`), extensions: { code: "PERSISTED_DOCUMENT_NOT_FOUND" } },
       ]);
+      expect(byId.body.extensions).toEqual({ cost: NOTHING_SPENT });
     }
     // Another organization's registry is another registry.
     const other = await server.newOrganization("other");

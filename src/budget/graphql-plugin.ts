@@ -22,6 +22,25 @@ function refusal(
   };
 }
 
+/**
+ * The cost of a request refused before its cost was estimated: nothing requested, nothing ran, nothing charged,
+ * and the caller's bucket as it is. Null when the bucket cannot be read (the database is unavailable): the refusal
+ * then goes without it.
+ */
+export async function costOfRefusal(budgets: CostBudgetService, caller: BudgetHolder): Promise<PublishedCost | null> {
+  let charge: BudgetCharge;
+  try {
+    charge = await budgets.charge(caller, 0);
+  } catch {
+    return null;
+  }
+  return {
+    requestedQueryCost: 0,
+    actualQueryCost: 0,
+    throttleStatus: charge.granted ? budgets.settle(caller, charge, 0) : charge.status,
+  };
+}
+
 /** A GraphQL request's cost as it goes: the estimate (set by src/graphql/limits.ts), then the charge. */
 export interface OperationCostSlot {
   requested: number | null;
@@ -74,26 +93,23 @@ export function costBudgetPlugin<Context extends BudgetContext>(
           const { caller, operationCost: slot } = contextValue as Partial<BudgetContext>;
           if (!slot || !caller || response.body.kind !== "single") return;
           const result = response.body.singleResult;
-          let requested = slot.requested ?? 0;
-          let charge = slot.charge;
-          if (!charge) {
-            // Refused before the charge (parse, validation, a limit, an outage): nothing ran, nothing is charged.
-            requested = 0;
-            try {
-              charge = await budgets.charge(caller, 0);
-            } catch {
-              return;
-            }
+          const charge = slot.charge;
+          let cost: PublishedCost | null;
+          if (charge) {
+            const actual =
+              charge.granted && document && operation
+                ? actualOperationCost(document, operation, result.data, charge.charged)
+                : 0;
+            cost = {
+              requestedQueryCost: slot.requested ?? 0,
+              actualQueryCost: actual,
+              throttleStatus: charge.granted ? budgets.settle(caller, charge, actual) : charge.status,
+            };
+          } else {
+            // Refused before the charge (parse, validation, a limit, an outage).
+            cost = await costOfRefusal(budgets, caller);
+            if (!cost) return;
           }
-          const actual =
-            charge.granted && document && operation
-              ? actualOperationCost(document, operation, result.data, charge.charged)
-              : 0;
-          const cost: PublishedCost = {
-            requestedQueryCost: requested,
-            actualQueryCost: actual,
-            throttleStatus: charge.granted ? budgets.settle(caller, charge, actual) : charge.status,
-          };
           // Last among the extensions: a response kept by the read cache is served again with its cost replaced.
           const { cost: _ignored, ...others } = result.extensions ?? {};
           result.extensions = { ...others, cost };

@@ -43,3 +43,12 @@ export function rateLimitField(status: ThrottleStatus): string {
   const untilFull = missing === 0 ? 0 : Math.ceil(missing / status.restoreRate);
   return `${POLICY};r=${status.currentlyAvailable};t=${untilFull}`;
 }
+
+/**
+ * A GraphQL response's JSON text with `cost` as the last member of its `extensions` (where the budget's plugin puts
+ * it), for an answer written before the plugin could: a document refused on the route (src/graphql/graphql-server.ts).
+ */
+export function withPublishedCost(payload: string, cost: PublishedCost): string {
+  const { extensions, ...response } = JSON.parse(payload) as { extensions?: Record<string, unknown> };
+  return `${JSON.stringify({ ...response, extensions: { ...extensions, cost } })}\n`;
+}

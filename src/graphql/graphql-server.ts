@@ -35,7 +35,8 @@ import { requestTraceContext } from "../tracing/http-spans.ts";
 import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
-import { costBudgetPlugin } from "../budget/graphql-plugin.ts";
+import { costBudgetPlugin, costOfRefusal } from "../budget/graphql-plugin.ts";
+import { withPublishedCost } from "../budget/published-cost.ts";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import { sendCachedResponse } from "../budget/cached-cost.ts";
 
@@ -307,7 +308,14 @@ export async function registerGraphql(
         }
         // A query the cache could not answer waits for admission inside Apollo, before execution
         // (src/admission/graphql-plugin.ts); a mutation does not.
-        return executeGraphql.call(this, request, reply);
+        const answer = await executeGraphql.call(this, request, reply);
+        // A document refused on the route is answered from Apollo's context, where no plugin runs: its cost is
+        // added here, as the budget's plugin adds it to every other refusal.
+        if (request.graphqlDocumentRefusal && request.caller && budgets && answer !== undefined) {
+          const cost = await costOfRefusal(budgets, request.caller);
+          if (cost) return withPublishedCost(answer, cost);
+        }
+        return answer;
       },
     });
   });

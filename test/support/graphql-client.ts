@@ -10,7 +10,11 @@ export interface GraphqlErrorBody {
 export interface GraphqlResponse<Data = any> {
   readonly status: number;
   readonly headers: Headers;
-  readonly body: { readonly data?: Data | null; readonly errors?: readonly GraphqlErrorBody[] };
+  readonly body: {
+    readonly data?: Data | null;
+    readonly errors?: readonly GraphqlErrorBody[];
+    readonly extensions?: Record<string, any>;
+  };
 }
 
 export interface GqlOptions {
