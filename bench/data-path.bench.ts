@@ -6,8 +6,9 @@
  * that each peak RSS is the server's own.
  *
  * Rows per database and size: GraphQL `reference(id)` with its tags and first 20 events; REST two-tag `any`
- * page of 50; GraphQL `references(filter: {tagNames, tagMatch: ANY}, first: 50)`; the two GraphQL rows again on
- * a server without its cost budget and on one with traces on (bench/data-path.variants.ts); then the first two again
+ * page of 50; GraphQL `references(filter: {tagNames, tagMatch: ANY}, first: 50)`; the two GraphQL rows on a server
+ * without its cost budget and on one with traces on, each in rounds paired with the default server
+ * (bench/data-path.variants.ts); then the first two again
  * while an open-loop feed POSTs extraction outcomes at BENCH_FEED_RATE per second into random references
  * (bench/feed-worker.mjs), whose write latency is reported beside them; then the database time of one page
  * (bench/statement-time.ts). Settings: see bench/run.ts.
@@ -22,7 +23,7 @@ import { createTestDatabase, type TestDatabase } from "../test/support/test-serv
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
 import { measureStatementTime, type StatementTiming, type TimedRequest } from "./statement-time.ts";
 import type { Kind } from "./seed.ts";
-import { againName, VARIANTS, variantRows, type VariantOf } from "./data-path.variants.ts";
+import { VARIANTS, variantRows, type VariantOf } from "./data-path.variants.ts";
 
 export interface DataPathSettings {
   readonly databases: readonly Kind[];
@@ -36,10 +37,12 @@ export interface DataPathSettings {
   readonly feedRate: number;
   /** Whether to run the mixed rows (reads while the feed writes). */
   readonly mixed: boolean;
-  /** Whether to run the GraphQL fresh rows again with traces on (issue 37: an in-memory exporter). */
+  /** Whether to run the GraphQL fresh rows with traces on (issue 37: an in-memory exporter). */
   readonly tracing: boolean;
-  /** Whether to run the GraphQL fresh rows again without the cost budget (issue 37: the budget's share). */
+  /** Whether to run the GraphQL fresh rows without the cost budget (issue 37: the budget's share). */
   readonly budgetOff: boolean;
+  /** Rounds of each variant row, each a default run and a variant run back to back. */
+  readonly variantRounds: number;
 }
 
 export const GRAPHQL_REFERENCE = `query BenchReference($id: ID!) {
@@ -301,6 +304,7 @@ async function benchScale(
       // The same GraphQL reads on servers that differ by one feature, right after (bench/data-path.variants.ts).
       const reads = {
         keys: ["reference", "graphqlPage"] as const,
+        defaultSpecs: specs,
         specsOn: (url: string) => readSpecs(url, apiKey, seeded),
         defaultName: (key: "reference" | "graphqlPage") => `${ROW_NAMES[key]}, fresh`,
       };
@@ -309,13 +313,7 @@ async function benchScale(
         ...(settings.tracing ? [VARIANTS.traced] : []),
       ];
       for (const variant of variants) {
-        rows.push(...(await variantRows(variant, database.url, reads, measure, log, kind)));
-      }
-      // The default rows once more, after the variants: each share is taken to the mean of the two, as each ratio
-      // is to its anchor's runs before and after (the machine's speed drifts within minutes).
-      for (const key of variants.length > 0 ? reads.keys : []) {
-        log(`${kind}: ${ROW_NAMES[key]}, fresh, again`);
-        rows.push({ name: againName(reads.defaultName(key)), anchor: "apollo", result: await measure(specs[key]) });
+        rows.push(...(await variantRows(variant, database.url, reads, settings.variantRounds, measure, log, kind)));
       }
       if (settings.mixed) {
         server.resetPeak();

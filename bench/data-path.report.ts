@@ -1,17 +1,15 @@
 /* The tables of the data path part (bench/data-path.bench.ts). */
-import type { DataPathSettings, Row, ScaleReport } from "./data-path.bench.ts";
+import type { DataPathSettings, ScaleReport } from "./data-path.bench.ts";
 import type { LoadResult } from "./load.ts";
-import { againName, featureShare, type VariantOf } from "./data-path.variants.ts";
+import { featureShare, pairedShare, type VariantOf } from "./data-path.variants.ts";
 import { fmtInt, fmtMs, fmtRatio, loadNotes, machineLine, table } from "./report-format.ts";
 
 const fmtShare = (share: number) => (Number.isFinite(share) ? `${(share * 100).toFixed(1)} %` : "—");
 
-/** A variant row's note: its feature's share, to the mean req/s of its default row's runs (before and after it). */
-function variantNote(rows: readonly Row[], variantOf: VariantOf, variantRps: number): string {
-  const runs = rows.filter((other) => other.name === variantOf.row || other.name === againName(variantOf.row));
-  if (runs.length === 0) return "";
-  const defaultRps = runs.reduce((sum, run) => sum + run.result.rps, 0) / runs.length;
-  return `${variantOf.variant.feature}'s share: **${fmtShare(featureShare(defaultRps, variantRps, variantOf.variant))}**`;
+/** A variant row's note: its feature's share, the median of its rounds' (each round's share in parentheses). */
+function variantNote(variantOf: VariantOf): string {
+  const rounds = variantOf.pairs.map((pair) => fmtShare(featureShare(pair, variantOf.variant))).join(", ");
+  return `${variantOf.variant.feature}'s share: **${fmtShare(pairedShare(variantOf))}** (rounds: ${rounds})`;
 }
 
 export function formatDataPath(
@@ -28,8 +26,9 @@ export function formatDataPath(
       `the database's rows (GraphQL rows: Apollo hello, REST rows: Fastify hello; anchors' p50/p99 from the run ` +
       `before); the feed POSTs ${settings.feedRate} extraction outcomes/s open loop, its latency from each ` +
       `request's scheduled time; a variant row's share is what its feature costs the default row's request: ` +
-      `budget 1 − default ÷ budget off, traces 1 − traces on ÷ default, default being the mean of the default row's ` +
-      `runs before and after the variants ("again")`,
+      `budget 1 − default ÷ budget off, traces 1 − traces on ÷ default, the median of ${settings.variantRounds} ` +
+      `rounds that each measure the default server and the variant's back to back (the variant row's own figures ` +
+      `are its median round's)`,
     machineLine(loadAtStart),
     "",
   ];
@@ -63,7 +62,7 @@ export function formatDataPath(
     for (const row of report.rows) {
       const anchorRpsOfRow = row.anchor === "apollo" ? apolloRps : fastifyRps;
       const r = row.result;
-      const shareNote = row.variantOf ? variantNote(report.rows, row.variantOf, r.rps) : "";
+      const shareNote = row.variantOf ? variantNote(row.variantOf) : "";
       const feedNotes = row.feed
         ? [
             `feed answered ${fmtInt(row.feed.answeredInRun / row.feed.seconds)}/s of ${fmtInt(row.feed.sent / row.feed.seconds)}/s`,

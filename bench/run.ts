@@ -39,6 +39,7 @@
  *   BENCH_DATA_MIXED         1         data: 0 skips the rows under the feed
  *   BENCH_DATA_TRACING       1         data: 0 skips the GraphQL rows with traces on (in-memory exporter)
  *   BENCH_DATA_BUDGET_OFF    1         data: 0 skips the GraphQL rows without the cost budget (its share)
+ *   BENCH_DATA_VARIANT_ROUNDS 3        data: rounds of each of those rows, a default run and a variant run each
  *   BENCH_PEER_ROUNDS        3         peer: rounds per server (reftrail, PostGraphile, reftrail, …)
  *   BENCH_TAGS, BENCH_REFERENCES, BENCH_CREATED_EVENTS, BENCH_EVENTS, BENCH_SEQUENTIAL,
  *   BENCH_SEQUENTIAL_MAX_SECONDS, BENCH_TAG, BENCH_SQLITE_ANALYZE, BENCH_OUTPUT, BENCH_DEBUG
@@ -96,6 +97,7 @@ export function dataPathSettings(): DataPathSettings {
     mixed: intSetting("BENCH_DATA_MIXED", 1) !== 0,
     tracing: intSetting("BENCH_DATA_TRACING", 1) !== 0,
     budgetOff: intSetting("BENCH_DATA_BUDGET_OFF", 1) !== 0,
+    variantRounds: intSetting("BENCH_DATA_VARIANT_ROUNDS", 3, 1),
   };
 }
 
