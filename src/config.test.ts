@@ -1,4 +1,7 @@
 import { describe, expect, it } from "@jest/globals";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError, loadConfig, parseDuration } from "./config.ts";
 
 describe("durations in settings", () => {
@@ -34,5 +37,25 @@ describe("read admission's turn target", () => {
     expect(loadConfig({ DATABASE_URL: "postgresql://db/reftrail", READ_TURN_TARGET: "12ms" }).readTurnTargetMs).toBe(
       12,
     );
+  });
+});
+
+describe("the broker CA file", () => {
+  it("is read at start, and a file that cannot be read or holds no certificate is refused by name", () => {
+    const directory = mkdtempSync(join(tmpdir(), "reftrail-config-"));
+    try {
+      const pem = join(directory, "ca.pem");
+      writeFileSync(pem, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+      expect(loadConfig({ WEBHOOK_BROKER_CA_FILE: pem }).webhookBrokerCaCertificates).toContain("BEGIN CERTIFICATE");
+      expect(loadConfig({}).webhookBrokerCaCertificates).toBeNull();
+      const notPem = join(directory, "key.txt");
+      writeFileSync(notPem, "not a certificate\n");
+      expect(() => loadConfig({ WEBHOOK_BROKER_CA_FILE: notPem })).toThrow(/WEBHOOK_BROKER_CA_FILE: .* no PEM/);
+      expect(() => loadConfig({ WEBHOOK_BROKER_CA_FILE: join(directory, "missing.pem") })).toThrow(
+        /WEBHOOK_BROKER_CA_FILE: .* cannot be read/,
+      );
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 });

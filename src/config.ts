@@ -60,6 +60,11 @@ export interface Config {
   readonly webhookAllowedCidrs: readonly string[];
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
+  /**
+   * PEM certificates of authorities trusted, beside Node's own, to sign a broker's TLS certificate
+   * (WEBHOOK_BROKER_CA_FILE: a private CA's brokers, `amqps://` and NATS `tls://`); null: Node's own only.
+   */
+  readonly webhookBrokerCaCertificates: string | null;
   /** An endpoint whose deliveries have failed without a success for this long is disabled. */
   readonly webhookDisableAfterMs: number;
   /** Succeeded deliveries and their attempts are pruned this long after they succeeded. */
@@ -222,6 +227,7 @@ export function loadConfig(
       .filter(Boolean),
     webhookRetryScheduleMs: schedule.split(",").map((part) => parseDuration(part, "WEBHOOK_RETRY_SCHEDULE")),
     webhookTimeoutMs,
+    webhookBrokerCaCertificates: brokerCaCertificates(env.WEBHOOK_BROKER_CA_FILE),
     webhookDisableAfterMs: parseDuration(env.WEBHOOK_DISABLE_AFTER ?? "5d", "WEBHOOK_DISABLE_AFTER"),
     webhookDeliveryRetentionMs: parseDuration(env.WEBHOOK_DELIVERY_RETENTION ?? "30d", "WEBHOOK_DELIVERY_RETENTION"),
     webhookLeaseMs,
@@ -349,4 +355,18 @@ export function loadWebhookSecretKey(config: Config): Buffer {
   // Never replaced silently: secrets stored under the old key could not be decrypted any more.
   if (key.length !== SECRET_KEY_BYTES) throw new ConfigError(`${path} does not hold a 32-byte base64 key`);
   return key;
+}
+
+/** The PEM certificates of WEBHOOK_BROKER_CA_FILE, read once at start; a file that holds none is refused. */
+function brokerCaCertificates(path: string | undefined): string | null {
+  if (path === undefined || path === "") return null;
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`WEBHOOK_BROKER_CA_FILE: ${path} cannot be read (${(error as Error).message})`);
+  }
+  if (!text.includes("-----BEGIN CERTIFICATE-----"))
+    throw new ConfigError(`WEBHOOK_BROKER_CA_FILE: ${path} holds no PEM certificate`);
+  return text;
 }

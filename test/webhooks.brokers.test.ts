@@ -6,6 +6,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { Webhook } from "standardwebhooks";
 import {
+  BROKER_TLS,
   closedPort,
   connectNats,
   connectRabbitMq,
@@ -36,6 +37,8 @@ const ENV = {
   WEBHOOK_LEASE: "10s",
   WEBHOOK_POLL_INTERVAL: "50ms",
   WEBHOOK_DISABLE_AFTER: "1h",
+  // The test CA of the NATS server that requires TLS (the others are plain: a CA changes nothing for them).
+  WEBHOOK_BROKER_CA_FILE: BROKER_TLS.caFile,
 };
 
 function verify(message: BrokerMessage, secret: string): void {
@@ -292,6 +295,48 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
     }
   });
 
+  it("delivers over TLS to a tls:// NATS URL, the certificate checked against the URL's host name", async () => {
+    const own = await OwnNatsServer.start({ tls: true });
+    const admin = await own.connect();
+    const subject = uniqueName("reftrail.tls").replaceAll("-", "_");
+    const stream = await natsStream(admin.manager, subject);
+    try {
+      // Its certificate names `localhost` and is signed by the test CA, which WEBHOOK_BROKER_CA_FILE adds.
+      const endpoint = await createEndpoint(server, {
+        destination: { kind: "nats", url: `tls://localhost:${own.port}`, subject: `${subject}.events` },
+        ordering: "reference",
+      });
+      // The same server by its address, which the certificate does not name: refused by the check.
+      const byAddress = await createEndpoint(server, {
+        destination: { kind: "nats", url: `tls://127.0.0.1:${own.port}`, subject: `${subject}.address` },
+      });
+      // A server without TLS under tls://: the attempt fails rather than sending in clear.
+      const plain = await createEndpoint(server, {
+        destination: { kind: "nats", url: NATS_URL.replace(/^nats:/, "tls:"), subject: `${subject}.plain` },
+      });
+      const reference = await writeStory(server, 2);
+      const messages = await eventually(async () => {
+        const stored = await stream.read();
+        return stored.length === 2 && stored;
+      }, 15_000);
+      expect(messages.map((message) => JSON.parse(message.body).id)).toEqual(reference.log);
+      for (const message of messages) verify(message, endpoint.secret);
+      const firstError = async (endpointId: string) =>
+        eventually(async () => {
+          const [delivery] = await listDeliveries(server, endpointId);
+          if (!delivery || delivery.attempt_count === 0) return false;
+          return (await getDelivery(server, endpointId, delivery.id)).attempts[0].error as string;
+        });
+      expect(await firstError(byAddress.id)).toMatch(/altnames|certificate/i);
+      expect(await firstError(plain.id)).toMatch(/does not support 'tls'/);
+      expect((await stream.read()).length).toBe(2);
+    } finally {
+      await stream.delete();
+      await admin.connection.close();
+      await own.close();
+    }
+  });
+
   it("masks the broker URL's password on every read and stores it encrypted", async () => {
     const created = await createEndpoint(server, {
       destination: { kind: "rabbitmq", url: "amqp://reader:s3cret-pw@127.0.0.1:5672/vh", exchange: "orders" },
@@ -328,6 +373,14 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       destination: { kind: "nats", url: "nats://a-token@127.0.0.1:4222", subject: "tracking.events" },
     });
     expect(nats.destination).toEqual({ kind: "nats", url: "nats://****@127.0.0.1:4222", subject: "tracking.events" });
+    const natsOverTls = await createEndpoint(server, {
+      destination: { kind: "nats", url: "tls://a-token@localhost:4222", subject: "tracking.tls" },
+    });
+    expect(natsOverTls.destination).toEqual({
+      kind: "nats",
+      url: "tls://****@localhost:4222",
+      subject: "tracking.tls",
+    });
     const viaGraphql = await gqlData(
       server,
       `mutation ($input: CreateWebhookEndpointInput!) {

@@ -54,7 +54,11 @@ export function startWebhookWorker({
   });
   const worker = new WebhookWorker(
     services.webhookDeliveries,
-    new DestinationRouter(http, { guard, timeoutMs: config.webhookTimeoutMs }),
+    new DestinationRouter(http, {
+      guard,
+      timeoutMs: config.webhookTimeoutMs,
+      extraCaCertificates: config.webhookBrokerCaCertificates,
+    }),
     clock,
     metrics,
     log.child({ component: "webhooks" }),

@@ -118,19 +118,33 @@ export const NATS_SERVER_BINARY = process.env.NATS_SERVER_BINARY ?? "/usr/sbin/n
  * it (the broker is down) and start it again on the same port and store (its streams come back), without touching
  * the shared server other tests use.
  */
+/**
+ * A test certificate authority and the certificate it signed for `localhost` (its only name: no address), valid
+ * until 2126, for a NATS server that requires TLS. Test material only: the keys are public.
+ */
+export const BROKER_TLS = {
+  caFile: join(import.meta.dirname, "../fixtures/broker-tls/ca.pem"),
+  certFile: join(import.meta.dirname, "../fixtures/broker-tls/server.pem"),
+  keyFile: join(import.meta.dirname, "../fixtures/broker-tls/server-key.pem"),
+};
+
 export class OwnNatsServer {
   private process: ChildProcess | null = null;
   private readonly storeDir = mkdtempSync(join(tmpdir(), "reftrail-nats-"));
 
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    /** Whether it requires TLS, with BROKER_TLS's certificate. */
+    readonly tls: boolean,
+  ) {}
 
-  static async start(): Promise<OwnNatsServer> {
+  static async start(options: { readonly tls?: boolean } = {}): Promise<OwnNatsServer> {
     if (!existsSync(NATS_SERVER_BINARY))
       throw new Error(
         `${NATS_SERVER_BINARY} is missing: the broker-down test starts a nats-server of its own (apt-get install ` +
           "nats-server, or set NATS_SERVER_BINARY)",
       );
-    const server = new OwnNatsServer(await closedPort());
+    const server = new OwnNatsServer(await closedPort(), options.tls ?? false);
     await server.resume();
     return server;
   }
@@ -139,18 +153,36 @@ export class OwnNatsServer {
     return `nats://127.0.0.1:${this.port}`;
   }
 
+  /** A client connection (TLS: to `localhost`, trusting the test CA) with its JetStream manager. */
+  async connect(): Promise<{ connection: NatsConnection; manager: JetStreamManager }> {
+    const connection = await connect({
+      servers: this.tls ? `localhost:${this.port}` : `127.0.0.1:${this.port}`,
+      timeout: 1_000,
+      ...(this.tls ? { tls: { caFile: BROKER_TLS.caFile } } : {}),
+    });
+    try {
+      return { connection, manager: await jetstreamManager(connection) };
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+  }
+
   /** Starts the server (again) and waits until it accepts JetStream requests. */
   async resume(): Promise<void> {
-    const child = spawn(NATS_SERVER_BINARY, ["-a", "127.0.0.1", "-p", String(this.port), "-js", "-sd", this.storeDir], {
-      stdio: "ignore",
-    });
+    const tlsArguments = this.tls ? ["--tls", "--tlscert", BROKER_TLS.certFile, "--tlskey", BROKER_TLS.keyFile] : [];
+    const child = spawn(
+      NATS_SERVER_BINARY,
+      ["-a", "127.0.0.1", "-p", String(this.port), "-js", "-sd", this.storeDir, ...tlsArguments],
+      { stdio: "ignore" },
+    );
     this.process = child;
     const deadline = Date.now() + 15_000;
     for (;;) {
       try {
-        const connection = await connect({ servers: `127.0.0.1:${this.port}`, timeout: 1_000 });
+        const { connection, manager } = await this.connect();
         try {
-          await (await jetstreamManager(connection)).getAccountInfo();
+          await manager.getAccountInfo();
           return;
         } finally {
           await connection.close();

@@ -21,7 +21,10 @@ export interface RabbitMqDestination {
 
 export interface NatsDestination {
   readonly kind: "nats";
-  /** `nats://`, credentials included (`user:password@` or a `token@`). */
+  /**
+   * `nats://`, or `tls://` for a connection that must be TLS with the certificate checked against the URL's host;
+   * credentials included (`user:password@` or a `token@`).
+   */
   readonly url: string;
   readonly subject: string;
 }
@@ -30,7 +33,7 @@ export type BrokerDestination = RabbitMqDestination | NatsDestination;
 
 const SCHEMES: Record<DestinationKind, readonly string[]> = {
   rabbitmq: ["amqp:", "amqps:"],
-  nats: ["nats:"],
+  nats: ["nats:", "tls:"],
 };
 /** AMQP 0-9-1 short strings (exchange names, routing keys) are at most 255 bytes. */
 const MAX_AMQP_NAME_BYTES = 255;
@@ -50,7 +53,7 @@ export function maskedBrokerUrl(raw: string): string {
     return MASK;
   }
   if (url.password !== "") url.password = MASK;
-  // nats://<token>@host: a user name alone is a token, as secret as a password.
+  // nats://<token>@host (or tls://): a user name alone is a token, as secret as a password.
   else if (url.username !== "" && url.protocol !== "amqp:" && url.protocol !== "amqps:") url.username = MASK;
   return url.toString();
 }

@@ -768,7 +768,7 @@ export type NatsDestination = {
   __typename?: 'NatsDestination';
   /** The subject published to (no wildcards). */
   subject: Scalars['String']['output'];
-  /** The server's `nats://` URL, its password (or token) replaced by `****`. */
+  /** The server's `nats://` or `tls://` URL, its password (or token) replaced by `****`. */
   url: Scalars['String']['output'];
 };
 
@@ -777,8 +777,8 @@ export type NatsDestinationInput = {
   /** The subject to publish to (no wildcards); a stream of the receiver's must capture it. */
   subject: Scalars['String']['input'];
   /**
-   * The server's `nats://` URL, with `user:password@` or `token@` when it needs them (stored encrypted, never
-   * shown back). Required when creating, or when the endpoint is not already a NATS endpoint; otherwise null
+   * The server's `nats://` URL, or `tls://` to require TLS with the certificate checked against the URL's host;
+   * with `user:password@` or `token@` when it needs them (stored encrypted, never shown back). Required when creating, or when the endpoint is not already a NATS endpoint; otherwise null
    * keeps the current one.
    */
   url?: InputMaybe<Scalars['String']['input']>;

@@ -35,7 +35,10 @@ export const endpointProperties = {
       "must exist: reftrail never creates it",
     properties: {
       kind: { type: "string", enum: [...DESTINATION_KINDS] },
-      url: { type: "string", description: "amqp:// or amqps:// (rabbitmq), nats:// (nats)" },
+      url: {
+        type: "string",
+        description: "amqp:// or amqps:// (rabbitmq), nats:// or tls:// (nats; tls:// requires TLS)",
+      },
       exchange: { type: "string", description: "rabbitmq: the receiver's exchange" },
       routing_key: { type: ["string", "null"], description: "rabbitmq: the routing key; absent: the event type" },
       subject: { type: "string", description: "nats: the subject a stream of the receiver's captures" },

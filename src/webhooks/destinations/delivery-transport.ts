@@ -136,6 +136,11 @@ export interface BrokerTransportOptions {
   readonly maxConnections: number;
   /** A connection unused this long is closed. */
   readonly idleMs: number;
+  /**
+   * The authorities that may sign a broker's TLS certificate: Node's own and WEBHOOK_BROKER_CA_FILE's (a TLS
+   * `ca` option replaces Node's list rather than adding to it); undefined: Node's own.
+   */
+  readonly certificateAuthorities: readonly string[] | undefined;
 }
 
 /** Error texts never carry the broker URL's credentials into the delivery log. */

@@ -1,3 +1,4 @@
+import { rootCertificates } from "node:tls";
 import type { NatsDestination, RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { WEBHOOK_USER_AGENT, type SendResult, type WebhookSender } from "../webhook-sender.ts";
 import type { BrokerTransportOptions, DeliveryTransport, OutgoingDelivery } from "./delivery-transport.ts";
@@ -20,10 +21,12 @@ export class DestinationRouter implements DeliveryTransport {
 
   constructor(
     private readonly http: WebhookSender,
-    options: Pick<BrokerTransportOptions, "guard" | "timeoutMs">,
+    options: Pick<BrokerTransportOptions, "guard" | "timeoutMs"> & { readonly extraCaCertificates: string | null },
   ) {
+    const { extraCaCertificates, ...rest } = options;
     this.brokerOptions = {
-      ...options,
+      ...rest,
+      certificateAuthorities: extraCaCertificates === null ? undefined : [...rootCertificates, extraCaCertificates],
       userAgent: WEBHOOK_USER_AGENT,
       maxConnections: MAX_BROKER_CONNECTIONS,
       idleMs: BROKER_IDLE_MS,

@@ -1,4 +1,6 @@
-import type { headers, NatsConnection } from "@nats-io/transport-node";
+import type { headers, NatsConnection, TlsOptions } from "@nats-io/transport-node";
+import { isIP } from "node:net";
+import { checkServerIdentity, type ConnectionOptions } from "node:tls";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
@@ -26,7 +28,9 @@ import {
  *
  * One connection per server URL (pooled). The host is resolved through the address guard and the connection made
  * to the address it allowed, without reconnecting on its own and ignoring the servers a cluster announces (they
- * were never checked): a lost connection is dropped from the pool and the next delivery opens a new one. No
+ * were never checked): a lost connection is dropped from the pool and the next delivery opens a new one. A
+ * `tls://` URL requires TLS (a server without it is a failed attempt), and the certificate is checked against the
+ * URL's host, name or address, not against the address the guard gave the client to dial. No
  * stream for the subject (no responders), a publish error and no acknowledgement within WEBHOOK_TIMEOUT are
  * failed attempts, retried on the schedule.
  */
@@ -106,6 +110,17 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       import("@nats-io/transport-node"),
       import("@nats-io/jetstream"),
     ]);
+    const tls: (TlsOptions & Pick<ConnectionOptions, "servername" | "checkServerIdentity">) | undefined =
+      url.protocol === "tls:"
+        ? {
+            // SNI takes a name, never an address.
+            ...(isIP(host) === 0 ? { servername: host } : {}),
+            // Checked against the URL's host in so many words: the client dials an address, and for a socket
+            // dialled by address Node checks the certificate against "localhost".
+            checkServerIdentity: (_checked, certificate) => checkServerIdentity(host, certificate),
+            ...(this.options.certificateAuthorities ? { ca: this.options.certificateAuthorities.join("\n") } : {}),
+          }
+        : undefined;
     const user = safelyDecoded(url.username);
     const pass = safelyDecoded(url.password);
     const connection = await connect({
@@ -115,6 +130,7 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       timeout: this.options.timeoutMs,
       reconnect: false,
       ignoreClusterUpdates: true,
+      ...(tls ? { tls } : {}),
     });
     const link: NatsLink = { connection, jetstream: jetstream(connection), headers, lost: false };
     void connection.closed().then(() => (link.lost = true));

@@ -171,6 +171,8 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
       lookup: this.options.guard.lookup,
       timeout: this.options.timeoutMs,
       clientProperties: { connection_name: this.options.userAgent },
+      // amqps:// only: the socket options go to tls.connect, which checks the certificate against the URL's host.
+      ...(this.options.certificateAuthorities ? { ca: this.options.certificateAuthorities } : {}),
     });
     return new RabbitConnection(model);
   }
