@@ -310,6 +310,10 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       const byAddress = await createEndpoint(server, {
         destination: { kind: "nats", url: `tls://127.0.0.1:${own.port}`, subject: `${subject}.address` },
       });
+      // The TLS server under nats://: the client's own upgrade fails its check, and the error says what to do.
+      const asPlain = await createEndpoint(server, {
+        destination: { kind: "nats", url: `nats://localhost:${own.port}`, subject: `${subject}.plain_scheme` },
+      });
       // A server without TLS under tls://: the attempt fails rather than sending in clear.
       const plain = await createEndpoint(server, {
         destination: { kind: "nats", url: NATS_URL.replace(/^nats:/, "tls:"), subject: `${subject}.plain` },
@@ -329,6 +333,7 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
         });
       expect(await firstError(byAddress.id)).toMatch(/altnames|certificate/i);
       expect(await firstError(plain.id)).toMatch(/does not support 'tls'/);
+      expect(await firstError(asPlain.id)).toMatch(/give it as tls:\/\//);
       expect((await stream.read()).length).toBe(2);
     } finally {
       await stream.delete();

@@ -88,7 +88,7 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       const { link } = attempt;
       if (link && (link.lost || error instanceof DeadlineError)) this.pool.discard(url, link);
       const where = `nats ${maskedBrokerUrl(url)} subject ${JSON.stringify(subject)}`;
-      return outcome.failed(`${where}: ${scrub(describe(error), url)}`);
+      return outcome.failed(`${where}: ${scrub(describe(error, url), url)}`);
     }
   }
 
@@ -138,11 +138,15 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
   }
 }
 
-function describe(error: unknown): string {
+function describe(error: unknown, url: string): string {
   const text = errorText(error);
   // Nobody answers a JetStream publish when no stream captures the subject; the client calls that "jetstream is
   // not enabled", which would send a receiver looking at the wrong thing.
-  return /no responders|jetstream is not enabled/i.test(text)
-    ? `no stream captures the subject (no responders: ${text})`
-    : text;
+  if (/no responders|jetstream is not enabled/i.test(text))
+    return `no stream captures the subject (no responders: ${text})`;
+  // A nats:// server that offers TLS is upgraded by the client, which checks the certificate against "localhost"
+  // (it dialled an address): the error names localhost, and the way out is the tls:// scheme.
+  if (url.startsWith("nats:") && /altnames|certificate/i.test(text))
+    return `${text} (the server speaks TLS: give it as tls://, which checks its certificate against the URL's host)`;
+  return text;
 }
