@@ -114,11 +114,6 @@ export async function closedPort(): Promise<number> {
 export const NATS_SERVER_BINARY = process.env.NATS_SERVER_BINARY ?? "/usr/sbin/nats-server";
 
 /**
- * A nats-server of the test's own, with JetStream, on a port and a store directory of its own: the test may stop
- * it (the broker is down) and start it again on the same port and store (its streams come back), without touching
- * the shared server other tests use.
- */
-/**
  * A test certificate authority and the certificate it signed for `localhost` (its only name: no address), valid
  * until 2126, for a NATS server that requires TLS. Test material only: the keys are public.
  */
@@ -128,6 +123,11 @@ export const BROKER_TLS = {
   keyFile: join(import.meta.dirname, "../fixtures/broker-tls/server-key.pem"),
 };
 
+/**
+ * A nats-server of the test's own, with JetStream, on a port and a store directory of its own: the test may stop
+ * it (the broker is down) and start it again on the same port and store (its streams come back), without touching
+ * the shared server other tests use. With `tls`, it requires TLS with BROKER_TLS's certificate.
+ */
 export class OwnNatsServer {
   private process: ChildProcess | null = null;
   private readonly storeDir = mkdtempSync(join(tmpdir(), "reftrail-nats-"));
