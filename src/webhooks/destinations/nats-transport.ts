@@ -144,8 +144,8 @@ function describe(error: unknown, url: string): string {
   // not enabled", which would send a receiver looking at the wrong thing.
   if (/no responders|jetstream is not enabled/i.test(text))
     return `no stream captures the subject (no responders: ${text})`;
-  // A nats:// server that offers TLS is upgraded by the client, which checks the certificate against "localhost"
-  // (it dialled an address): the error names localhost, and the way out is the tls:// scheme.
+  // A nats:// server that offers TLS is upgraded by the client on its own, with Node's authorities only and a check
+  // against "localhost" (it dialled an address): a real server's certificate fails, and tls:// is the way out.
   if (url.startsWith("nats:") && /altnames|certificate/i.test(text))
     return `${text} (the server speaks TLS: give it as tls://, which checks its certificate against the URL's host)`;
   return text;
