@@ -778,8 +778,8 @@ export type NatsDestinationInput = {
   subject: Scalars['String']['input'];
   /**
    * The server's `nats://` URL, or `tls://` to require TLS with the certificate checked against the URL's host;
-   * with `user:password@` or `token@` when it needs them (stored encrypted, never shown back). Required when creating, or when the endpoint is not already a NATS endpoint; otherwise null
-   * keeps the current one.
+   * with `user:password@` or `token@` when it needs them (stored encrypted, never shown back). Required when
+   * creating, or when the endpoint is not already a NATS endpoint; otherwise null keeps the current one.
    */
   url?: InputMaybe<Scalars['String']['input']>;
 };
