@@ -1,3 +1,4 @@
+import type { SecureContext } from "node:tls";
 import { maskedBrokerUrl, type BrokerDestination } from "../../domain/webhooks/webhook-destination.ts";
 import type { WebhookDelivery, WebhookEndpoint } from "../../domain/webhooks/webhook-models.ts";
 import type { AddressGuard } from "../address-guard.ts";
@@ -137,10 +138,10 @@ export interface BrokerTransportOptions {
   /** A connection unused this long is closed. */
   readonly idleMs: number;
   /**
-   * The authorities that may sign a broker's TLS certificate: Node's own and WEBHOOK_BROKER_CA_FILE's (a TLS
-   * `ca` option replaces Node's list rather than adding to it); undefined: Node's own.
+   * The TLS context that trusts Node's authorities and WEBHOOK_BROKER_CA_FILE's (a `ca` option replaces Node's list
+   * rather than adding to it, so the two are joined), built once rather than per connection; undefined: Node's own.
    */
-  readonly certificateAuthorities: readonly string[] | undefined;
+  readonly secureContext: SecureContext | undefined;
 }
 
 /** Error texts never carry the broker URL's credentials into the delivery log. */

@@ -1,4 +1,4 @@
-import { rootCertificates } from "node:tls";
+import { createSecureContext, rootCertificates } from "node:tls";
 import type { NatsDestination, RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { WEBHOOK_USER_AGENT, type SendResult, type WebhookSender } from "../webhook-sender.ts";
 import type { BrokerTransportOptions, DeliveryTransport, OutgoingDelivery } from "./delivery-transport.ts";
@@ -26,7 +26,10 @@ export class DestinationRouter implements DeliveryTransport {
     const { extraCaCertificates, ...rest } = options;
     this.brokerOptions = {
       ...rest,
-      certificateAuthorities: extraCaCertificates === null ? undefined : [...rootCertificates, extraCaCertificates],
+      secureContext:
+        extraCaCertificates === null
+          ? undefined
+          : createSecureContext({ ca: [...rootCertificates, extraCaCertificates] }),
       userAgent: WEBHOOK_USER_AGENT,
       maxConnections: MAX_BROKER_CONNECTIONS,
       idleMs: BROKER_IDLE_MS,

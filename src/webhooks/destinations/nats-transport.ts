@@ -110,7 +110,8 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
       import("@nats-io/transport-node"),
       import("@nats-io/jetstream"),
     ]);
-    const tls: (TlsOptions & Pick<ConnectionOptions, "servername" | "checkServerIdentity">) | undefined =
+    const tls:
+      (TlsOptions & Pick<ConnectionOptions, "servername" | "checkServerIdentity" | "secureContext">) | undefined =
       url.protocol === "tls:"
         ? {
             // SNI takes a name, never an address.
@@ -118,7 +119,7 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
             // Checked against the URL's host in so many words: the client dials an address, and for a socket
             // dialled by address Node checks the certificate against "localhost".
             checkServerIdentity: (_checked, certificate) => checkServerIdentity(host, certificate),
-            ...(this.options.certificateAuthorities ? { ca: this.options.certificateAuthorities.join("\n") } : {}),
+            ...(this.options.secureContext ? { secureContext: this.options.secureContext } : {}),
           }
         : undefined;
     const user = safelyDecoded(url.username);

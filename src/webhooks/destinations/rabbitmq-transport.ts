@@ -172,7 +172,7 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
       timeout: this.options.timeoutMs,
       clientProperties: { connection_name: this.options.userAgent },
       // amqps:// only: the socket options go to tls.connect, which checks the certificate against the URL's host.
-      ...(this.options.certificateAuthorities ? { ca: this.options.certificateAuthorities } : {}),
+      ...(this.options.secureContext ? { secureContext: this.options.secureContext } : {}),
     });
     return new RabbitConnection(model);
   }
