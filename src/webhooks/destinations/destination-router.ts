@@ -21,13 +21,16 @@ export class DestinationRouter implements DeliveryTransport {
 
   constructor(
     private readonly http: WebhookSender,
-    options: Pick<BrokerTransportOptions, "guard" | "timeoutMs"> & { readonly extraCaCertificates: string | null },
+    options: Pick<BrokerTransportOptions, "guard" | "timeoutMs"> & {
+      /** WEBHOOK_BROKER_CA_FILE's certificates; absent or null: Node's authorities only. */
+      readonly extraCaCertificates?: string | null;
+    },
   ) {
     const { extraCaCertificates, ...rest } = options;
     this.brokerOptions = {
       ...rest,
       secureContext:
-        extraCaCertificates === null
+        extraCaCertificates == null
           ? undefined
           : createSecureContext({ ca: [...rootCertificates, extraCaCertificates] }),
       userAgent: WEBHOOK_USER_AGENT,
