@@ -12,8 +12,31 @@ import { ManualClock, startTestServices, type TestServices } from "./support/tes
 
 const OUTCOME = { status: "succeeded" };
 
+/*
+ * The migration makes the months around the database's real clock, so every instant here is placed relative to
+ * the day the test runs: the test's clock stands a year ahead of the real month, past every month the migration
+ * made, and the months it expects are counted from there. Nothing depends on the date the suite runs on.
+ */
+const realMonth = new Date();
+/** The first instant (UTC) of the month `offset` months after the test clock's month. */
+function monthStart(offset: number): Date {
+  return new Date(Date.UTC(realMonth.getUTCFullYear(), realMonth.getUTCMonth() + 12 + offset, 1));
+}
+/** `YYYY-MM-DD` of monthStart(offset), as the months function reports its bounds. */
+function monthDay(offset: number): string {
+  return monthStart(offset).toISOString().slice(0, 10);
+}
+/** `YYYY-M` of monthStart(offset), as monthsOfEvents labels a month. */
+function monthLabel(offset: number): string {
+  const start = monthStart(offset);
+  return `${start.getUTCFullYear()}-${start.getUTCMonth() + 1}`;
+}
+const lastMillisecondOf = (offset: number): Date => new Date(monthStart(offset + 1).getTime() - 1);
+/** The test clock's "now": the 22nd of its month at noon. */
+const TODAY = new Date(monthStart(0).getTime() + (21 * 24 + 12) * 3_600_000);
+
 describe("the lifecycle log's months on PostgreSQL", () => {
-  const clock = new ManualClock(new Date("2026-11-22T12:00:00.000Z"));
+  const clock = new ManualClock(TODAY);
   let test: TestServices;
   let client: pg.Client;
   let organizationId: string;
@@ -52,59 +75,60 @@ describe("the lifecycle log's months on PostgreSQL", () => {
   }
 
   it("stores an event at a month's first and last millisecond, in a month made ahead, and one made on demand", async () => {
-    clock.set("2026-11-22T12:00:00.000Z");
+    clock.set(TODAY);
     await test.services.lifecycleLog.prepareMonths();
     const { rows: ahead } = await client.query<{ n: string }>(
-      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = '2027-01-01'`,
+      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = $1::date`,
+      [monthDay(2)],
     );
     expect(Number(ahead[0]!.n)).toBe(1);
     const { rows: missing } = await client.query<{ n: string }>(
-      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = '2027-02-01'`,
+      `SELECT COUNT(*) AS "n" FROM "lifecycle_events_months"() WHERE "starts_at" = $1::date`,
+      [monthDay(3)],
     );
     expect(Number(missing[0]!.n)).toBe(0);
 
-    clock.set("2026-12-31T23:59:59.999Z");
+    const instants = [lastMillisecondOf(1), monthStart(2), lastMillisecondOf(2), monthStart(3)];
+    clock.set(instants[0]!);
     const referenceId = await newReference();
-    clock.set("2027-01-01T00:00:00.000Z");
+    clock.set(instants[1]!);
     await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
-    clock.set("2027-01-31T23:59:59.999Z");
+    clock.set(instants[2]!);
     await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
-    // February 2027 has no partition yet: the unit of work makes it and runs again.
-    clock.set("2027-02-01T00:00:00.000Z");
+    // The month three ahead has no partition yet: the unit of work makes it and runs again.
+    clock.set(instants[3]!);
     await test.services.referenceTracking.recordExtraction(organizationId, referenceId, OUTCOME);
 
     expect(await monthsOfEvents(referenceId)).toEqual([
-      { type: "reference_created", month: "2026-12" },
-      { type: "extraction_succeeded", month: "2027-1" },
-      { type: "extraction_succeeded", month: "2027-1" },
-      { type: "extraction_succeeded", month: "2027-2" },
+      { type: "reference_created", month: monthLabel(1) },
+      { type: "extraction_succeeded", month: monthLabel(2) },
+      { type: "extraction_succeeded", month: monthLabel(2) },
+      { type: "extraction_succeeded", month: monthLabel(3) },
     ]);
     const page = await test.services.lifecycleLog.listEvents(organizationId, referenceId, { limit: 10 });
-    expect(page.items.map((event) => event.occurredAt.toISOString())).toEqual([
-      "2026-12-31T23:59:59.999Z",
-      "2027-01-01T00:00:00.000Z",
-      "2027-01-31T23:59:59.999Z",
-      "2027-02-01T00:00:00.000Z",
-    ]);
+    expect(page.items.map((event) => event.occurredAt.toISOString())).toEqual(
+      instants.map((instant) => instant.toISOString()),
+    );
   });
 
   it("gives rows written straight in a month made by hand their live order, and drops that month by its bounds", async () => {
-    clock.set("2026-11-22T12:00:00.000Z");
+    clock.set(TODAY);
     const referenceId = await newReference();
     // As an import would: a partition under a name of its own, the seven columns only.
+    // 22 months before the test clock's month: wholly past the 18 months of retention.
     await client.query(
-      `CREATE TABLE "imported_2025_01" PARTITION OF "lifecycle_events" FOR VALUES FROM ('2025-01-01') TO ('2025-02-01')`,
+      `CREATE TABLE "imported_month" PARTITION OF "lifecycle_events" FOR VALUES FROM ('${monthDay(-22)}') TO ('${monthDay(-21)}')`,
     );
     await client.query(
       `INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
          "reference_tags")
-       SELECT gen_random_uuid()::text, $1, $2, 'extraction_succeeded', TIMESTAMP '2025-01-10' + n * interval '1 hour',
-         '{}', '[]'
+       SELECT gen_random_uuid()::text, $1, $2, 'extraction_succeeded',
+         $3::timestamp(3) + interval '9 days' + n * interval '1 hour', '{}', '[]'
        FROM generate_series(1, 3) AS n`,
-      [organizationId, referenceId],
+      [organizationId, referenceId, monthDay(-22)],
     );
     const { rows: events } = await client.query<{ position: string | null; transaction_id: string | null }>(
-      `SELECT "position", "transaction_id" FROM "imported_2025_01"`,
+      `SELECT "position", "transaction_id" FROM "imported_month"`,
     );
     expect(events).toHaveLength(3);
     for (const event of events) {
@@ -118,11 +142,10 @@ describe("the lifecycle log's months on PostgreSQL", () => {
     );
     expect(commits).toHaveLength(1);
 
-    // 2026-11-22 minus 18 months: January 2025 is wholly past.
     const pruned = await test.services.lifecycleLog.pruneExpiredEvents();
     expect(pruned).toBeGreaterThanOrEqual(3);
     const { rows: left } = await client.query<{ present: boolean }>(
-      `SELECT to_regclass('"imported_2025_01"') IS NOT NULL AS "present"`,
+      `SELECT to_regclass('"imported_month"') IS NOT NULL AS "present"`,
     );
     expect(left[0]!.present).toBe(false);
     const { rows: commitsLeft } = await client.query(
@@ -133,11 +156,11 @@ describe("the lifecycle log's months on PostgreSQL", () => {
   });
 
   it("prunes whole months while writers and readers run: no error, nothing acknowledged lost", async () => {
-    clock.set("2026-11-22T12:00:00.000Z");
+    clock.set(TODAY);
     const written = await newReference();
     const old = await newReference();
     // Four months past retention, 5,000 events each.
-    for (const month of ["2024-11-01", "2024-12-01", "2025-01-01", "2025-02-01"]) {
+    for (const month of [-24, -23, -22, -21].map(monthDay)) {
       await client.query(`SELECT "lifecycle_events_ensure_month"($1::timestamp(3))`, [month]);
       await client.query(
         `INSERT INTO "lifecycle_events" ("id", "organization_id", "reference_id", "type", "occurred_at", "detail",
