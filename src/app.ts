@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance } from "fastify";
 import { Gauge } from "prom-client";
-import { ReadAdmissionGate } from "./admission/admission-hooks.ts";
+import { ReadAdmissionGate } from "./pipeline/admission/read-admission-gate.ts";
 import { buildServices } from "./build-services.ts";
 import { loadWebhookSecretKey, type Config } from "./config.ts";
 import { pruneExpiredIdempotencyRecords, type IdempotencyStore } from "./domain/idempotency/idempotency-store.ts";
@@ -21,7 +21,7 @@ import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
 import { REST_ROUTE_GROUPS } from "./rest/routes/route-groups.ts";
-import { ReadCache } from "./read-cache/read-cache.ts";
+import { ReadCache } from "./pipeline/read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
 import { openDeliveryChangeSignals } from "./store/signals/delivery-signals.ts";
 import { openCommitSignals } from "./store/signals/commit-signals.ts";

@@ -28,7 +28,7 @@ import { PostgresBudgetLedger } from "./store/sql/budget-ledger.ts";
 import { SqlIdempotencyRepository } from "./store/sql/idempotency-repository.ts";
 import { SqlLiveLogStore } from "./store/sql/live-log-store.ts";
 import { SqlStore } from "./store/sql/sql-store.ts";
-import { graphqlDocumentReader } from "./trusted-documents/graphql-document-reader.ts";
+import { graphqlDocumentReader } from "./pipeline/trusted-documents/graphql-document-reader.ts";
 import { AddressGuard, DnsTargetPolicy } from "./webhooks/address-guard.ts";
 
 /*

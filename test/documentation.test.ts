@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "@jest/globals";
 import { ERROR_CODES } from "../src/domain/shared/errors.ts";
-import { GRAPHQL_CODE_BY_DOMAIN_CODE } from "../src/graphql/errors.ts";
+import { GRAPHQL_CODE_BY_DOMAIN_CODE } from "../src/pipeline/errors/graphql-errors.ts";
 
 /*
  * The repository documents itself: the README, docs/ and the schema's descriptions cite no document that is not

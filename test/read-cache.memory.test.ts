@@ -3,7 +3,7 @@ import { Registry } from "prom-client";
 import { buildServices } from "../src/build-services.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
-import { ReadCache } from "../src/read-cache/read-cache.ts";
+import { ReadCache } from "../src/pipeline/read-cache/read-cache.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { startServerProcess, type ServerProcess } from "./support/server-process.ts";
 import { createTestDatabase, TEST_WEBHOOK_SECRET_KEY, type TestDatabase } from "./support/test-server.ts";

@@ -1,9 +1,9 @@
 import { HeaderMap, type ApolloServerPlugin, type BaseContext, type GraphQLResponse } from "@apollo/server";
 import type { CostBudgetService, BudgetHolder } from "../domain/budgets/cost-budget-service.ts";
 import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
-import { actualOperationCost } from "./actual-cost.ts";
-import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "../graphql/error-masking.ts";
-import { THROTTLED, throttledMessage, type PublishedCost } from "./published-cost.ts";
+import { actualOperationCost } from "../pipeline/budget/actual-cost.ts";
+import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "../pipeline/errors/error-masking.ts";
+import { THROTTLED, throttledMessage, type PublishedCost } from "../pipeline/budget/published-cost.ts";
 
 /** Seconds a client is asked to wait when the budget could not be charged because the database is unavailable. */
 const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;

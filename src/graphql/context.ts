@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
-import { unauthenticated } from "./errors.ts";
+import { unauthenticated } from "../pipeline/errors/graphql-errors.ts";
 import { createLoaders, type Loaders } from "./loaders.ts";
 import type { ReadCacheSlot } from "../read-cache/graphql-http.ts";
 import type { OperationCostSlot } from "../budget/graphql-plugin.ts";

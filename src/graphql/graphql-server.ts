@@ -11,34 +11,34 @@ import type { Services } from "../domain/services.ts";
 import { CompiledExecutor } from "./compiled-execution.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
 import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
-import { findLiteralIssue, literalIssueError } from "./literal-guard.ts";
+import { findLiteralIssue, literalIssueError } from "../pipeline/documents/literal-guard.ts";
 import {
   createGraphqlErrorMasking,
   SERVICE_UNAVAILABLE,
   SERVICE_UNAVAILABLE_MESSAGE,
   type GraphqlErrorMasking,
-} from "./error-masking.ts";
-import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "./errors.ts";
+} from "../pipeline/errors/error-masking.ts";
+import { INTERNAL_SERVER_ERROR, isUnexpectedError, variableIssueError } from "../pipeline/errors/graphql-errors.ts";
 import { registerExplorer } from "./explorer-assets.ts";
 import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
-import { estimatedOperationCost, graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "./limits.ts";
+import { estimatedOperationCost, graphqlParseOptions, graphqlValidationRules, operationCostPlugin } from "../pipeline/documents/limits.ts";
 import { GraphQLError } from "graphql";
 import { authenticateHeaders } from "../authentication.ts";
-import { readCachePlugin } from "../read-cache/graphql-plugin.ts";
+import { readCachePlugin } from "../pipeline/read-cache/cacheable-operation.ts";
 import { GraphqlReadCache } from "../read-cache/graphql-http.ts";
-import type { ReadCache } from "../read-cache/read-cache.ts";
-import type { ReadAdmissionGate } from "../admission/admission-hooks.ts";
+import type { ReadCache } from "../pipeline/read-cache/read-cache.ts";
+import type { ReadAdmissionGate } from "../pipeline/admission/read-admission-gate.ts";
 import { readAdmissionPlugin } from "../admission/graphql-plugin.ts";
 import type { Tracer } from "@opentelemetry/api";
 import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
 import { requestTraceContext } from "../tracing/http-spans.ts";
-import { DOCUMENT_REFUSALS, DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { DOCUMENT_REFUSALS, DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
 import { documentRefusalError, TrustedDocumentsHttp } from "../trusted-documents/graphql-http.ts";
 import { apolloFastifyHandler } from "./apollo-fastify-handler.ts";
 import { costBudgetPlugin, costOfRefusal } from "../budget/graphql-plugin.ts";
-import { withPublishedCost } from "../budget/published-cost.ts";
+import { withPublishedCost } from "../pipeline/budget/published-cost.ts";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
-import { sendCachedResponse } from "../budget/cached-cost.ts";
+import { sendCachedResponse } from "../pipeline/budget/cached-cost.ts";
 
 /** Where GraphQL is served: POST and GET (queries only); a browser's GET gets the explorer. */
 export const GRAPHQL_ENDPOINT = "/graphql";

@@ -1,5 +1,5 @@
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, type Page } from "../domain/shared/page.ts";
-import { badUserInput } from "./errors.ts";
+import { badUserInput } from "../pipeline/errors/graphql-errors.ts";
 
 /*
  * Relay connections over the domain's keyset pages. Glossary: a *forward* page is read with `first`/`after`

@@ -17,7 +17,7 @@ import {
   WEBHOOK_SIGNING_NAMES,
   WEBHOOK_REPLAY_RUN_STATE_NAMES,
 } from "./enums.ts";
-import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "./errors.ts";
+import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "../pipeline/errors/graphql-errors.ts";
 import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
 import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
 import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
@@ -25,7 +25,7 @@ import { webhookInputLocators, webhookResolvers } from "./resolvers/webhooks.res
 import { referenceInputLocators, referenceResolvers } from "./resolvers/references.resolvers.ts";
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
 import { trustedDocumentInputLocators, trustedDocumentResolvers } from "./resolvers/trusted-documents.resolvers.ts";
-import { subscriptionResolvers } from "../live/subscription.resolvers.ts";
+import { subscriptionResolvers } from "./resolvers/subscription.resolvers.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
 /** schema.graphql at the repository root: the contract, read as is. */

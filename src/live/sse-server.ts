@@ -13,13 +13,13 @@ import {
   createGraphqlErrorMasking,
   SERVICE_UNAVAILABLE,
   SERVICE_UNAVAILABLE_MESSAGE,
-} from "../graphql/error-masking.ts";
+} from "../pipeline/errors/error-masking.ts";
 import { createLoaders } from "../graphql/loaders.ts";
 import type { LiveSubscriptions } from "./live-subscriptions.ts";
-import { OperationPreparation } from "./operation-preparation.ts";
-import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { OperationPreparation } from "../pipeline/documents/prepared-documents.ts";
+import { DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
 import { LiveDocuments } from "../trusted-documents/live.ts";
-import type { SubscriptionContext } from "./subscription.resolvers.ts";
+import type { SubscriptionContext } from "../graphql/resolvers/subscription.resolvers.ts";
 
 /*
  * Subscriptions over Server-Sent Events (the graphql-sse protocol, "distinct connections mode": one HTTP request

@@ -15,13 +15,13 @@ import type { LiveSubscriptions } from "./live-subscriptions.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
-import { createGraphqlErrorMasking } from "../graphql/error-masking.ts";
+import { createGraphqlErrorMasking } from "../pipeline/errors/error-masking.ts";
 import { GRAPHQL_ENDPOINT } from "../graphql/graphql-server.ts";
 import { createLoaders } from "../graphql/loaders.ts";
-import { OperationPreparation } from "./operation-preparation.ts";
-import { DocumentResolver } from "../trusted-documents/document-resolution.ts";
+import { OperationPreparation } from "../pipeline/documents/prepared-documents.ts";
+import { DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
 import { LiveDocuments } from "../trusted-documents/live.ts";
-import type { SubscriptionContext } from "./subscription.resolvers.ts";
+import type { SubscriptionContext } from "../graphql/resolvers/subscription.resolvers.ts";
 import { registerSubscriptionMetrics } from "./subscription-metrics.ts";
 
 /*

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Caller } from "../domain/organizations/organization-service.ts";
-import { splitPublishedCost } from "../budget/cached-cost.ts";
-import { refusesCachedResponse, type CachedCost, type CachedResponse, type ReadCache } from "./read-cache.ts";
+import { splitPublishedCost } from "../pipeline/budget/cached-cost.ts";
+import { refusesCachedResponse, type CachedCost, type CachedResponse, type ReadCache } from "../pipeline/read-cache/read-cache.ts";
 
 declare module "fastify" {
   interface FastifyRequest {

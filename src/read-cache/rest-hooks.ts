@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { refusesCachedResponse, type ReadCache } from "./read-cache.ts";
+import { refusesCachedResponse, type ReadCache } from "../pipeline/read-cache/read-cache.ts";
 
 declare module "fastify" {
   interface FastifyRequest {

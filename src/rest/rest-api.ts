@@ -18,7 +18,7 @@ import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
 import { registerReadCache } from "../read-cache/rest-hooks.ts";
 import { registerRestCostBudget } from "../budget/rest-hooks.ts";
-import type { ReadCache } from "../read-cache/read-cache.ts";
+import type { ReadCache } from "../pipeline/read-cache/read-cache.ts";
 import { openApiWebhooks } from "./openapi-webhooks.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";

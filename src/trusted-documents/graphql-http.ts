@@ -2,7 +2,7 @@ import { HeaderMap } from "@apollo/server";
 import type { FastifyRequest } from "fastify";
 import { GraphQLError } from "graphql";
 import type { Caller } from "../domain/organizations/organization-service.ts";
-import type { DocumentRefusal, DocumentResolver } from "./document-resolution.ts";
+import type { DocumentRefusal, DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
 
 declare module "fastify" {
   interface FastifyRequest {

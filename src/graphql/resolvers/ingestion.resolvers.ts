@@ -1,7 +1,7 @@
 import type { IngestionItemInput as DomainItem } from "../../domain/references/ingestion-service.ts";
 import { isUuid } from "../../domain/shared/ids.ts";
 import type { IngestionItemInput, Resolvers } from "../__generated__/resolvers-types.ts";
-import { toGraphqlError, type InputLocator } from "../errors.ts";
+import { toGraphqlError, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import type { GraphQLError } from "graphql";
 import type { LocatedIngestionItemResult } from "../ingestion-results.ts";
 

@@ -1,7 +1,7 @@
 import { DEFAULT_PAGE_SIZE } from "../../domain/shared/page.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
-import { underArgument, type InputLocator } from "../errors.ts";
+import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { bidirectionalPage, toBackwardConnection, toConnection } from "../pagination.ts";
 import { takeFirstEvents } from "./prefetched-events.ts";
 

@@ -1,7 +1,7 @@
 import type { DomainNode, NodeKind } from "../../domain/nodes/node-service.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "../context.ts";
-import { badUserInput } from "../errors.ts";
+import { badUserInput } from "../../pipeline/errors/graphql-errors.ts";
 
 /* Relay global object identification: `Query.node`, `Query.nodes` and the `Node` interface. */
 

@@ -1,7 +1,7 @@
 import type { TaggedReference } from "../../domain/models.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
-import { underArgument, type InputLocator } from "../errors.ts";
+import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 import { leaveFirstEvents, selectedFirstEvents } from "./prefetched-events.ts";
 

@@ -1,6 +1,6 @@
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
-import { underArgument, type InputLocator } from "../errors.ts";
+import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
 /** Tags: reads, `Tag.references`, and the tag mutations. */

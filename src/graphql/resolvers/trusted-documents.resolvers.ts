@@ -1,5 +1,5 @@
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
-import { underArgument, type InputLocator } from "../errors.ts";
+import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
 /** The registry of trusted documents (src/domain/documents/): reads and registration. */

@@ -2,7 +2,7 @@ import { maskedDestination } from "../../domain/webhooks/webhook-destination.ts"
 import { tagFilterStateOf, type WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
 import type { Resolvers, WebhookDestinationInput } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
-import { underArgument, type InputLocator } from "../errors.ts";
+import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
 /** Webhook endpoints and deliveries: reads, the delivery log, and the endpoint mutations. */

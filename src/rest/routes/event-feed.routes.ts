@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { releaseReadAdmission } from "../../admission/admission-hooks.ts";
+import { releaseReadAdmission } from "../../pipeline/admission/read-admission-gate.ts";
 import { MAX_FEED_WAIT_SECONDS } from "../../domain/live/event-feed-service.ts";
 import type { Services } from "../../domain/services.ts";
 import { callerOf } from "../rest-api.ts";

@@ -1,4 +1,4 @@
-import type { BudgetCharge, ThrottleStatus } from "../domain/budgets/cost-budget.ts";
+import type { BudgetCharge, ThrottleStatus } from "../../domain/budgets/cost-budget.ts";
 
 /*
  * What a response says of its cost, on every transport: GraphQL `extensions.cost` (Shopify's shape), the GraphQL

@@ -1,6 +1,6 @@
 import { unwrapResolverError } from "@apollo/server/errors";
 import type { GraphQLError, GraphQLFormattedError } from "graphql";
-import { formatGraphqlError, isInternalParseFailure, isUnexpectedError } from "./errors.ts";
+import { formatGraphqlError, isInternalParseFailure, isUnexpectedError } from "./graphql-errors.ts";
 
 export const SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE";
 export const SERVICE_UNAVAILABLE_MESSAGE = "The service cannot reach its database; retry shortly";

@@ -1,6 +1,6 @@
-import type { TrustedDocumentService } from "../domain/documents/trusted-document-service.ts";
-import { documentIdOfSha256Hash, isDocumentId } from "../domain/documents/document-id.ts";
-import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { TrustedDocumentService } from "../../domain/documents/trusted-document-service.ts";
+import { documentIdOfSha256Hash, isDocumentId } from "../../domain/documents/document-id.ts";
+import type { Caller } from "../../domain/organizations/organization-service.ts";
 
 /*
  * Trusted documents on every GraphQL transport: the core, which knows no transport. Each transport (HTTP in

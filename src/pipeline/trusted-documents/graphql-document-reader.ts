@@ -1,5 +1,5 @@
 import { GraphQLError, Kind, parse } from "graphql";
-import type { DocumentReader } from "../domain/documents/trusted-document-service.ts";
+import type { DocumentReader } from "../../domain/documents/trusted-document-service.ts";
 
 /**
  * The registry's reader of document texts (a port of src/domain/documents/): graphql-js's parser. A document is

@@ -5,7 +5,7 @@ import type {
   OperationDefinitionNode,
   SelectionSetNode,
 } from "graphql";
-import type { Config } from "../config.ts";
+import type { Config } from "../../config.ts";
 import { Kind } from "graphql";
 import { limitError } from "./limit-error.ts";
 

@@ -1,9 +1,9 @@
-import type { LiveSubscriptions, StreamMessage } from "./live-subscriptions.ts";
-import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
-import type { WebhookDeliveryWithAttempts } from "../domain/webhooks/webhook-models.ts";
-import type { Resolvers } from "../graphql/__generated__/resolvers-types.ts";
-import type { GraphqlContext } from "../graphql/context.ts";
-import { AT_ARGUMENTS, toGraphqlError, underArgument } from "../graphql/errors.ts";
+import type { LiveSubscriptions, StreamMessage } from "../../live/live-subscriptions.ts";
+import type { DeliveryActivityService } from "../../domain/webhooks/delivery-activity.ts";
+import type { WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
+import type { Resolvers } from "../__generated__/resolvers-types.ts";
+import type { GraphqlContext } from "../context.ts";
+import { AT_ARGUMENTS, toGraphqlError, underArgument } from "../../pipeline/errors/graphql-errors.ts";
 import { GraphQLError } from "graphql";
 
 /** The context of an operation over graphql-ws: the same as over HTTP, plus the live subscriptions. */

@@ -12,8 +12,8 @@ import type {
 import { maxAliasesRule } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthRule } from "@escape.tech/graphql-armor-max-depth";
 import { createComplexityRule, type ComplexityEstimator } from "graphql-query-complexity";
-import type { Config } from "../config.ts";
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
+import type { Config } from "../../config.ts";
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../../domain/shared/page.ts";
 import { limitError, type LimitKind } from "./limit-error.ts";
 import { checkSelectionLimit } from "./selection-limit.ts";
 import {

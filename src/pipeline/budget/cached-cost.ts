@@ -1,5 +1,5 @@
 import type { FastifyReply } from "fastify";
-import type { BudgetHolder, CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
+import type { BudgetHolder, CostBudgetService } from "../../domain/budgets/cost-budget-service.ts";
 import type { CachedCost, CachedResponse } from "../read-cache/read-cache.ts";
 import { THROTTLED, throttledMessage, type PublishedCost } from "./published-cost.ts";
 

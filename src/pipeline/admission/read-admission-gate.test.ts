@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "@jest/globals";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
-import { ReadAdmissionGate } from "./admission-hooks.ts";
+import { ReadAdmissionGate } from "./read-admission-gate.ts";
 
 /*
  * The gate on a real Fastify server over loopback HTTP. One read at a time, so that a second read waits while the

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Caller } from "../domain/organizations/organization-service.ts";
+import type { Caller } from "../../domain/organizations/organization-service.ts";
 
 /**
  * Responses of reads — REST GET pages of tags, references and lifecycle events, GraphQL queries of the same —

@@ -11,12 +11,12 @@ import {
   type ValidationRule,
 } from "graphql";
 import type { SubscribePayload } from "graphql-ws";
-import type { Config } from "../config.ts";
-import { findVariablesIssue, MAX_JSON_DEPTH } from "../domain/shared/json-input.ts";
-import { parseFailedError, variableIssueError } from "../graphql/errors.ts";
-import { findLiteralIssue, literalIssueError } from "../graphql/literal-guard.ts";
-import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "../graphql/limits.ts";
-import { checkSelectionLimit } from "../graphql/selection-limit.ts";
+import type { Config } from "../../config.ts";
+import { findVariablesIssue, MAX_JSON_DEPTH } from "../../domain/shared/json-input.ts";
+import { parseFailedError, variableIssueError } from "../errors/graphql-errors.ts";
+import { findLiteralIssue, literalIssueError } from "./literal-guard.ts";
+import { checkOperationCost, graphqlParseOptions, graphqlValidationRules } from "./limits.ts";
+import { checkSelectionLimit } from "./selection-limit.ts";
 
 /** An operation that passed every check, ready to execute. */
 export interface PreparedOperation {

@@ -1,6 +1,6 @@
 import { GraphQLError, Kind, visit, type DocumentNode, type ValueNode } from "graphql";
-import type { FieldIssue } from "../domain/shared/errors.ts";
-import { findTextIssue } from "../domain/shared/json-input.ts";
+import type { FieldIssue } from "../../domain/shared/errors.ts";
+import { findTextIssue } from "../../domain/shared/json-input.ts";
 
 /*
  * The text rule of variables (src/domain/shared/json-input.ts) for the string literals of a document: an

@@ -1,7 +1,7 @@
 import type { ApolloServerPlugin } from "@apollo/server";
 import type { DocumentNode, GraphQLSchema, OperationDefinitionNode } from "graphql";
 import { BREAK, TypeInfo, visit, visitWithTypeInfo } from "graphql";
-import type { GraphqlContext } from "../graphql/context.ts";
+import type { GraphqlContext } from "../../graphql/context.ts";
 import { CACHEABLE_QUERY_FIELDS, CACHEABLE_TYPES } from "./cacheable-types.ts";
 
 /*
