@@ -12,6 +12,34 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: "no-circular-folders",
+      scope: "folder",
+      severity: "error",
+      comment:
+        "Folders import one way too: a feature that two folders import from each other is one folder, or a " +
+        "policy that belongs to the request pipeline (src/pipeline/), which imports no transport.",
+      from: { path: "^src/" },
+      to: { circular: true },
+    },
+    {
+      name: "pipeline-knows-no-transport",
+      severity: "error",
+      comment:
+        "The request pipeline's stages and policies know no transport: GraphQL (HTTP, graphql-ws, SSE) and REST " +
+        "are adapters over it, never the other way (docs/architecture.md).",
+      from: { path: "^src/pipeline/" },
+      to: {
+        path: "^src/(graphql|rest|live|operator|webhooks|cli|tracing)/|node_modules/(fastify|@fastify/|ws/|graphql-ws|graphql-sse)",
+      },
+    },
+    {
+      name: "live-runtime-knows-no-transport",
+      severity: "error",
+      comment: "The live runtime (feed, subscriptions) serves graphql-ws, SSE and the feed's long polls alike.",
+      from: { path: "^src/live/" },
+      to: { path: "^src/(graphql|rest|pipeline)/" },
+    },
+    {
       name: "domain-depends-on-no-outer-layer",
       severity: "error",
       comment: "The domain depends on nothing outside it; the store and adapters depend on the domain.",
@@ -45,8 +73,8 @@ module.exports = {
         "build-services.ts) wires the store.",
       from: {
         path:
-          "^src/(rest|graphql|read-cache|admission|budget|trusted-documents|live|webhooks|operator|cli|tracing)/" +
-          "|^src/(operations|authentication|logging|start-screen|config)\\.ts$",
+          "^src/(rest|graphql|pipeline|live|webhooks|operator|cli|tracing)/" +
+          "|^src/(operations|logging|start-screen|config)\\.ts$",
       },
       to: { path: "^src/store/" },
     },

@@ -1,4 +1,5 @@
 import { buildApp, type App } from "../src/app.ts";
+import type { StageTimings } from "../src/pipeline/stage-timings.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/store/database.ts";
 import { BENCH_WEBHOOK_SECRET_KEY } from "./settings.ts";
@@ -16,7 +17,11 @@ import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trac
  * BENCH_TRACING=memory turns traces on; BENCH_BUDGET=off builds the server without its cost budget (src/app.ts,
  * `withoutCostBudget`: nothing charged, settled or published), the difference being the budget's whole cost.
  */
-export async function startBenchApp(url: string, env: Readonly<Record<string, string>> = {}): Promise<App> {
+export async function startBenchApp(
+  url: string,
+  env: Readonly<Record<string, string>> = {},
+  stageTimings?: StageTimings,
+): Promise<App> {
   const config = loadConfig({
     NODE_ENV: "production",
     WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
@@ -31,7 +36,7 @@ export async function startBenchApp(url: string, env: Readonly<Record<string, st
   const database = await openDatabase(url, { sqliteReadThread: config.sqliteReadThread });
   // BENCH_TRACING=memory: traces on, batched as to a collector, into an in-memory exporter (bench/data-path.bench.ts).
   const spans = env.BENCH_TRACING === "memory" ? { exporter: new ForgetfulSpanExporter(), batched: true } : undefined;
-  return buildApp({ config, database, spans, withoutCostBudget: env.BENCH_BUDGET === "off" });
+  return buildApp({ config, database, spans, withoutCostBudget: env.BENCH_BUDGET === "off", stageTimings });
 }
 
 /** The SDK's in-memory exporter, emptied after every export: a load of many minutes keeps no spans. */

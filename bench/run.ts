@@ -6,6 +6,9 @@
  *   data           the headline: the data path beneath the read cache (bench/data-path.bench.ts) — random
  *                  keys, `Cache-Control: no-cache`, anchors in the same run, the same reads under an open-loop
  *                  write feed, server peak RSS, the database time of one request
+ *   baseline       this checkout ÷ an older commit (BENCH_BASELINE_REF, default the previous round's main), same
+ *                  run, builds alternating, both databases; then the pipeline's stages, µs per request
+ *                  (bench/baseline-ref.bench.ts; BENCH_BASELINE_ROUNDS, default 2)
  *   peer           PostGraphile 4 on the same PostgreSQL data, alternating rounds (bench/peer.bench.ts)
  *   cached         secondary: repeated requests that the read cache answers, and the lifecycle log's pages
  *                  (bench/cached-reads.bench.ts; `reads` is an alias)
@@ -61,7 +64,17 @@ import { LoadGenerator } from "./load.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
 import type { DataPathSettings } from "./data-path.bench.ts";
 
-const PARTS = ["data", "peer", "cached", "webhooks", "subscriptions", "polling", "ingestion", "scale"] as const;
+const PARTS = [
+  "data",
+  "baseline",
+  "peer",
+  "cached",
+  "webhooks",
+  "subscriptions",
+  "polling",
+  "ingestion",
+  "scale",
+] as const;
 
 function selectedParts(): Set<string> {
   const wanted = (process.env.BENCH_PARTS ?? PARTS.filter((part) => part !== "scale").join(","))
@@ -118,11 +131,36 @@ async function main(): Promise<void> {
       await loads.close();
     }
   }
+  if (parts.has("baseline")) {
+    const { DEFAULT_BASELINE_REF, formatBaseline, runBaselineBench } = await import("./baseline-ref.bench.ts");
+    const data = dataPathSettings();
+    const loads = new LoadGenerator();
+    try {
+      const report = await runBaselineBench(
+        {
+          ref: process.env.BENCH_BASELINE_REF ?? DEFAULT_BASELINE_REF,
+          databases: data.databases,
+          references: data.scales[0]!,
+          tags: data.tags,
+          eventsPerReference: data.eventsPerReference,
+          connections: data.connections,
+          durationSeconds: data.durationSeconds,
+          warmupSeconds: data.warmupSeconds,
+          rounds: intSetting("BENCH_BASELINE_ROUNDS", 2, 1),
+        },
+        loads,
+      );
+      console.log(`\n${formatBaseline(report)}\n`);
+      results.baseline = report;
+    } finally {
+      await loads.close();
+    }
+  }
   if (parts.has("peer")) {
     const { runPeerBench } = await import("./peer.bench.ts");
     results.peer = await runPeerBench({ ...dataPathSettings(), rounds: intSetting("BENCH_PEER_ROUNDS", 3, 1) });
   }
-  if (results.data || results.peer) {
+  if (results.data || results.peer || results.baseline) {
     const output = process.env.BENCH_DATA_OUTPUT ?? join(import.meta.dirname, "results-data.json");
     writeFileSync(output, `${JSON.stringify(results, null, 2)}\n`);
     console.error(`[bench] data path figures written to ${output}`);

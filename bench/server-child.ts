@@ -17,6 +17,11 @@ export interface ServerChild {
   /** Peak resident set size since the last resetPeak (or the start), in MiB; NaN when /proc is unavailable. */
   peakRssMiB(): number;
   stop(): Promise<void>;
+  /**
+   * A reftrail server started with BENCH_STAGE_TIMINGS: each pipeline stage's passes and mean µs since the last
+   * call (src/pipeline/stage-timings.ts).
+   */
+  takeStageTimings?(): Promise<{ stage: string; count: number; meanMicroseconds: number }[]>;
 }
 
 export interface ServerChildOptions {
@@ -96,6 +101,13 @@ export async function startServerChild(
         return Number.NaN;
       }
     },
+    takeStageTimings: () =>
+      new Promise((resolve) => {
+        child.once("message", (message: { stages?: { stage: string; count: number; meanMicroseconds: number }[] }) =>
+          resolve(message.stages ?? []),
+        );
+        child.send("stages");
+      }),
     stop: async () => {
       if (child.exitCode !== null) return;
       child.send("stop");

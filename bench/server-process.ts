@@ -12,8 +12,12 @@
 import "./production-env.ts";
 import { startBaseline } from "./baseline.ts";
 import { startBenchApp } from "./bench-app.ts";
+import { StageTimings } from "../src/pipeline/stage-timings.ts";
 
 const [role, url] = process.argv.slice(2);
+
+/** With BENCH_STAGE_TIMINGS=1 in BENCH_SERVER_ENV: what each pipeline stage costs (bench/baseline-ref.bench.ts). */
+let stageTimings: StageTimings | undefined;
 
 async function start(): Promise<{ port: number; close(): Promise<void> }> {
   if (role === "anchors") {
@@ -21,8 +25,12 @@ async function start(): Promise<{ port: number; close(): Promise<void> }> {
     return { port: Number(new URL(baseline.url).port), close: () => baseline.close() };
   }
   if (role !== "reftrail" || !url) throw new Error(`usage: server-process.ts reftrail <url> | anchors`);
-  const env = JSON.parse(process.env.BENCH_SERVER_ENV ?? "{}") as Record<string, string>;
-  const app = await startBenchApp(url, env);
+  const { BENCH_STAGE_TIMINGS: timed, ...env } = JSON.parse(process.env.BENCH_SERVER_ENV ?? "{}") as Record<
+    string,
+    string
+  >;
+  if (timed === "1") stageTimings = new StageTimings();
+  const app = await startBenchApp(url, env, stageTimings);
   await app.http.listen({ host: "127.0.0.1", port: 0 });
   const address = app.http.server.address();
   if (!address || typeof address === "string") throw new Error("server did not bind a TCP port");
@@ -31,6 +39,10 @@ async function start(): Promise<{ port: number; close(): Promise<void> }> {
 
 const server = await start();
 process.on("message", (message) => {
+  if (message === "stages") {
+    process.send!({ stages: stageTimings?.take() ?? [] });
+    return;
+  }
   if (message !== "stop") return;
   server.close().then(
     () => process.exit(0),

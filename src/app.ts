@@ -13,13 +13,17 @@ import { systemClock, type Clock } from "./domain/shared/clock.ts";
 import { DeliveryActivityService } from "./domain/webhooks/delivery-activity.ts";
 import { GRAPHQL_ENDPOINT, registerGraphql } from "./graphql/graphql-server.ts";
 import { buildGraphqlSchema } from "./graphql/schema.ts";
-import { registerSubscriptions } from "./live/subscription-server.ts";
-import { registerSseSubscriptions } from "./live/sse-server.ts";
+import { registerSubscriptions } from "./graphql/subscription-server.ts";
+import { registerSseSubscriptions } from "./graphql/sse-server.ts";
+import { PreparedDocuments } from "./pipeline/documents/prepared-documents.ts";
+import { GraphqlPipeline } from "./pipeline/graphql-pipeline.ts";
+import type { StageTimings } from "./pipeline/stage-timings.ts";
 import { loggerOptions } from "./logging.ts";
 import { countContendedUnits, registerOperations } from "./operations.ts";
 import { registerOperatorPage } from "./operator/operator-page.ts";
 import { sendProblem, toProblem } from "./rest/problem.ts";
 import { registerRest } from "./rest/rest-api.ts";
+import { registerReadAdmission } from "./rest/read-admission.hooks.ts";
 import { REST_ROUTE_GROUPS } from "./rest/routes/route-groups.ts";
 import { ReadCache } from "./pipeline/read-cache/read-cache.ts";
 import { isDatabaseUnavailableError } from "./store/database-availability.ts";
@@ -50,6 +54,8 @@ export interface AppDependencies {
    * `extensions.cost`, and src/main.ts never sets it.
    */
   readonly withoutCostBudget?: boolean;
+  /** The bench's measure of each pipeline stage (bench/pipeline-stages.ts); a server has none. */
+  readonly stageTimings?: StageTimings;
 }
 
 export interface App {
@@ -66,6 +72,7 @@ export async function buildApp({
   clock = systemClock,
   spans,
   withoutCostBudget = false,
+  stageTimings,
 }: AppDependencies): Promise<App> {
   // Traces (src/tracing/): off unless the OTEL_* settings ask for them; when off, nothing of the SDK is loaded.
   const tracing = await startTracing(config.tracing, spans);
@@ -109,7 +116,7 @@ export async function buildApp({
     },
     metricsRegistry,
   );
-  readAdmission.register(http);
+  registerReadAdmission(http, readAdmission);
   // After the admission's hooks, which may hold a read before its handler (src/tracing/http-spans.ts).
   if (tracer) traceHttpRequests(http, tracer, new Set([GRAPHQL_ENDPOINT]));
   // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
@@ -126,17 +133,25 @@ export async function buildApp({
     routeGroups: REST_ROUTE_GROUPS,
     budgets,
   });
-  // One executable schema, served over HTTP (Apollo) and over WebSocket (graphql-ws).
+  // One executable schema, served over HTTP (Apollo), WebSocket (graphql-ws) and Server-Sent Events, and one
+  // request pipeline for every GraphQL operation on any of them (src/pipeline/graphql-pipeline.ts).
   const schema = buildGraphqlSchema();
+  const pipeline = new GraphqlPipeline({
+    services,
+    budgets,
+    readCache,
+    documents: new PreparedDocuments(schema, config, metricsRegistry),
+    isServiceUnavailable: isDatabaseUnavailableError,
+    timings: stageTimings,
+  });
   await registerGraphql(http, {
     schema,
     services,
     config,
+    pipeline,
     isServiceUnavailable: isDatabaseUnavailableError,
-    readCache,
-    readAdmission,
+    waitForReadTurn: (_request, reply) => readAdmission.holdRead(reply.raw),
     tracer,
-    budgets,
   });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.
@@ -175,6 +190,7 @@ export async function buildApp({
     subscriptions,
     metrics: metricsRegistry,
     deliveryActivity,
+    pipeline,
     tracer,
   });
   // The same subscriptions over Server-Sent Events (graphql-sse), at /graphql/stream.
@@ -185,6 +201,7 @@ export async function buildApp({
     config,
     subscriptions,
     deliveryActivity,
+    pipeline,
     tracer,
   });
 

@@ -91,7 +91,7 @@ export interface Config {
   readonly subscriptionMaxQueuedEvents: number;
   readonly subscriptionAuthRecheckIntervalMs: number;
   readonly subscriptionMaxOperationsPerConnection: number;
-  /** Server-Sent Events streams open at once per organization on one instance (src/live/sse-server.ts). */
+  /** Server-Sent Events streams open at once per organization on one instance (src/graphql/sse-server.ts). */
   readonly subscriptionMaxStreamsPerOrganization: number;
   /** Long polls of `GET /v1/events` waiting at once per organization on one instance (then 429). */
   readonly eventFeedMaxWaitingPollsPerOrganization: number;

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { AUTHENTICATION_CHALLENGE } from "../authentication.ts";
+import { AUTHENTICATION_CHALLENGE } from "../pipeline/access/authentication.ts";
 import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../domain/shared/errors.ts";
 import { serializeTag } from "./serializers.ts";
 

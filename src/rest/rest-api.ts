@@ -5,7 +5,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import { authenticateHeaders, presentedApiKey } from "../authentication.ts";
+import { authenticateHeaders, presentedApiKey } from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
@@ -16,14 +16,18 @@ import type { IdempotencyStore } from "../domain/idempotency/idempotency-store.t
 import { CompiledLater } from "./compiled-later.ts";
 import { registerIdempotency } from "./idempotency.ts";
 import { registerInputGuards } from "./input-guards.ts";
-import { registerReadCache } from "../read-cache/rest-hooks.ts";
-import { registerRestCostBudget } from "../budget/rest-hooks.ts";
+import { registerReadCache } from "./read-cache.hooks.ts";
+import { registerRestCostBudget } from "./cost-budget.hooks.ts";
 import type { ReadCache } from "../pipeline/read-cache/read-cache.ts";
 import { openApiWebhooks } from "./openapi-webhooks.ts";
 import { problem, sendProblem, toProblem } from "./problem.ts";
 import { registerResponseSchemas } from "./response-schemas.ts";
 
 declare module "fastify" {
+  interface FastifyRequest {
+    /** The /v1 request's authenticated caller (the pipeline's authenticate stage, run in onRequest). */
+    caller?: Caller;
+  }
   interface FastifyContextConfig {
     /** For a route that creates a resource: its path, from the response body, sent as `Location` with the 201. */
     locationOf?: (body: never) => string;

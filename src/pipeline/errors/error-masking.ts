@@ -13,7 +13,7 @@ export interface ErrorLog {
 
 /**
  * The one path a GraphQL error takes to a client, over HTTP (Apollo's `formatError` and a plugin,
- * graphql-server.ts) and over WebSocket (graphql-ws's hooks, src/live/subscription-server.ts): what the client
+ * graphql-server.ts) and over WebSocket (graphql-ws's hooks, src/graphql/subscription-server.ts): what the client
  * sees, and what the server logs.
  */
 export interface GraphqlErrorMasking {

@@ -1,7 +1,7 @@
 import { HeaderMap } from "@apollo/server";
 import { unwrapResolverError } from "@apollo/server/errors";
 import type { GraphQLFormattedError } from "graphql";
-import { AUTHENTICATION_CHALLENGE } from "../../authentication.ts";
+import { AUTHENTICATION_CHALLENGE } from "../access/authentication.ts";
 import type { Tag } from "../../domain/models.ts";
 import { DomainError, renderFieldNames, type ErrorCode, type FieldIssue } from "../../domain/shared/errors.ts";
 import { GraphQLError } from "graphql";

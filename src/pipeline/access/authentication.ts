@@ -1,12 +1,5 @@
-import type { Caller } from "./domain/organizations/organization-service.ts";
-import type { Services } from "./domain/services.ts";
-
-declare module "fastify" {
-  interface FastifyRequest {
-    /** The request's authenticated caller, once a hook or route has authenticated it (REST, GraphQL). */
-    caller?: Caller;
-  }
-}
+import type { Caller } from "../../domain/organizations/organization-service.ts";
+import type { Services } from "../../domain/services.ts";
 
 /**
  * A key comes as `X-API-Key: <key>` or `Authorization: Bearer <key>` (HTTP), or as the same names in

@@ -1,6 +1,6 @@
 import { GraphQLError } from "graphql";
-import type { Caller } from "../domain/organizations/organization-service.ts";
-import { DOCUMENT_REFUSALS, type DocumentRefusal, type DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
+import type { Caller } from "../../domain/organizations/organization-service.ts";
+import { DOCUMENT_REFUSALS, type DocumentRefusal, type DocumentResolver } from "./document-resolution.ts";
 
 /*
  * The subscriptions' half of trusted documents (graphql-ws and Server-Sent Events, src/live/): the same rules as

@@ -3,32 +3,32 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { GraphQLError, type FormattedExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from "graphql";
-import type { Context, SubscribePayload } from "graphql-ws";
+import type { Context } from "graphql-ws";
 import { useServer, type Extra } from "graphql-ws/use/ws";
 import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { traceSubscriptionMessage } from "../tracing/subscription-spans.ts";
 import { WebSocketServer, type WebSocket } from "ws";
-import { presentedApiKey } from "../authentication.ts";
+import { presentedApiKey } from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
-import type { LiveSubscriptions } from "./live-subscriptions.ts";
+import type { LiveSubscriptions } from "../live/live-subscriptions.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { DeliveryActivityService } from "../domain/webhooks/delivery-activity.ts";
 import { createGraphqlErrorMasking } from "../pipeline/errors/error-masking.ts";
-import { GRAPHQL_ENDPOINT } from "../graphql/graphql-server.ts";
-import { createLoaders } from "../graphql/loaders.ts";
-import { OperationPreparation } from "../pipeline/documents/prepared-documents.ts";
-import { DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
-import { LiveDocuments } from "../trusted-documents/live.ts";
-import type { SubscriptionContext } from "../graphql/resolvers/subscription.resolvers.ts";
-import { registerSubscriptionMetrics } from "./subscription-metrics.ts";
+import { registerSubscriptionMetrics } from "../live/subscription-metrics.ts";
+import type { GraphqlPipeline } from "../pipeline/graphql-pipeline.ts";
+import { newOperationRequest, type OperationRequest } from "../pipeline/operation-request.ts";
+import { GRAPHQL_ENDPOINT } from "./graphql-server.ts";
+import { createLoaders } from "./loaders.ts";
+import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
 
 /*
  * GraphQL over WebSocket (graphql-ws, protocol `graphql-transport-ws`) on the GraphQL endpoint's own path and
- * port. Apollo does not serve these operations, so they go through the same checks by other
- * means: the executable schema HTTP serves, the same validation rules and limits (operation-preparation.ts), and
- * the same error masking and logging (src/graphql/error-masking.ts).
+ * port. Apollo does not serve these operations; they take the same request pipeline as HTTP
+ * (src/pipeline/graphql-pipeline.ts): the document resolved and prepared once (same rules and limits), every
+ * operation charged to the key's budget before it runs (THROTTLED when the budget holds less, as over HTTP; a
+ * query or mutation publishes its `extensions.cost` with its result), and the same error masking and logging.
  *
  * Authentication. Close codes:
  *   4401  no key, an unknown key, or a revoked key (also when revoked while connected; keys are checked again
@@ -68,6 +68,8 @@ export interface SubscriptionDependencies {
   readonly deliveryActivity?: DeliveryActivityService;
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  /** The request pipeline every operation goes through (src/pipeline/graphql-pipeline.ts). */
+  readonly pipeline: GraphqlPipeline;
   /** When tracing is on: a span per message sent (src/tracing/subscription-spans.ts). */
   readonly tracer?: Tracer;
 }
@@ -80,6 +82,8 @@ interface ConnectionSession {
   readonly openedAt: number;
   caller: Caller | undefined;
   readonly keys: Set<string>;
+  /** Each running operation's request value, by its id (its cost is published with its result). */
+  readonly operations: Map<string, OperationRequest>;
   authTimer: ReturnType<typeof setTimeout> | undefined;
 }
 
@@ -96,8 +100,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   const log = app.log.child({ component: "subscriptions" });
 
   const masking = createGraphqlErrorMasking(deps.isServiceUnavailable);
-  const preparation = new OperationPreparation(schema, config, log);
-  const liveDocuments = new LiveDocuments(new DocumentResolver(services.trustedDocuments));
+  const { pipeline } = deps;
   const sessions = new Map<WebSocket, ConnectionSession>();
   const wss = new WebSocketServer({ noServer: true, maxPayload: config.bodyLimitBytes, perMessageDeflate: false });
   let closing = false;
@@ -116,6 +119,7 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       openedAt: Date.now(),
       caller: undefined,
       keys: new Set(),
+      operations: new Map(),
       authTimer: undefined,
     };
     sessions.set(socket, session);
@@ -207,12 +211,25 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
             ),
           ];
         }
-        // A registered document named by id, or the text as sent when the key may send it (trusted documents).
-        const document = await liveDocuments.documentOf(caller, payload as SubscribePayload & { documentId?: unknown });
-        if (document instanceof GraphQLError) return [document];
-        const prepared = preparation.prepare({ ...payload, query: document });
-        if (Array.isArray(prepared)) return prepared;
+        // The pipeline's stages 2, 4 and 6 (1 ran when the key was presented): the document resolved (trusted
+        // documents), prepared once, and the operation charged before it runs.
+        const request = newOperationRequest({
+          transport: "graphql-ws",
+          log: session.log.child({ operationId: id }),
+          credentials: {},
+          caller,
+          source: payload,
+        });
+        await pipeline.resolveDocument(request, { liveOnly: true });
+        if (request.failure) return [withoutHttp(request.failure)];
+        const refusals = pipeline.prepare(request);
+        const prepared = request.prepared;
+        if (refusals || !prepared) return [...(refusals ?? [])];
+        const refused = await pipeline.charge(request);
+        if (refused) return [refused.error];
+        session.operations.set(id, request);
         const contextValue: SubscriptionContext = {
+          request,
           caller,
           services,
           loaders: createLoaders(services, caller.organizationId),
@@ -234,11 +251,21 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       },
 
       // Results and errors take the HTTP path's masking: coded errors pass, others are masked and logged.
-      onNext: (ctx, id, payload, args, result) => {
+      onNext: async (ctx, id, payload, args, result) => {
         if (deps.tracer) traceSubscriptionMessage(deps.tracer, "graphql-ws", args, id);
-        if (!result.errors || result.errors.length === 0) return;
-        masking.logUnexpected(sessionOf(ctx).log, result.errors, payload.operationName);
-        const formatted: FormattedExecutionResult = { ...result, errors: format(result.errors) };
+        const session = sessionOf(ctx);
+        // 8. A query's or mutation's one result publishes what it cost, as over HTTP.
+        const request = session.operations.get(id);
+        const cost =
+          request && request.prepared?.kind !== "subscription" ? await pipeline.publish(request, result, false) : null;
+        const errors = result.errors && result.errors.length > 0 ? result.errors : null;
+        if (errors) masking.logUnexpected(session.log, errors, payload.operationName);
+        if (!errors && !cost) return;
+        const formatted: FormattedExecutionResult = {
+          ...result,
+          ...(errors && { errors: format(errors) }),
+          ...(cost && { extensions: { ...result.extensions, cost } }),
+        };
         return formatted;
       },
       onError: (ctx, _id, payload, errors) => {
@@ -246,7 +273,9 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
         return format(errors);
       },
       onComplete: (ctx, id) => {
-        sessions.get(ctx.extra.socket)?.log.info({ operationId: id }, "graphql-ws operation completed");
+        const session = sessions.get(ctx.extra.socket);
+        session?.operations.delete(id);
+        session?.log.info({ operationId: id }, "graphql-ws operation completed");
       },
     },
     wss,
@@ -323,6 +352,12 @@ async function closeSockets(sockets: readonly WebSocket[], code: number, reason:
 
 function refuseUpgrade(socket: Duplex, status: number, text: string): void {
   socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}
+
+/** A refusal as graphql-ws sends it: its HTTP head means nothing on a socket. */
+function withoutHttp(error: GraphQLError): GraphQLError {
+  const { http: _head, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, { extensions });
 }
 
 /** Header-like maps with lower-case names: `X-API-Key` from GraphiQL's headers editor, `x-api-key` from clients. */

@@ -4,7 +4,7 @@ import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from "gr
 import type { Tracer } from "@opentelemetry/api";
 import { createHandler, type ExecutionResult, type Response } from "graphql-sse";
 import { traceSubscriptionMessage, type MessageOperation } from "../tracing/subscription-spans.ts";
-import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../authentication.ts";
+import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
@@ -14,12 +14,13 @@ import {
   SERVICE_UNAVAILABLE,
   SERVICE_UNAVAILABLE_MESSAGE,
 } from "../pipeline/errors/error-masking.ts";
-import { createLoaders } from "../graphql/loaders.ts";
-import type { LiveSubscriptions } from "./live-subscriptions.ts";
-import { OperationPreparation } from "../pipeline/documents/prepared-documents.ts";
+import type { LiveSubscriptions } from "../live/live-subscriptions.ts";
+import type { GraphqlPipeline } from "../pipeline/graphql-pipeline.ts";
+import { newOperationRequest } from "../pipeline/operation-request.ts";
 import { DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
-import { LiveDocuments } from "../trusted-documents/live.ts";
-import type { SubscriptionContext } from "../graphql/resolvers/subscription.resolvers.ts";
+import { LiveDocuments } from "../pipeline/trusted-documents/live-documents.ts";
+import { createLoaders } from "./loaders.ts";
+import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
 
 /*
  * Subscriptions over Server-Sent Events (the graphql-sse protocol, "distinct connections mode": one HTTP request
@@ -29,10 +30,10 @@ import type { SubscriptionContext } from "../graphql/resolvers/subscription.reso
  * - authentication: the key in a header (X-API-Key or Authorization: Bearer), as for every HTTP request; a
  *   missing, unknown or revoked key is a 401 before any stream opens, and a key revoked while streaming ends the
  *   stream (checked every SUBSCRIPTION_AUTH_RECHECK_INTERVAL, as graphql-ws's 4401);
- * - the document: parsed and validated once, with the same limits (operation-preparation.ts); a refused one is a
+ * - the document: parsed and validated once, with the same limits (src/pipeline/documents/prepared-documents.ts); a refused one is a
  *   400 with its GraphQL errors, coded as over graphql-ws. Only subscriptions run here: queries and mutations
  *   belong to /graphql, where the read cache, read admission and idempotency apply;
- * - errors: the HTTP path's masking (src/graphql/error-masking.ts);
+ * - errors: the HTTP path's masking (src/pipeline/errors/error-masking.ts);
  * - bounds: SUBSCRIPTION_MAX_STREAMS_PER_ORGANIZATION streams at once per organization and instance (graphql-ws
  *   bounds the operations of one connection; here every stream is a connection of its own), and a slow reader
  *   is paced like a graphql-ws client: the next event is taken from the subscription only once the last one has
@@ -41,6 +42,9 @@ import type { SubscriptionContext } from "../graphql/resolvers/subscription.reso
  *
  * At shutdown every stream ends (preClose), like graphql-ws's 1001: the client resumes with its last cursor.
  */
+
+/** Seconds a client refused a stream (too many open for its organization) is asked to wait. */
+const STREAM_LIMIT_RETRY_AFTER_SECONDS = 5;
 
 /** Where subscriptions are served over Server-Sent Events. */
 export const SSE_ENDPOINT = "/graphql/stream";
@@ -52,6 +56,8 @@ export interface SseDependencies {
   readonly subscriptions: LiveSubscriptions;
   readonly deliveryActivity?: DeliveryActivityService;
   readonly isServiceUnavailable: (error: unknown) => boolean;
+  /** The request pipeline: the document prepared once, the subscription charged when it starts. */
+  readonly pipeline: GraphqlPipeline;
   /** When tracing is on: a span per message sent (src/tracing/subscription-spans.ts). */
   readonly tracer?: Tracer;
 }
@@ -75,7 +81,7 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
   const { schema, services, config, subscriptions } = deps;
   const log = app.log.child({ component: "sse-subscriptions" });
   const masking = createGraphqlErrorMasking(deps.isServiceUnavailable);
-  const preparation = new OperationPreparation(schema, config, log);
+  const { pipeline } = deps;
   const streams = new Set<OpenStream>();
   const perOrganization = new Map<string, number>();
   let closing = false;
@@ -90,12 +96,22 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     authenticate: () => null,
     // The document is validated once, in onSubscribe, with every rule graphql-ws applies.
     validate: () => [],
-    onSubscribe: (request, params) => {
+    onSubscribe: async (request, params) => {
       const { stream } = request.context;
-      const prepared = preparation.prepare({ ...params, query: params.query ?? "" });
-      if (Array.isArray(prepared)) {
-        masking.logUnexpected(stream.log, prepared, params.operationName);
-        return errorResponse(400, format(prepared));
+      // The pipeline's stages 4 and 6 (src/pipeline/graphql-pipeline.ts); 1 and 2 ran before the stream opened.
+      const operation = newOperationRequest({
+        transport: "sse",
+        log: stream.log,
+        credentials: {},
+        caller: stream.caller,
+        source: { ...params, query: params.query ?? "" },
+      });
+      const refusals = pipeline.prepare(operation);
+      const prepared = operation.prepared;
+      if (refusals || !prepared) {
+        const errors = refusals ?? [];
+        masking.logUnexpected(stream.log, errors, params.operationName);
+        return errorResponse(400, format(errors));
       }
       if (prepared.kind !== "subscription") {
         const error = new GraphQLError(`Only subscriptions are served here; send a ${prepared.kind} to /graphql`, {
@@ -103,7 +119,13 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
         });
         return errorResponse(400, format([error]));
       }
+      const refused = await pipeline.charge(operation);
+      if (refused)
+        return errorResponse(refused.status, format([refused.error]), {
+          "retry-after": String(refused.retryAfterSeconds),
+        });
       const contextValue: SseContext = {
+        request: operation,
         caller: stream.caller,
         services,
         loaders: createLoaders(services, stream.caller.organizationId),
@@ -205,14 +227,18 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     const open = perOrganization.get(caller.organizationId) ?? 0;
     const limit = config.subscriptionMaxStreamsPerOrganization;
     if (open >= limit) {
-      return reply.code(429).send(
-        errorBody([
-          {
-            message: `At most ${limit} streams may be open at once per organization`,
-            extensions: { code: "LIMIT_EXCEEDED", limit },
-          },
-        ]),
-      );
+      // A stream closes when its client is done: retrying after a few seconds is what a client can do.
+      return reply
+        .code(429)
+        .header("retry-after", String(STREAM_LIMIT_RETRY_AFTER_SECONDS))
+        .send(
+          errorBody([
+            {
+              message: `At most ${limit} streams may be open at once per organization`,
+              extensions: { code: "LIMIT_EXCEEDED", limit },
+            },
+          ]),
+        );
     }
     const stream: OpenStream = { caller, key, response: reply.raw, log: request.log };
     streams.add(stream);
@@ -353,13 +379,17 @@ function errorBody(errors: readonly GraphQLFormattedError[]): { errors: readonly
   return { errors };
 }
 
-function errorResponse(status: number, errors: readonly GraphQLFormattedError[]): Response {
+function errorResponse(
+  status: number,
+  errors: readonly GraphQLFormattedError[],
+  headers: Readonly<Record<string, string>> = {},
+): Response {
   return [
     JSON.stringify(errorBody(errors)),
     {
       status,
       statusText: status === 400 ? "Bad Request" : "Error",
-      headers: { "content-type": "application/json; charset=utf-8" },
+      headers: { ...headers, "content-type": "application/json; charset=utf-8" },
     },
   ];
 }

@@ -1,8 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
-import { problem, sendProblem } from "../rest/problem.ts";
-import { rateLimitField, rateLimitPolicyField, THROTTLED, throttledMessage } from "../pipeline/budget/published-cost.ts";
+import { problem, sendProblem } from "./problem.ts";
+import {
+  rateLimitField,
+  rateLimitPolicyField,
+  THROTTLED,
+  throttledMessage,
+} from "../pipeline/budget/published-cost.ts";
 
 /*
  * The cost budget of the REST API (docs/decisions.md, "Cost budgets"): each authenticated /v1 request draws from

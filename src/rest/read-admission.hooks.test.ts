@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from "@jest/globals";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Registry } from "prom-client";
-import { ReadAdmissionGate } from "./read-admission-gate.ts";
+import { ReadAdmissionGate } from "../pipeline/admission/read-admission-gate.ts";
+import { registerReadAdmission } from "./read-admission.hooks.ts";
 
 /*
  * The gate on a real Fastify server over loopback HTTP. One read at a time, so that a second read waits while the
@@ -34,7 +35,7 @@ async function startGated(): Promise<Gated> {
   const registry = new Registry();
   const gate = new ReadAdmissionGate({ readsPerTurn: 1, maxReadsInFlight: 1, turnTargetMs: 0 }, registry);
   const app = Fastify({ logger: false });
-  gate.register(app);
+  registerReadAdmission(app, gate);
   const ran: string[] = [];
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
@@ -56,7 +57,7 @@ async function startGated(): Promise<Gated> {
     return { counted: true };
   });
   app.post("/graphql", async (_request, reply) => {
-    await gate.holdRead(reply);
+    await gate.holdRead(reply.raw);
     ran.push("/graphql");
     return { data: { ok: true } };
   });
