@@ -77,6 +77,9 @@ export async function registerGraphql(
     parseOptions: graphqlParseOptions(config),
     formatError: masking.format,
     includeStacktraceInErrorResponses: false,
+    // Automatic persisted queries are the pipeline's, kept per organization (stage 2); Apollo's store is one for
+    // every organization.
+    persistedQueries: false,
     // Introspection stays on: the explorer and codegen clients need it, and it requires an API key anyway.
     introspection: true,
     // Apollo's CSRF guard exists for cookie-authenticated browsers. Here every operation needs an API key in

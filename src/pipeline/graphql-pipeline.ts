@@ -18,6 +18,7 @@ import {
   type ReadCache,
 } from "./read-cache/read-cache.ts";
 import type { StageTimings } from "./stage-timings.ts";
+import { AutomaticPersistedQueries } from "./trusted-documents/automatic-persisted-queries.ts";
 import { DOCUMENT_REFUSALS, DocumentResolver, type DocumentRefusal } from "./trusted-documents/document-resolution.ts";
 
 /*
@@ -26,7 +27,8 @@ import { DOCUMENT_REFUSALS, DocumentResolver, type DocumentRefusal } from "./tru
  *
  *   1. authenticate          the API key -> the caller (401 UNAUTHENTICATED; 503 when the database is out)
  *   2. resolve the document  trusted documents: a `documentId` or a registered hash -> the text; a key that runs
- *                            registered documents only is refused anything else (trusted-documents/)
+ *                            registered documents only is refused anything else; over HTTP, automatic persisted
+ *                            queries, kept per organization (trusted-documents/)
  *   3. look up the read cache  HTTP: an exact answer kept for the caller's read version is charged like the
  *                            answer it repeats and sent as its bytes; nothing below runs (read-cache/)
  *   4. prepare               parse, validate, limits, literal guard, cache decision: once per document, kept in
@@ -78,6 +80,7 @@ export interface GraphqlPipelineDependencies {
 export class GraphqlPipeline {
   readonly documents: PreparedDocuments;
   private readonly resolver: DocumentResolver;
+  private readonly persistedQueries = new AutomaticPersistedQueries();
   private readonly timings: StageTimings | undefined;
 
   constructor(private readonly deps: GraphqlPipelineDependencies) {
@@ -123,16 +126,16 @@ export class GraphqlPipeline {
         persistedQuery,
       });
       if (resolution.kind === "refused") return this.refuseDocument(request, resolution.refusal);
-      if (resolution.kind === "registered") {
-        const { documentId: _named, extensions, ...rest } = source;
-        const remaining = withoutPersistedQuery(extensions);
-        request.source = { ...rest, query: resolution.query, ...(remaining && { extensions: remaining }) };
-        return true;
-      }
+      if (resolution.kind === "registered") return this.runText(request, resolution.query);
       const sentNoText = typeof source.query !== "string" || source.query === "";
-      if (options.liveOnly && sentNoText && persistedQuery !== undefined && persistedQuery !== null)
-        return this.refuseDocument(request, DOCUMENT_REFUSALS.queryNotFound());
-      return false;
+      if (options.liveOnly) {
+        if (sentNoText && persistedQuery !== undefined && persistedQuery !== null)
+          return this.refuseDocument(request, DOCUMENT_REFUSALS.queryNotFound());
+        return false;
+      }
+      const automatic = this.persistedQueries.resolve(caller, source.query, persistedQuery);
+      if (automatic.kind === "refused") return this.refuseDocument(request, automatic.refusal);
+      return automatic.kind === "text" ? this.runText(request, automatic.query) : false;
     } catch (error) {
       request.failure = this.unavailableOr(error, request);
       return false;
@@ -369,6 +372,14 @@ export class GraphqlPipeline {
       contentType: hit.contentType,
       body: joinPublishedCost(hit.body, cost),
     };
+  }
+
+  /** The request now runs `query`: the id or persisted query that named it is consumed. */
+  private runText(request: OperationRequest, query: string): true {
+    const { documentId: _named, extensions, ...rest } = request.source;
+    const remaining = withoutPersistedQuery(extensions);
+    request.source = { ...rest, query, ...(remaining && { extensions: remaining }) };
+    return true;
   }
 
   private refuseDocument(request: OperationRequest, refusal: DocumentRefusal): false {
