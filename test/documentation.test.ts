@@ -41,6 +41,30 @@ function errorCodes(): Set<string> {
   return codes;
 }
 
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+
+describe("the README", () => {
+  it("reads to the end: at most 300 lines, none wider than 120 characters", () => {
+    const lines = README.split("\n");
+    expect(lines.length).toBeLessThanOrEqual(300);
+    expect(lines.filter((line) => line.length > 120)).toEqual([]);
+  });
+
+  it("names on its first screen every service `npm test` needs, and how to start each", () => {
+    const firstScreen = README.split("\n").slice(0, 40).join("\n");
+    expect(firstScreen).toMatch(/^npm install && npm start/m);
+    expect(firstScreen).toMatch(/^npm test/m);
+    for (const [service, start] of [
+      ["PostgreSQL", "docker run -d --name reftrail-postgres -p 5432:5432"],
+      ["RabbitMQ", "docker run -d --name reftrail-rabbitmq -p 5672:5672"],
+      ["NATS with JetStream", "docker run -d --name reftrail-nats -p 4222:4222 nats:2 -js"],
+    ]) {
+      expect(firstScreen).toContain(service);
+      expect(firstScreen).toContain(start);
+    }
+  });
+});
+
 describe("the documentation", () => {
   it("docs/contract.md names every error code a client can receive", () => {
     const contract = readFileSync(join(ROOT, "docs/contract.md"), "utf8");

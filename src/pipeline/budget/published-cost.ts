@@ -36,7 +36,7 @@ const POLICY = '"default"';
 
 /**
  * `RateLimit-Policy`: the quota `q` is the bucket's maximum and the window `w` the whole seconds it takes to
- * restore it from empty. Units are cost units, not requests (README, "Cost budgets").
+ * restore it from empty. Units are cost units, not requests (docs/graphql.md, "Cost budgets").
  */
 export function rateLimitPolicyField(status: ThrottleStatus): string {
   const window = Math.max(1, Math.ceil(status.maximumAvailable / status.restoreRate));
