@@ -315,21 +315,21 @@ export const SETTINGS: readonly SettingDescription[] = [
     group: "reads",
     default: "`67108864` (64 MiB)",
     description:
-      'bytes of read responses each instance keeps (REST GET pages and GraphQL queries of tags, references and their log; exact, keyed by the organization\'s data version: docs/decisions.md, "Read cache"); `0` turns it off. A request with `Cache-Control: no-cache` is computed afresh',
+      "bytes of read responses each instance keeps (REST GET pages and GraphQL queries of tags, references and their log; exact, keyed by the organization's data version: [decision 0012](decisions/0012-read-cache.md)); `0` turns it off. A request with `Cache-Control: no-cache` is computed afresh",
   },
   {
     name: "SQLITE_READ_THREAD",
     group: "reads",
     default: "`on`",
     description:
-      'SQLite: `off` reads pages of references on the event loop\'s thread instead of a thread of their own beside it (docs/decisions.md, "a page is one value, read on SQLite beside the event loop"); no effect on PostgreSQL',
+      "SQLite: `off` reads pages of references on the event loop's thread instead of a thread of their own beside it ([decision 0004](decisions/0004-pages-as-stored-json.md)); no effect on PostgreSQL",
   },
   {
     name: "READS_PER_TURN",
     group: "reads",
     default: "`64`",
     description:
-      'API reads (REST GET, GraphQL queries) an instance starts per event-loop turn, at most (one, after a turn that accepted a connection); the others wait in arrival order, while writes, new connections and database answers are served between them. How many a turn starts below this adapts to `READ_TURN_TARGET` (docs/decisions.md, "Read admission")',
+      "API reads (REST GET, GraphQL queries) an instance starts per event-loop turn, at most (one, after a turn that accepted a connection); the others wait in arrival order, while writes, new connections and database answers are served between them. How many a turn starts below this adapts to `READ_TURN_TARGET` ([decision 0029](decisions/0029-read-admission.md))",
   },
   {
     name: "READ_TURN_TARGET",
