@@ -17,7 +17,7 @@ const aboveTheStore = [
 export default tseslint.config(
   { ignores: ["node_modules/**", "src/**/__generated__/**", "test/**/__generated__/**", "data/**", "bench/results*"] },
   {
-    files: ["src/**/*.ts", "test/**/*.ts", "bench/**/*.ts"],
+    files: ["src/**/*.ts", "test/**/*.ts", "bench/**/*.ts", "scripts/**/*.ts"],
     extends: [tseslint.configs.base],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },

@@ -5,7 +5,8 @@ import { dirname, join, resolve } from "node:path";
 
 /**
  * The only reader of `process.env`. Every setting has a working default so that `npm start` runs with no
- * configuration; the README's configuration table lists the same names and defaults.
+ * configuration. src/settings-catalog.ts describes each variable read here (docs/settings.md is generated from it,
+ * and test/settings-doc.test.ts fails when a variable read here is missing there).
  */
 export interface Config {
   readonly port: number;

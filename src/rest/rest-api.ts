@@ -175,7 +175,7 @@ export async function registerRest(
       max: config.rateLimitPerMinute,
       timeWindow: "1 minute",
       allowList: (request) => isPublicPath(request.url),
-      // Per key (README, "Limits and input errors"); the key is hashed so that it never sits in memory as given.
+      // Per key (docs/rest.md, "Limits and input errors"); the key is hashed so that it never sits in memory as given.
       keyGenerator: (request) => {
         const key = presentedApiKey(request.headers);
         return key ? createHash("sha256").update(key).digest("hex") : request.ip;

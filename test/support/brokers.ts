@@ -10,7 +10,7 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 
 /*
  * The real message brokers of the broker-destination tests: RabbitMQ on 127.0.0.1:5672 (guest/guest) and NATS
- * with JetStream on 127.0.0.1:4222, started on every machine and by .ci/run (README "Development"). A test that
+ * with JetStream on 127.0.0.1:4222, started on every machine and by .ci/run (README, first screen). A test that
  * needs one fails at once with a line saying which is missing and how to start it. Every test uses exchanges,
  * queues, streams and subjects of its own (random names), so tests running in parallel never share one.
  */
@@ -33,7 +33,7 @@ export async function connectRabbitMq(): Promise<ChannelModel> {
   } catch (error) {
     throw new Error(
       `RabbitMQ is not reachable at ${RABBITMQ_URL.replace(/:[^:@/]*@/, ":****@")} (${String(error)}); start it ` +
-        "with `rabbitmq-server -detached` (README, Development) or set TEST_RABBITMQ_URL",
+        "with `rabbitmq-server -detached` (README, first screen) or set TEST_RABBITMQ_URL",
     );
   }
 }
@@ -44,7 +44,7 @@ export async function connectNats(): Promise<{ connection: NatsConnection; manag
     connection = await connect({ servers: NATS_URL.replace(/^nats:\/\//, ""), timeout: 3_000 });
   } catch (error) {
     throw new Error(
-      `NATS is not reachable at ${NATS_URL} (${String(error)}); start it with JetStream (README, Development: ` +
+      `NATS is not reachable at ${NATS_URL} (${String(error)}); start it with JetStream (README, first screen: ` +
         "nats-server -js) or set TEST_NATS_URL",
     );
   }

@@ -80,6 +80,9 @@ export const EVENT_TYPE_DESCRIPTIONS: Readonly<Record<LifecycleEventType, EventT
       reference_update_id: { ...uuid, description: "The stored update's id" },
       update: {
         type: "object",
+        // Open, and said so: a generator reads a bare `type: object` as an object with no keys (openapi-typescript
+        // makes it Record<string, never>), and a real update document would not compile against it.
+        additionalProperties: true,
         description:
           "The update document as stored: any JSON object of the tracking pipeline, with optional " +
           "`estimated_departure` and `estimated_arrival`",

@@ -16,13 +16,19 @@ export interface PublishedCost {
 /** The code of a request refused because its key's budget holds less than it costs. */
 export const THROTTLED = "THROTTLED";
 
-/** The message of a THROTTLED refusal. */
+/**
+ * The message of a THROTTLED refusal. A request that costs more than the bucket can ever hold is charged the
+ * maximum (src/domain/budgets/cost-budget.ts, `chargeableCost`): the message says so, and that it runs once the
+ * bucket is full, so that a client does not conclude it can never run.
+ */
 export function throttledMessage(requested: number, charge: BudgetCharge): string {
-  return (
-    `This request costs ${requested}; the API key's budget holds ${charge.status.currentlyAvailable} of ` +
-    `${charge.status.maximumAvailable} and restores ${charge.status.restoreRate} per second. ` +
-    `Retry after ${charge.retryAfterSeconds} s.`
-  );
+  const { currentlyAvailable, maximumAvailable, restoreRate } = charge.status;
+  const cost =
+    requested > maximumAvailable
+      ? `This request costs ${requested}, more than the API key's budget can hold (${maximumAvailable}): it is ` +
+        `charged ${maximumAvailable} and runs once the budget is full. The budget holds ${currentlyAvailable} `
+      : `This request costs ${requested}; the API key's budget holds ${currentlyAvailable} of ${maximumAvailable} `;
+  return `${cost}and restores ${restoreRate} per second. Retry after ${charge.retryAfterSeconds} s.`;
 }
 
 /** The name of the one policy the REST fields advertise. */
@@ -30,7 +36,7 @@ const POLICY = '"default"';
 
 /**
  * `RateLimit-Policy`: the quota `q` is the bucket's maximum and the window `w` the whole seconds it takes to
- * restore it from empty. Units are cost units, not requests (README, "Cost budgets").
+ * restore it from empty. Units are cost units, not requests (docs/graphql.md, "Cost budgets").
  */
 export function rateLimitPolicyField(status: ThrottleStatus): string {
   const window = Math.max(1, Math.ceil(status.maximumAvailable / status.restoreRate));
