@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { createClient, type FormattedExecutionResult } from "graphql-ws";
 import WebSocket from "ws";
@@ -58,6 +59,19 @@ async function overWebSocket(
   } finally {
     await client.dispose();
   }
+}
+
+/** POSTs a GraphQL request body as given (the shared client sends only query and variables). */
+async function postGraphql(key: { url: string; apiKey: string }, body: Record<string, unknown>) {
+  const response = await fetch(`${key.url}/graphql`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": key.apiKey },
+    body: JSON.stringify(body),
+  });
+  return {
+    status: response.status,
+    body: (await response.json()) as { data?: unknown; errors?: { extensions?: { code?: string } }[] },
+  };
 }
 
 describe.each(DATABASE_KINDS)("one pipeline for every transport (%s)", (kind) => {
@@ -132,5 +146,20 @@ describe.each(DATABASE_KINDS)("one pipeline for every transport (%s)", (kind) =>
     await overWebSocket(server, server.apiKey, query);
     const after = await metricValue(server, 'reftrail_prepared_document_lookups_total{result="hit"}');
     expect(after - before).toBeGreaterThanOrEqual(2);
+  });
+
+  it("keeps automatic persisted queries per organization: another one's hash is not found", async () => {
+    const query = `query Apq${kind} { tags(first: 1) { edges { node { id } } } }`;
+    const persistedQuery = { version: 1, sha256Hash: createHash("sha256").update(query).digest("hex") };
+    const other = await server.app.services.organizations.createOrganization(`apq-other-${kind}`);
+    const otherKey = { url: server.url, apiKey: other.apiKey.key };
+    const sent = await postGraphql(server, { query, extensions: { persistedQuery } });
+    expect(sent.body.errors).toBeUndefined();
+    const byHash = await postGraphql(server, { extensions: { persistedQuery } });
+    expect(byHash.body.errors).toBeUndefined();
+    expect(byHash.body.data).toEqual(sent.body.data);
+    const elsewhere = await postGraphql(otherKey, { extensions: { persistedQuery } });
+    expect(elsewhere.status).toBe(200);
+    expect(elsewhere.body.errors?.[0]?.extensions?.code).toBe("PERSISTED_QUERY_NOT_FOUND");
   });
 });
