@@ -57,7 +57,12 @@ function baselineCheckout(ref: string): { sha: string; dir: string } {
       execFileSync("git", ["worktree", "add", "--detach", "--force", dir, sha], { cwd: REPOSITORY, stdio: "inherit" });
     }
     log(`installing ${sha.slice(0, 12)} (npm ci, once)`);
-    execFileSync("npm", ["ci", "--no-audit", "--no-fund"], { cwd: dir, stdio: ["ignore", "ignore", "inherit"] });
+    // With its development dependencies (its build needs them): the bench itself runs with NODE_ENV=production.
+    execFileSync("npm", ["ci", "--no-audit", "--no-fund", "--include=dev"], {
+      cwd: dir,
+      env: { ...process.env, NODE_ENV: "development" },
+      stdio: ["ignore", "ignore", "inherit"],
+    });
   }
   return { sha, dir };
 }
