@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
+import { runInBackground } from "../domain/shared/background-work.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
 import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
@@ -143,11 +144,15 @@ export class WebhookWorker {
     this.wake();
   }
 
-  /** Looks for due deliveries now (or right after the current look). Cheap to call often. */
+  /**
+   * Looks for due deliveries now (or right after the current look). Cheap to call often. Called from a request's
+   * commit, it starts the claims in the background (src/domain/shared/background-work.ts): they, and the attempts
+   * and timers they lead to, belong to no request.
+   */
   wake(): void {
     this.wokenFromOutside = true;
     this.drained = false;
-    this.refill();
+    runInBackground(() => this.refill());
   }
 
   private refill(): void {
