@@ -308,11 +308,15 @@ export class WebhookWorker {
       queueMicrotask(() => this.startWaiting());
     };
     const check = this.deliveries
-      .startWithCurrentEndpoints(round, (current) => {
-        begun = true;
-        for (const claimed of current) this.dispatch(claimed);
-        checked();
-      })
+      .startWithCurrentEndpoints(round, (current) =>
+        // Called inside the check (on PostgreSQL, its transaction), which ends long before what it begins: the
+        // requests, their outcomes and the claims they lead to are background work of their own.
+        runInBackground(() => {
+          begun = true;
+          for (const claimed of current) this.dispatch(claimed);
+          checked();
+        }),
+      )
       .catch((error: unknown) => {
         // Begun: only the check's end failed (its COMMIT), after the requests went out.
         if (begun)
