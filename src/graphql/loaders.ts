@@ -1,4 +1,3 @@
-import { context } from "@opentelemetry/api";
 import DataLoader from "dataloader";
 import type { Reference, Tag } from "../domain/models.ts";
 import type { DomainNode } from "../domain/nodes/node-service.ts";
@@ -15,15 +14,14 @@ import type { PageRequest } from "./pagination.ts";
 
 /**
  * When a batch runs: DataLoader's own schedule (after the promise jobs queued so far, then a tick, so that the loads
- * of a whole level of the operation collect into one batch), in the trace context of the load that started it. A
- * tick carries no context of its own (src/tracing/promise-context.ts); bound, the batch's statements are spans of
- * the operation. With traces off the API's context is always the root, and binding returns `dispatch` itself.
+ * of a whole level of the operation collect into one batch). With traces on, the promise job and the tick carry
+ * the trace context of the load that started the batch (src/tracing/tracing-sdk.ts), so the batch's statements are
+ * spans of the operation; with traces off nothing is carried and nothing of tracing runs here.
  */
 const afterQueuedPromiseJobs = Promise.resolve();
 const BATCH_IN_CALLERS_CONTEXT = {
   batchScheduleFn(dispatch: () => void): void {
-    const bound = context.bind(context.active(), dispatch);
-    void afterQueuedPromiseJobs.then(() => process.nextTick(bound));
+    void afterQueuedPromiseJobs.then(() => process.nextTick(dispatch));
   },
 };
 

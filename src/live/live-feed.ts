@@ -1,5 +1,6 @@
 import type { CommitSignals, LiveEvent, LiveLogStore, SettledRead } from "../domain/live/live-feed-ports.ts";
 import { comparePositions, laterOf, LOG_START, type LogPosition } from "../domain/live/log-position.ts";
+import { runInBackground } from "../domain/shared/background-work.ts";
 
 /*
  * The live side of the lifecycle log: one feed per process reads the log in live order (see
@@ -173,7 +174,9 @@ export class LiveFeed {
       this.readAgain = true;
       return this.reading;
     }
-    this.reading = this.readLoop()
+    // Shared by every listener, and often set off by a request (its commit's signal, a subscription or long poll
+    // starting): the reads are background work, never a request's (src/domain/shared/background-work.ts).
+    this.reading = runInBackground(() => this.readLoop())
       .catch((error: unknown) => {
         // The next signal or poll reads again from the same frontier: nothing is lost.
         this.log.error({ err: error }, "reading the lifecycle log for live subscriptions failed");

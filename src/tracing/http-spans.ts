@@ -23,14 +23,13 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
  * short by the client.
  *
  * The span is made active right before the handler (preHandler), by calling Fastify's `done` inside it, so that the
- * handler's statements are its children; what runs before (body parsing in the socket's `data` callbacks, a REST
- * read held by the read admission and let go from the admission's own turn) is in no request's context, and the
- * API key's lookup is shared by the requests of a turn. The routes that pass the context on themselves are left
- * as they are: the GraphQL route makes its operation span active while the operation executes, as a child of this
- * one (graphql-spans.ts), and Apollo's pipeline around execution then carries no context (each promise that does
- * costs the context manager a little: promise-context.ts). The http instrumentation binds the request's and
- * response's emitters instead, which wraps every listener Fastify adds to them: measured, that was a cost of its
- * own on every request.
+ * handler's statements are its children; what runs before (body parsing in the socket's `data` callbacks, the
+ * onRequest hooks, a REST read held by the read admission and let go from the admission's own turn) is in no
+ * request's context, and the API key's lookup, asked for in REST's onRequest hook, is shared by the requests of a
+ * turn. The routes that pass the context on themselves are left as they are: the GraphQL route makes its operation
+ * span active while the operation executes, as a child of this one (graphql-spans.ts), and Apollo's pipeline around
+ * execution runs in the root context. The http instrumentation binds the request's and response's emitters
+ * instead, which wraps every listener Fastify adds to them: measured, that was a cost of its own on every request.
  */
 
 /** The context of each request in flight, its span active. */

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
+import { runInBackground } from "../domain/shared/background-work.ts";
 import type { Clock } from "../domain/shared/clock.ts";
 import { parseRetryAfter } from "../domain/webhooks/retry-policy.ts";
 import type { ClaimedDelivery, WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
@@ -143,11 +144,15 @@ export class WebhookWorker {
     this.wake();
   }
 
-  /** Looks for due deliveries now (or right after the current look). Cheap to call often. */
+  /**
+   * Looks for due deliveries now (or right after the current look). Cheap to call often. Called from a request's
+   * commit, it starts the claims in the background (src/domain/shared/background-work.ts): they, and the attempts
+   * and timers they lead to, belong to no request.
+   */
   wake(): void {
     this.wokenFromOutside = true;
     this.drained = false;
-    this.refill();
+    runInBackground(() => this.refill());
   }
 
   private refill(): void {
@@ -303,11 +308,15 @@ export class WebhookWorker {
       queueMicrotask(() => this.startWaiting());
     };
     const check = this.deliveries
-      .startWithCurrentEndpoints(round, (current) => {
-        begun = true;
-        for (const claimed of current) this.dispatch(claimed);
-        checked();
-      })
+      .startWithCurrentEndpoints(round, (current) =>
+        // Called inside the check (on PostgreSQL, its transaction), which ends long before what it begins: the
+        // requests, their outcomes and the claims they lead to are background work of their own.
+        runInBackground(() => {
+          begun = true;
+          for (const claimed of current) this.dispatch(claimed);
+          checked();
+        }),
+      )
       .catch((error: unknown) => {
         // Begun: only the check's end failed (its COMMIT), after the requests went out.
         if (begun)

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import DataLoader from "dataloader";
 import type { BudgetOverrides } from "../budgets/cost-budget.ts";
+import { runInBackground } from "../shared/background-work.ts";
 import type { Clock } from "../shared/clock.ts";
 import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
@@ -82,7 +83,8 @@ export class OrganizationService {
    * one round trip to PostgreSQL for several requests instead of one each). The batch is sent in the turn's check
    * phase (`setImmediate`), after every request that arrived in the turn has asked, and never remembered
    * (`cache: false`): each request still reads the key and its organization's version after it arrived, which is
-   * what keeps a revoked key refused at once and the read cache exact.
+   * what keeps a revoked key refused at once and the read cache exact. The batch is no single request's: it runs
+   * in the background (background-work.ts), its statement a trace of its own when traces are on.
    */
   private readonly activeKeys = new DataLoader<string, AuthenticatedApiKey | null>(
     async (keyHashes) => {
@@ -93,7 +95,11 @@ export class OrganizationService {
       const byHash = new Map(found.map((key) => [key.keyHash, key]));
       return keyHashes.map((keyHash) => byHash.get(keyHash) ?? null);
     },
-    { cache: false, batchScheduleFn: (dispatch) => setImmediate(dispatch), maxBatchSize: MAX_KEYS_PER_LOOKUP },
+    {
+      cache: false,
+      batchScheduleFn: (dispatch) => runInBackground(() => setImmediate(dispatch)),
+      maxBatchSize: MAX_KEYS_PER_LOOKUP,
+    },
   );
 
   constructor(

@@ -1,4 +1,5 @@
 import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
+import { runInBackground } from "../shared/background-work.ts";
 import type { Clock } from "../shared/clock.ts";
 import { newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
@@ -70,7 +71,7 @@ export class ReplayRunner {
   }
 
   private resume(): void {
-    this.resuming ??= this.resumeReplays().finally(() => (this.resuming = null));
+    this.resuming ??= runInBackground(() => this.resumeReplays()).finally(() => (this.resuming = null));
   }
 
   /** Told when a replay stops on an error, or looking for replays to resume failed (endpoint null). */
@@ -111,11 +112,14 @@ export class ReplayRunner {
     return { owner: this.owner, expiresAt: new Date(this.clock.now().getTime() + this.options.replayLeaseMs) };
   }
 
-  /** Schedules the job's remaining window in the background. */
+  /**
+   * Schedules the job's remaining window in the background: a replay a request started outlives it, so its batches
+   * are no part of the request (background-work.ts).
+   */
   run(job: ReplayJob): void {
     if (this.running.has(job.endpointId)) return;
     this.running.add(job.endpointId);
-    const replay = this.runReplay(job).finally(() => this.running.delete(job.endpointId));
+    const replay = runInBackground(() => this.runReplay(job)).finally(() => this.running.delete(job.endpointId));
     this.track(job.endpointId, replay);
   }
 

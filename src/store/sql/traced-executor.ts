@@ -1,4 +1,13 @@
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span, type Tracer } from "@opentelemetry/api";
+import {
+  context,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Span,
+  type Tracer,
+} from "@opentelemetry/api";
 import type { Database, DatabaseProvider } from "../database.ts";
 import type { ReadOptions, SqlExecutor, TransactionalExecutor } from "./executor.ts";
 import type { Prisma } from "./sql-template.ts";
@@ -8,6 +17,13 @@ import type { StatementCacheStats } from "./statement-cache.ts";
  * A span per statement (kind client), a child of whatever span is active where the statement is sent (the GraphQL
  * operation or the HTTP request that needs it; none for the background's statements, which are traces of their
  * own). It wraps the executor only when tracing is on (src/app.ts): with tracing off a statement costs what it did.
+ *
+ * A statement sent with no span active (the background's: the webhook worker's claims, the live feed's reads, the
+ * replays' look for work; or one shared by a turn's requests) is recorded only when it did something: it returned a
+ * row, changed one, or failed. Background work polls: an idle server's worker claims nothing twice a second, and
+ * each poll would be a trace of one span saying so. Such a statement's span is made once it has answered, with the
+ * times it was sent and answered. Units of work (transactions) are always recorded: the background opens one only
+ * for work it has found.
  *
  * Chosen (issue 37) over node-postgres's instrumentation (better-sqlite3 has none in OpenTelemetry's contrib set),
  * which patches the driver as modules load (ES modules need a loader hook for it) and sees statements as the
@@ -81,15 +97,15 @@ export class TracedExecutor implements TransactionalExecutor {
   }
 
   all<Row>(query: Prisma.Sql): Promise<Row[]> {
-    return this.traced(query, () => this.inner.all<Row>(query));
+    return this.traced(query, () => this.inner.all<Row>(query), returnedRows);
   }
 
   values(query: Prisma.Sql, options?: ReadOptions): Promise<unknown[][]> {
-    return this.traced(query, () => this.inner.values(query, options));
+    return this.traced(query, () => this.inner.values(query, options), returnedRows);
   }
 
   run(query: Prisma.Sql): Promise<number> {
-    return this.traced(query, () => this.inner.run(query));
+    return this.traced(query, () => this.inner.run(query), changedRows);
   }
 
   /** A span for the unit of work (BEGIN to COMMIT), the parent of its statements' spans. */
@@ -104,9 +120,10 @@ export class TracedExecutor implements TransactionalExecutor {
       context.with(unitContext, () =>
         this.inner.transaction((unit) =>
           work({
-            all: <Row>(query: Prisma.Sql) => this.traced(query, () => unit.all<Row>(query)),
-            values: (query: Prisma.Sql, options?: ReadOptions) => this.traced(query, () => unit.values(query, options)),
-            run: (query: Prisma.Sql) => this.traced(query, () => unit.run(query)),
+            all: <Row>(query: Prisma.Sql) => this.traced(query, () => unit.all<Row>(query), returnedRows),
+            values: (query: Prisma.Sql, options?: ReadOptions) =>
+              this.traced(query, () => unit.values(query, options), returnedRows),
+            run: (query: Prisma.Sql) => this.traced(query, () => unit.run(query), changedRows),
           }),
         ),
       ),
@@ -121,19 +138,35 @@ export class TracedExecutor implements TransactionalExecutor {
     return this.inner.statementCaches();
   }
 
-  private traced<T>(query: Prisma.Sql, send: () => Promise<T>): Promise<T> {
+  private traced<T>(query: Prisma.Sql, send: () => Promise<T>, didWork: (result: T) => boolean): Promise<T> {
     // The text in the database's own placeholder style: `?` on SQLite, `$1` on PostgreSQL.
     const statement = this.statementOf(this.provider === "postgres" ? query.text : query.sql);
+    if (trace.getSpan(context.active()) === undefined) return this.tracedIfItDidWork(statement, send, didWork);
     // The attributes are set on the started span rather than given to `startSpan`, which copies and checks them
     // twice more for its sampler; the samplers OTEL_TRACES_SAMPLER names do not read attributes.
     const span = this.tracer.startSpan(statement.name, STATEMENT_SPAN_OPTIONS).setAttributes(statement.attributes);
-    let sent: Promise<T>;
-    try {
-      sent = send();
-    } catch (error) {
-      sent = Promise.reject(error as Error);
-    }
-    return ended(span, sent);
+    return ended(span, sentBy(send));
+  }
+
+  /** A statement of no request's (no span active): its span, a root, made once it has answered, if it did work. */
+  private tracedIfItDidWork<T>(
+    statement: StatementSpan,
+    send: () => Promise<T>,
+    didWork: (result: T) => boolean,
+  ): Promise<T> {
+    // performance.now() times: the SDK takes them as such (and adds the time origin).
+    const startTime = performance.now();
+    const startSpan = () =>
+      this.tracer
+        .startSpan(statement.name, { kind: SpanKind.CLIENT, startTime }, ROOT_CONTEXT)
+        .setAttributes(statement.attributes);
+    return sentBy(send).then(
+      (result) => {
+        if (didWork(result)) startSpan().end(performance.now());
+        return result;
+      },
+      (error: unknown) => ended(startSpan(), Promise.reject(error as Error)),
+    );
   }
 
   private statementOf(text: string): StatementSpan {
@@ -156,6 +189,20 @@ export class TracedExecutor implements TransactionalExecutor {
     return statement;
   }
 }
+
+/** What `send` sends, a throw turned into a rejection. */
+function sentBy<T>(send: () => Promise<T>): Promise<T> {
+  try {
+    return send();
+  } catch (error) {
+    return Promise.reject(error as Error);
+  }
+}
+
+/** Whether a read returned a row. */
+const returnedRows = (rows: readonly unknown[]): boolean => rows.length > 0;
+/** Whether a write changed a row. */
+const changedRows = (count: number): boolean => count > 0;
 
 /** `result`, ending `span` when it settles (an error recorded as the span's status). */
 function ended<T>(span: Span, result: Promise<T>): Promise<T> {
