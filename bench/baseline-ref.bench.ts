@@ -224,10 +224,16 @@ export async function runBaselineBench(settings: BaselineSettings, loads: LoadGe
         }
       }
       for (const [row, figures] of results) rows.push({ kind, row, ...figures });
-      // The stages of this checkout's server, under the GraphQL reference load alone.
+      // The stages of this checkout's server, one request at a time (no request waits for another, so each
+      // stage's time is its own: the main thread's, and its database round trip where it has one).
       const timed = sides[0]!;
       await timed.server.takeStageTimings?.();
-      const stageRun = await measure(specsOf.get(timed)!.reference);
+      const stageRun = await loads.run({
+        ...specsOf.get(timed)!.reference,
+        connections: 1,
+        durationSeconds: settings.durationSeconds,
+        warmupSeconds: settings.warmupSeconds,
+      });
       const timings = (await timed.server.takeStageTimings?.()) ?? [];
       for (const timing of timings) {
         // Per request: a stage that runs for some requests only (admit: queries) is spread over all of them.
@@ -283,7 +289,11 @@ export function formatBaseline(report: BaselineReport): string {
       [false, false, true, true, true, true, true],
     ),
   );
-  lines.push("", "Pipeline stages (this checkout, GraphQL reference, fresh): µs per request");
+  lines.push(
+    "",
+    "Pipeline stages (this checkout, GraphQL reference, fresh, one request at a time): µs per request " +
+      "(7 execute: Apollo's execution and the resolvers' database reads)",
+  );
   lines.push(
     table(
       ["db", "stage", "passes", "µs / request"],

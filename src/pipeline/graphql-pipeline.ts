@@ -62,6 +62,9 @@ export interface BytesAnswer {
   readonly body: Buffer | string;
 }
 
+/** When the bench measures the stages: when each request's execution started (stage 7). */
+const executionStarts = new WeakMap<OperationRequest, bigint>();
+
 /** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
@@ -223,10 +226,13 @@ export class GraphqlPipeline {
 
   /** 5. A query waits for its turn among the instance's reads; a mutation or a subscription does not. */
   async admit(request: OperationRequest): Promise<void> {
-    if (request.prepared?.kind !== "query" || !request.waitForTurn) return;
-    const started = this.timings?.start();
-    await request.waitForTurn();
-    if (started !== undefined) this.timings!.record("admit", started);
+    if (request.prepared?.kind === "query" && request.waitForTurn) {
+      const started = this.timings?.start();
+      await request.waitForTurn();
+      if (started !== undefined) this.timings!.record("admit", started);
+    }
+    // 7. Execution starts now (measured up to publish, by the bench only).
+    if (this.timings) executionStarts.set(request, this.timings.start());
   }
 
   /** 6. Charges the estimate to the caller's budget; the refusal when it holds less (or cannot be read). */
@@ -273,6 +279,8 @@ export class GraphqlPipeline {
     result: { readonly data?: unknown; readonly errors?: readonly unknown[] },
     answeredWithStatus: boolean,
   ): Promise<PublishedCost | null> {
+    const executed = executionStarts.get(request);
+    if (executed !== undefined) this.timings!.record("execute", executed);
     const started = this.timings?.start();
     try {
       const { caller, prepared, cost } = request;
