@@ -21,6 +21,8 @@ import { DocumentResolver } from "../pipeline/trusted-documents/document-resolut
 import { LiveDocuments } from "../trusted-documents/live.ts";
 import type { SubscriptionContext } from "../graphql/resolvers/subscription.resolvers.ts";
 
+/** Seconds a client refused for its organization's stream limit is asked to wait (`Retry-After`). */
+const STREAM_LIMIT_RETRY_AFTER_SECONDS = 5;
 /*
  * Subscriptions over Server-Sent Events (the graphql-sse protocol, "distinct connections mode": one HTTP request
  * per operation, its response the operation's event stream) at SSE_ENDPOINT. The same subscriptions as over
@@ -205,14 +207,18 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     const open = perOrganization.get(caller.organizationId) ?? 0;
     const limit = config.subscriptionMaxStreamsPerOrganization;
     if (open >= limit) {
-      return reply.code(429).send(
-        errorBody([
-          {
-            message: `At most ${limit} streams may be open at once per organization`,
-            extensions: { code: "LIMIT_EXCEEDED", limit },
-          },
-        ]),
-      );
+      // A stream frees its place only when a client closes it: no time can be promised, so a short, fixed wait.
+      return reply
+        .code(429)
+        .header("retry-after", String(STREAM_LIMIT_RETRY_AFTER_SECONDS))
+        .send(
+          errorBody([
+            {
+              message: `At most ${limit} streams may be open at once per organization`,
+              extensions: { code: "LIMIT_EXCEEDED", limit },
+            },
+          ]),
+        );
     }
     const stream: OpenStream = { caller, key, response: reply.raw, log: request.log };
     streams.add(stream);

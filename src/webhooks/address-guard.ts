@@ -11,7 +11,8 @@ import type { WebhookTargetPolicy } from "../domain/webhooks/endpoint-url.ts";
 
 /*
  * The SSRF guard of webhook requests: an address that is not public unicast (private, loopback,
- * link-local, unique-local, CGNAT, multicast, reserved, unspecified, IPv4-mapped private, ...) is refused unless
+ * link-local, unique-local, CGNAT, multicast, reserved, unspecified, and every IPv6 form that carries such an
+ * IPv4 address: mapped, compatible, translated, NAT64, 6to4) is refused unless
  * it lies in one of the allowed ranges (WEBHOOK_ALLOWED_CIDRS). It is applied when an endpoint is saved and at
  * every connection, after DNS resolution, so that a name which later resolves to a private address (DNS
  * rebinding) is still refused.
@@ -48,16 +49,32 @@ export class AddressGuard {
   refusalReason(address: string): string | null {
     let parsed: Address;
     try {
-      // process() turns an IPv4-mapped IPv6 address (::ffff:10.0.0.1) into the IPv4 address it carries.
-      parsed = ipaddr.process(address);
+      parsed = ipaddr.parse(address);
     } catch {
       return `${address} is not an IP address`;
     }
+    if (parsed.kind() === "ipv6") {
+      const carried = carriedIpv4(parsed as ipaddr.IPv6);
+      if (carried) {
+        // An IPv6 address that carries an IPv4 one is judged as that IPv4 address first: `::7f00:1`
+        // (`::127.0.0.1`) is loopback however it is written.
+        const kind = this.refusedKind(carried);
+        if (kind) return `${address} carries ${carried.toString()}, a ${kind} address`;
+        // ::ffff:a.b.c.d is how the system itself writes an IPv4 address in IPv6: it is that address.
+        if ((parsed as ipaddr.IPv6).isIPv4MappedAddress()) return null;
+      }
+    }
+    const kind = this.refusedKind(parsed);
+    return kind && `${address} is a ${kind} address`;
+  }
+
+  /** The kind of address (loopback, private, ...) that makes `parsed` refused, or null when it is allowed. */
+  private refusedKind(parsed: Address): string | null {
     for (const [range, bits] of this.allowed) {
       if (range.kind() === parsed.kind() && parsed.match(range, bits)) return null;
     }
     const kind = parsed.range();
-    return kind === "unicast" ? null : `${address} is a ${kind} address`;
+    return kind === "unicast" ? null : kind;
   }
 
   /** A `dns.lookup` for node:http that fails when any address of the name is refused. */
@@ -76,6 +93,24 @@ export class AddressGuard {
       callback(null, first.address, first.family);
     });
   };
+}
+
+/**
+ * The IPv4 address an IPv6 address carries in one of the forms that embed one, or null: IPv4-compatible
+ * (`::a.b.c.d`, deprecated, RFC 4291), IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`,
+ * RFC 2765), the NAT64 well-known prefix (`64:ff9b::a.b.c.d`, RFC 6052) and 6to4 (`2002:AABB:CCDD::/48`,
+ * RFC 3056). `::` and `::1` carry none: they are IPv6's own unspecified and loopback addresses.
+ */
+function carriedIpv4(address: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const parts = address.parts;
+  const zero = (from: number, to: number) => parts.slice(from, to).every((part) => part === 0);
+  const ipv4 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+  const [p0, p1, p2, , p4, p5, p6, p7] = parts as [number, number, number, number, number, number, number, number];
+  if (zero(0, 5) && (p5 === 0xffff || (p5 === 0 && (p6 !== 0 || p7 > 1)))) return ipv4(p6, p7);
+  if (zero(0, 4) && p4 === 0xffff && p5 === 0) return ipv4(p6, p7);
+  if (p0 === 0x64 && p1 === 0xff9b && zero(2, 6)) return ipv4(p6, p7);
+  if (p0 === 0x2002) return ipv4(p1, p2);
+  return null;
 }
 
 const LOOKUP_TIMEOUT_MS = 3_000;
