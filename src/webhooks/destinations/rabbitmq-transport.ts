@@ -4,6 +4,7 @@ import type { ChannelModel, ConfirmChannel } from "amqplib";
 import type { RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
 import type { SendResult } from "../webhook-sender.ts";
+import { portOf } from "../address-guard.ts";
 import { ConnectionPool } from "./connection-pool.ts";
 import {
   AbortedError,
@@ -163,14 +164,15 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
     const url = new URL(rawUrl);
     const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
     // A name is checked by the guarded lookup of the connection; an address literal never reaches a lookup.
+    const port = portOf(url);
     if (isIP(literal) !== 0) {
-      const reason = this.options.guard.refusalReason(literal);
+      const reason = this.options.guard.refusalReason(literal, port);
       if (reason) throw new Error(`target refused: ${reason}`);
     }
     const amqp = await import("amqplib");
     const { result: connecting, sockets } = capturingClientSockets(() =>
       amqp.connect(rawUrl, {
-        lookup: this.options.guard.lookup,
+        lookup: this.options.guard.lookupFor(port),
         timeout: this.options.timeoutMs,
         clientProperties: { connection_name: this.options.userAgent },
         // amqps:// only: the socket options go to tls.connect, which checks the certificate against the URL's host.
