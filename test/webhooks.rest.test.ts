@@ -536,7 +536,7 @@ describe.each(DATABASE_KINDS)("webhook endpoints that are slow or failing on %s"
 describe("webhook endpoint targets", () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer("sqlite", { env: { WEBHOOK_ALLOWED_CIDRS: "" } });
+    server = await startTestServer("sqlite", { env: { WEBHOOK_ALLOWED_CIDRS: "", WEBHOOK_BROKER_ALLOWED_CIDRS: "" } });
   });
   afterAll(async () => server?.close());
 
