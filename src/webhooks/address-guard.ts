@@ -97,7 +97,7 @@ export class AddressGuard {
       }
     }
     const kind = this.refusedKind(parsed, port);
-    return kind && `${address} is a ${kind} address${port === undefined ? "" : ` (port ${port})`}`;
+    return kind && `${address} is a ${kind} address`;
   }
 
   /** The kind of address (loopback, private, ...) that makes `parsed` refused, or null when it is allowed. */
