@@ -1,3 +1,4 @@
+import { registerJsonBodyParser } from "./json-body-parser.ts";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Gauge } from "prom-client";
 import { ReadAdmissionGate } from "./pipeline/admission/read-admission-gate.ts";
@@ -97,6 +98,7 @@ export async function buildApp({
       sendProblem(reply, toProblem(error, request, isDatabaseUnavailableError)),
     forceCloseConnections: "idle",
   });
+  registerJsonBodyParser(http);
 
   // Migrations listed once: the files do not change while the process runs.
   const migrations = listMigrations(database.provider);

@@ -81,7 +81,10 @@ export function buildServices(
       store,
       clock,
       cursors,
-      new DnsTargetPolicy(new AddressGuard(config.webhookAllowedCidrs)),
+      new DnsTargetPolicy({
+        http: new AddressGuard(config.webhookAllowedCidrs),
+        broker: new AddressGuard(config.webhookBrokerAllowedCidrs, "WEBHOOK_BROKER_ALLOWED_CIDRS"),
+      }),
     ),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,

@@ -58,7 +58,19 @@ export interface Config {
   readonly webhookSecretKey: Buffer | null;
   /** Where a development key is kept: beside the SQLite file, or in ./data for PostgreSQL. */
   readonly webhookSecretKeyFile: string;
+  /**
+   * WEBHOOK_ALLOWED_CIDRS: what HTTP webhook endpoints may reach although it is not public unicast (private,
+   * loopback, link-local...). Comma-separated entries `ADDRESS[/BITS][:PORT]` (IPv6 with a port in brackets:
+   * `[fd00::/8]:8443`); an entry with a port allows that port only. Default `127.0.0.0/8,::1/128` outside
+   * production, empty in production. Brokers have their own list (`webhookBrokerAllowedCidrs`).
+   */
   readonly webhookAllowedCidrs: readonly string[];
+  /**
+   * WEBHOOK_BROKER_ALLOWED_CIDRS: the same for RabbitMQ and NATS destinations, so that allowing an internal broker
+   * (`10.0.0.5:5672`) does not open that range to every tenant's HTTP webhooks, nor the broker's other ports.
+   * Same syntax and default as WEBHOOK_ALLOWED_CIDRS.
+   */
+  readonly webhookBrokerAllowedCidrs: readonly string[];
   readonly webhookRetryScheduleMs: readonly number[];
   readonly webhookTimeoutMs: number;
   /**
@@ -171,7 +183,9 @@ export function loadConfig(
       : rateLimitRaw === "0" || rateLimitRaw === "off"
         ? null
         : parseInteger(env, "RATE_LIMIT_PER_MINUTE", 600, 1);
-  const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? (isProduction ? "" : "127.0.0.0/8,::1/128");
+  const defaultCidrs = isProduction ? "" : "127.0.0.0/8,::1/128";
+  const cidrs = env.WEBHOOK_ALLOWED_CIDRS ?? defaultCidrs;
+  const brokerCidrs = env.WEBHOOK_BROKER_ALLOWED_CIDRS ?? defaultCidrs;
   const schedule = env.WEBHOOK_RETRY_SCHEDULE ?? "0s,5s,5m,30m,2h,5h,10h,10h";
   // Off by default in tests: a vacuum's ANALYZE between a test's own ANALYZE and its EXPLAIN would change plans.
   const vacuumCheck = env.VACUUM_CHECK_INTERVAL ?? (nodeEnv === "test" ? "off" : "10s");
@@ -223,6 +237,10 @@ export function loadConfig(
     webhookSecretKey,
     webhookSecretKeyFile: developmentKeyFile(databaseUrl),
     webhookAllowedCidrs: cidrs
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+    webhookBrokerAllowedCidrs: brokerCidrs
       .split(",")
       .map((s) => s.trim())
       .filter(Boolean),

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
+import WebSocket, { type RawData } from "ws";
 import { containerNumber } from "./support/container-numbers.ts";
+import { eventually, graphqlWsUrl } from "./support/subscription-client.ts";
 import { expectStatus, http } from "./support/http.ts";
 import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test-server.ts";
 
@@ -7,7 +9,8 @@ import { DATABASE_KINDS, startTestServer, type TestServer } from "./support/test
  * An update document is stored as sent (SPEC §8). JSON numbers that a JSON parser cannot keep exactly — ones that
  * overflow to Infinity, integers beyond ±(2^53−1) — are refused with a pointer to the member, through REST and
  * GraphQL (variables and literals), single updates and bulk ingestion alike, instead of being stored as `null` or
- * as a neighbouring integer. Date-times inside an update, in query parameters and in recovery windows share one
+ * as a neighbouring integer; a non-zero number that underflows to 0 (`1e-400`) is refused the same way, anywhere in
+ * a body, and through graphql-ws variables too. Date-times inside an update, in query parameters and in recovery windows share one
  * parser: lowercase `t`/`z` are accepted (RFC 3339 allows them), hour 24 is refused (RFC 3339 forbids it).
  */
 
@@ -59,6 +62,9 @@ describe.each(DATABASE_KINDS)("an update document is stored as sent on %s", (kin
     [`{"id":9007199254740993}`, "/id"],
     [`{"id":-9007199254740992}`, "/id"],
     [`{"vessel":"X","legs":[1,{"grossWeight":1e20}]}`, "/legs/1/grossWeight"],
+    // Non-zero numbers closer to 0 than a double holds: parsed as 0, they would be stored as 0.
+    [`{"n":1e-400}`, "/n"],
+    [`{"vessel":"X","legs":[0,{"draft":-2.5E-999}]}`, "/legs/1/draft"],
   ];
 
   it("refuses through REST what JSON numbers cannot keep exactly, with a pointer, and stores nothing", async () => {
@@ -119,9 +125,54 @@ describe.each(DATABASE_KINDS)("an update document is stored as sent on %s", (kin
     expect(await storedUpdates()).toEqual(before);
   });
 
+  it("refuses through graphql-ws variables a number that underflows, naming the field", async () => {
+    const before = await storedUpdates();
+    // Raw protocol messages: a client library would serialize the parsed 0, not the text.
+    const socket = new WebSocket(graphqlWsUrl(server), "graphql-transport-ws");
+    const messages: { type: string; id?: string; payload?: any }[] = [];
+    socket.on("message", (data: RawData) => messages.push(JSON.parse(String(data))));
+    try {
+      await new Promise((resolve, reject) => socket.once("open", resolve).once("error", reject));
+      socket.send(JSON.stringify({ type: "connection_init", payload: { "x-api-key": server.apiKey } }));
+      await eventually(() => messages.some((message) => message.type === "connection_ack"), 10_000);
+      socket.send(
+        `{"id":"u1","type":"subscribe","payload":{"query":${JSON.stringify(RECORD_UPDATE)},` +
+          `"variables":{"input":{"referenceId":"${referenceId}","update":{"legs":[{"draft":1e-400}]}}}}}`,
+      );
+      await eventually(() => messages.some((message) => message.id === "u1"), 10_000);
+      const answer = messages.find((message) => message.id === "u1")!;
+      expect(answer.type).toBe("error");
+      expect(answer.payload[0].extensions).toMatchObject({
+        code: "VALIDATION_FAILED",
+        field: "input.update.legs.0.draft",
+        issues: [{ code: "INEXACT_NUMBER" }],
+      });
+    } finally {
+      socket.close();
+    }
+    expect(await storedUpdates()).toEqual(before);
+  });
+
+  it("refuses a number that underflows in any REST body with a pointer, not only in update documents", async () => {
+    const created = await http(server, "POST", "/v1/references", {
+      rawBody: `{"container_id":"${containerNumber("EXAU", ++serial)}","carrier_code":"MSCU","metadata":{"w":1e-400}}`,
+      headers: { "content-type": "application/json" },
+    });
+    expect(created.status).toBe(422);
+    expect(created.body.code).toBe("VALIDATION_FAILED");
+    expect(created.body.errors[0]).toMatchObject({ pointer: "/metadata/w", code: "INEXACT_NUMBER" });
+  });
+
   it("stores numbers JSON keeps exactly, as sent, on both surfaces", async () => {
-    const document = `{"max":9007199254740991,"min":-9007199254740991,"ratio":0.1,"small":1.5e-300,"tiny":5e-324}`;
-    const expected = { max: 9007199254740991, min: -9007199254740991, ratio: 0.1, small: 1.5e-300, tiny: 5e-324 };
+    const document = `{"max":9007199254740991,"min":-9007199254740991,"ratio":0.1,"small":1.5e-300,"tiny":5e-324,"zero":0e-400}`;
+    const expected = {
+      max: 9007199254740991,
+      min: -9007199254740991,
+      ratio: 0.1,
+      small: 1.5e-300,
+      tiny: 5e-324,
+      zero: 0,
+    };
     const rest = await http(server, "POST", `/v1/references/${referenceId}/updates`, {
       rawBody: document,
       headers: { "content-type": "application/json" },

@@ -181,6 +181,8 @@ describe.each(DATABASE_KINDS)("subscriptions over SSE on %s", (kind) => {
     const refused = overSse();
     await refused.ended;
     expect(refused.status()).toBe(429);
+    // Like every 429 of the API, it says when to try again.
+    expect(Number(refused.retryAfter())).toBeGreaterThan(0);
     expect(refused.errors[0]?.extensions).toMatchObject({ code: "LIMIT_EXCEEDED", limit: 3 });
 
     // A place given back is free again.

@@ -170,6 +170,12 @@ describe.each(DATABASE_KINDS)("broker destinations on %s", (kind) => {
       await eventually(async () => queue.messages.length >= 3, 15_000, "three RabbitMQ messages");
       expect(queue.messages.map((message) => JSON.parse(message.body).id)).toEqual(reference.log);
       for (const message of queue.messages) verify(message, endpoint.secret);
+      // The broker confirms a publish before the worker records its outcome: wait for the record, not the message.
+      await eventually(
+        async () => (await listDeliveries(server, endpoint.id)).every((delivery) => delivery.status === "succeeded"),
+        15_000,
+        "three deliveries recorded as succeeded",
+      );
       const deliveries = await listDeliveries(server, endpoint.id);
       expect(deliveries.map((delivery) => delivery.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
     } finally {

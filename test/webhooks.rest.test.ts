@@ -536,7 +536,7 @@ describe.each(DATABASE_KINDS)("webhook endpoints that are slow or failing on %s"
 describe("webhook endpoint targets", () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer("sqlite", { env: { WEBHOOK_ALLOWED_CIDRS: "" } });
+    server = await startTestServer("sqlite", { env: { WEBHOOK_ALLOWED_CIDRS: "", WEBHOOK_BROKER_ALLOWED_CIDRS: "" } });
   });
   afterAll(async () => server?.close());
 
@@ -564,5 +564,35 @@ describe("webhook endpoint targets", () => {
     }
     const allowed = await http(server, "POST", "/v1/webhooks", { body: { url: "https://93.184.215.14/hook" } });
     expect(allowed.status).toBe(201);
+  });
+
+  it("refuses every IPv6 form that carries a loopback, private or link-local IPv4 address, for every kind", async () => {
+    const hosts = [
+      "[::127.0.0.1]", // IPv4-compatible, as the URL parser writes it: [::7f00:1]
+      "[::7f00:1]",
+      "[::ffff:127.0.0.1]", // IPv4-mapped
+      "[::ffff:7f00:1]",
+      "[::ffff:0:10.1.2.3]", // IPv4-translated
+      "[64:ff9b::169.254.169.254]", // NAT64
+      "[2002:c0a8:0001::1]", // 6to4 of 192.168.0.1
+      "[::a9fe:a9fe]",
+    ];
+    for (const host of hosts) {
+      for (const [body, pointer] of [
+        [{ url: `http://${host}:8080/hook` }, "/url"],
+        [{ destination: { kind: "rabbitmq", url: `amqp://${host}:5672`, exchange: "x" } }, "/destination/url"],
+        [{ destination: { kind: "nats", url: `nats://${host}:4222`, subject: "a.b" } }, "/destination/url"],
+      ] as const) {
+        const refused = await http(server, "POST", "/v1/webhooks", { body });
+        expect({ host, body, status: refused.status, error: refused.body.errors?.[0] }).toMatchObject({
+          host,
+          status: 422,
+          error: { pointer, code: "TARGET_NOT_ALLOWED" },
+        });
+      }
+    }
+    // The same IPv6 forms of a public address stay allowed where they were.
+    const mapped = await http(server, "POST", "/v1/webhooks", { body: { url: "https://[::ffff:93.184.215.14]/hook" } });
+    expect(mapped.status).toBe(201);
   });
 });

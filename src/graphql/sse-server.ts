@@ -22,6 +22,9 @@ import { LiveDocuments } from "../pipeline/trusted-documents/live-documents.ts";
 import { createLoaders } from "./loaders.ts";
 import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
 
+/** Seconds a client refused for its organization's stream limit is asked to wait (`Retry-After`). */
+const STREAM_LIMIT_RETRY_AFTER_SECONDS = 5;
+
 /*
  * Subscriptions over Server-Sent Events (the graphql-sse protocol, "distinct connections mode": one HTTP request
  * per operation, its response the operation's event stream) at SSE_ENDPOINT. The same subscriptions as over
@@ -42,9 +45,6 @@ import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts"
  *
  * At shutdown every stream ends (preClose), like graphql-ws's 1001: the client resumes with its last cursor.
  */
-
-/** Seconds a client refused a stream (too many open for its organization) is asked to wait. */
-const STREAM_LIMIT_RETRY_AFTER_SECONDS = 5;
 
 /** Where subscriptions are served over Server-Sent Events. */
 export const SSE_ENDPOINT = "/graphql/stream";
@@ -227,7 +227,7 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     const open = perOrganization.get(caller.organizationId) ?? 0;
     const limit = config.subscriptionMaxStreamsPerOrganization;
     if (open >= limit) {
-      // A stream closes when its client is done: retrying after a few seconds is what a client can do.
+      // A stream frees its place only when a client closes it: no time can be promised, so a short, fixed wait.
       return reply
         .code(429)
         .header("retry-after", String(STREAM_LIMIT_RETRY_AFTER_SECONDS))

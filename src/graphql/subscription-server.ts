@@ -8,7 +8,7 @@ import { useServer, type Extra } from "graphql-ws/use/ws";
 import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { traceSubscriptionMessage } from "../tracing/subscription-spans.ts";
-import { WebSocketServer, type WebSocket } from "ws";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { presentedApiKey } from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
 import type { LiveSubscriptions } from "../live/live-subscriptions.ts";
@@ -22,6 +22,9 @@ import { newOperationRequest, type OperationRequest } from "../pipeline/operatio
 import { GRAPHQL_ENDPOINT } from "./graphql-server.ts";
 import { createLoaders } from "./loaders.ts";
 import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
+import { INEXACT_NUMBER, inexactNumberReason } from "../domain/shared/exact-json.ts";
+import { findUnderflowedNumbers } from "../domain/shared/underflow-scanner.ts";
+import { variableIssueError } from "../pipeline/errors/graphql-errors.ts";
 
 /*
  * GraphQL over WebSocket (graphql-ws, protocol `graphql-transport-ws`) on the GraphQL endpoint's own path and
@@ -85,6 +88,21 @@ interface ConnectionSession {
   /** Each running operation's request value, by its id (its cost is published with its result). */
   readonly operations: Map<string, OperationRequest>;
   authTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Subscribe messages (by operation id) whose variables hold a number that underflowed to 0, and its path. */
+  readonly underflowed: Map<string, readonly (string | number)[]>;
+}
+
+/**
+ * The operation id and the variable path of the first number of a subscribe message's variables that is not zero as
+ * written but parses to 0 (`1e-400`), or null. graphql-ws parses messages itself, so the text is read here first.
+ */
+function findUnderflowedVariable(text: string): { id: string; path: (string | number)[] } | null {
+  const path = findUnderflowedNumbers(text).find(
+    (found) => found[0] === "payload" && found[1] === "variables" && found.length > 2,
+  );
+  if (!path) return null;
+  const message = JSON.parse(text) as { id?: unknown };
+  return typeof message.id === "string" ? { id: message.id, path: path.slice(2) } : null;
 }
 
 /** What the graphql-ws hooks below need from their context. */
@@ -121,8 +139,18 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       keys: new Set(),
       operations: new Map(),
       authTimer: undefined,
+      underflowed: new Map(),
     };
     sessions.set(socket, session);
+    // Before graphql-ws parses the message (its listener comes after this one): see findUnderflowedVariable.
+    socket.prependListener("message", (data: RawData) => {
+      try {
+        const found = findUnderflowedVariable(String(data));
+        if (found) session.underflowed.set(found.id, found.path);
+      } catch {
+        // Not JSON: graphql-ws closes the connection for it.
+      }
+    });
     session.log.info(
       { remoteAddress: request.socket.remoteAddress, protocol: socket.protocol },
       "graphql-ws connection opened",
@@ -193,6 +221,8 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
       // same rules, variable coercion and the cost limit. Returned errors reach the client as an `error` message.
       onSubscribe: async (ctx, id, payload) => {
         const session = sessionOf(ctx);
+        const underflowed = session.underflowed.get(id);
+        session.underflowed.delete(id);
         const operationKey = presentedApiKey(lowerCaseKeys(payload.extensions?.headers));
         let caller = session.caller;
         if (operationKey !== null && !session.keys.has(operationKey))
@@ -210,6 +240,10 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
               },
             ),
           ];
+        }
+        if (underflowed) {
+          const message = `this number ${inexactNumberReason(Number.NaN)!}`;
+          return [variableIssueError({ path: underflowed, code: INEXACT_NUMBER, message })];
         }
         // The pipeline's stages 2, 4 and 6 (1 ran when the key was presented): the document resolved (trusted
         // documents), prepared once, and the operation charged before it runs.

@@ -44,7 +44,9 @@ export function startWebhookWorker({
 }: WebhookWorkerDependencies): () => Promise<void> {
   const metrics = new WebhookMetrics(registry, () => services.webhookDeliveries.countPending());
   if (!config.webhookWorkerEnabled) return async () => undefined;
+  // Each kind has its own allow-list: an internal broker allowed does not open its range to HTTP webhooks.
   const guard = new AddressGuard(config.webhookAllowedCidrs);
+  const brokerGuard = new AddressGuard(config.webhookBrokerAllowedCidrs, "WEBHOOK_BROKER_ALLOWED_CIDRS");
   const http = new WebhookSender({
     guard,
     timeoutMs: config.webhookTimeoutMs,
@@ -55,7 +57,7 @@ export function startWebhookWorker({
   const worker = new WebhookWorker(
     services.webhookDeliveries,
     new DestinationRouter(http, {
-      guard,
+      guard: brokerGuard,
       timeoutMs: config.webhookTimeoutMs,
       extraCaCertificates: config.webhookBrokerCaCertificates,
     }),

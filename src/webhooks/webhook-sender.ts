@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { IncomingHttpHeaders } from "node:http";
-import type { Agent, Dispatcher } from "undici";
+import type { Agent, buildConnector, Dispatcher } from "undici";
 import { ATTEMPT_TEXT_MAX_BYTES } from "../domain/webhooks/attempt-text.ts";
-import { RefusedTargetError, type AddressGuard } from "./address-guard.ts";
+import { portOf, RefusedTargetError, type AddressGuard } from "./address-guard.ts";
 import { signWebhook } from "./webhook-signature.ts";
 import type { Tracer } from "@opentelemetry/api";
 import { traceWebhookAttempt } from "../tracing/webhook-spans.ts";
@@ -194,7 +194,7 @@ export class WebhookSender {
 
   private pool(): Promise<Agent> {
     this.agent ??= import("undici").then(
-      ({ Agent }) =>
+      ({ Agent, buildConnector }) =>
         new Agent({
           connections: this.options.connectionsPerOrigin,
           keepAliveTimeout: KEEP_ALIVE_MS,
@@ -202,7 +202,10 @@ export class WebhookSender {
           // The deadline of the whole request is ours (below); these only must not cut it shorter.
           headersTimeout: 0,
           bodyTimeout: 0,
-          connect: { lookup: this.options.guard.lookup, timeout: this.options.timeoutMs },
+          // One connector per port: an allow-list entry may name a port, and a lookup is not told the port.
+          connect: connectorsByPort((port) =>
+            buildConnector({ lookup: this.options.guard.lookupFor(port), timeout: this.options.timeoutMs }),
+          ),
         }),
     );
     return this.agent;
@@ -318,7 +321,7 @@ export class WebhookSender {
     // A name is checked by the guarded lookup of each new connection; an address literal never reaches a lookup.
     const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
     if (isIP(literal) !== 0) {
-      const reason = this.options.guard.refusalReason(literal);
+      const reason = this.options.guard.refusalReason(literal, portOf(url));
       if (reason) return { refused: `target refused: ${reason}` };
     }
     return { origin: url.origin, path: `${url.pathname}${url.search}` };
@@ -328,4 +331,19 @@ export class WebhookSender {
   async close(): Promise<void> {
     if (this.agent) await (await this.agent).destroy();
   }
+}
+
+/** Connectors made on first use per destination port (bounded: tenants choose ports). */
+function connectorsByPort(make: (port: number) => buildConnector.connector): buildConnector.connector {
+  const connectors = new Map<number, buildConnector.connector>();
+  return (options, callback) => {
+    const port = Number(options.port) || (options.protocol === "https:" ? 443 : 80);
+    let connector = connectors.get(port);
+    if (!connector) {
+      if (connectors.size >= 1_024) connectors.clear();
+      connector = make(port);
+      connectors.set(port, connector);
+    }
+    return connector(options, callback);
+  };
 }

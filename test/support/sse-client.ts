@@ -17,6 +17,8 @@ export interface SseSubscription<Data = any> {
   readonly ended: Promise<void>;
   /** The HTTP status of a refused request, once refused. */
   status(): number | undefined;
+  /** The `Retry-After` header of a refused request, once refused (null when it had none). */
+  retryAfter(): string | null | undefined;
   /** Waits until at least `count` messages arrived; fails after `timeoutMs`. */
   waitFor(count: number, timeoutMs?: number): Promise<void>;
   /** Ends the operation and its connection. */
@@ -36,6 +38,7 @@ export function subscribeOverSse<Data = any>(
   const data: Data[] = [];
   const errors: GraphqlErrorBody[] = [];
   let status: number | undefined;
+  let retryAfter: string | null | undefined;
   let endedResolve!: () => void;
   const ended = new Promise<void>((resolve) => (endedResolve = resolve));
   const apiKey = options.apiKey === undefined ? server.apiKey : options.apiKey;
@@ -57,6 +60,7 @@ export function subscribeOverSse<Data = any>(
           const response = error instanceof NetworkError ? (error.response as Response | undefined) : undefined;
           if (response) {
             status = response.status;
+            retryAfter = response.headers.get("retry-after");
             const body = (await response.json().catch(() => ({}))) as { errors?: GraphqlErrorBody[] };
             errors.push(...(body.errors ?? []));
           } else {
@@ -73,6 +77,7 @@ export function subscribeOverSse<Data = any>(
     errors,
     ended,
     status: () => status,
+    retryAfter: () => retryAfter,
     async waitFor(count, timeoutMs = 30_000) {
       await eventually(
         () => data.length >= count,

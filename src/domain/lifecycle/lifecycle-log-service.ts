@@ -158,7 +158,8 @@ export class LifecycleLogService {
   }
 
   /**
-   * Removes events past retention; returns how many were removed. PostgreSQL drops each whole month before the
+   * Removes events past retention; returns how many were removed (PostgreSQL: the catalog's estimate of what the
+   * dropped months held, since counting them would read them whole). PostgreSQL drops each whole month before the
    * cutoff (a partition: fast whatever its size, and its space goes back at once); the month that straddles the
    * cutoff stays until it is wholly past, its older rows hidden by every read (`notBefore`). SQLite deletes rows
    * in batches, each its own short statement, so writers are never locked out for long. Either way the months

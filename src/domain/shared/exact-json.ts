@@ -5,7 +5,8 @@ import type { FieldIssue } from "./errors.ts";
  * 754 double, and what the double cannot hold is lost without a word: `1e400` becomes Infinity (written back as
  * `null`), `9007199254740993` becomes 9007199254740992. The rule is I-JSON's (RFC 7493, section 2.2): a number
  * must be finite as a double, and a number whose value is an integer must lie within ±(2^53−1), where every
- * integer is exact. Anything else is refused, so that what is stored is what was sent; a larger identifier
+ * integer is exact. A non-zero number that underflows (`1e-400`, parsed as 0) is refused too: the transports find
+ * it in the text and hand it on as NaN (underflow-scanner.ts). Anything else is refused, so that what is stored is what was sent; a larger identifier
  * belongs in a string.
  *
  * Fractions are kept as the nearest double and written back in its shortest form (`0.1` stays `0.1`, `1.50`
@@ -19,6 +20,10 @@ export const INEXACT_NUMBER = "INEXACT_NUMBER";
 
 /** Why `value` (a number from a parsed JSON document) would not be stored as sent, or null when it would. */
 export function inexactNumberReason(value: number): string | null {
+  // NaN marks a number that underflowed to 0 as parsed (underflow-scanner.ts): JSON.parse never makes NaN.
+  if (Number.isNaN(value)) {
+    return "is a non-zero number closer to 0 than JSON numbers hold (about ±4.9e-324); send it as a string";
+  }
   if (!Number.isFinite(value)) {
     return "is a number beyond what JSON numbers hold (about ±1.8e308); send it as a string";
   }

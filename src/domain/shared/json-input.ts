@@ -1,4 +1,5 @@
 import type { FieldIssue } from "./errors.ts";
+import { INEXACT_NUMBER, inexactNumberReason } from "./exact-json.ts";
 
 /*
  * Guards for JSON that arrives from outside (request bodies, GraphQL variables, update documents), checked
@@ -9,7 +10,9 @@ import type { FieldIssue } from "./errors.ts";
  * - text: every string (and object key) must be well-formed Unicode without NUL. A lone UTF-16 surrogate such
  *   as "\ud800" is valid JSON but not text: PostgreSQL refuses it, SQLite stores mojibake, hashes differ. NUL
  *   (U+0000) is valid JSON and Unicode, but PostgreSQL's text and jsonb cannot hold it while SQLite can: refused
- *   everywhere, so that both databases give the same answer.
+ *   everywhere, so that both databases give the same answer;
+ * - numbers: a non-zero number that underflowed to 0 when parsed (`1e-400`), which the transports mark as NaN
+ *   (underflow-scanner.ts), is refused as INEXACT_NUMBER wherever it is.
  * The same text rule applies to query strings (REST) and string literals (GraphQL): {@link findTextIssue}.
  */
 
@@ -64,6 +67,10 @@ function walk(value: unknown, path: readonly (string | number)[], depth: number)
   if (typeof value === "string") {
     const issue = findTextIssue(value);
     return issue && { path, ...issue };
+  }
+  if (typeof value === "number" && Number.isNaN(value)) {
+    // A number that underflowed to 0 (underflow-scanner.ts), refused wherever it is, as exact-json.ts refuses it.
+    return { path, code: INEXACT_NUMBER, message: `this number ${inexactNumberReason(value)!}` };
   }
   if (value === null || typeof value !== "object") return null;
   if (depth >= MAX_JSON_DEPTH) {

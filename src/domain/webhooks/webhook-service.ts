@@ -95,7 +95,14 @@ export class WebhookService {
       version: 0,
     };
     await this.store.transaction(async (store) => {
-      if ((await store.webhooks.countEndpoints(organizationId)) >= MAX_ENDPOINTS_PER_ORGANIZATION) {
+      // The limit is decided under the organization's lock (PostgreSQL; SQLite runs one writer at a time): two
+      // instances creating at once would otherwise both count 49 and both insert. The count is sent with the
+      // lock and runs after it, on a snapshot that sees every creation committed before.
+      const [, count] = await Promise.all([
+        store.organizations.lockOrganization(organizationId),
+        store.webhooks.countEndpoints(organizationId),
+      ]);
+      if (count >= MAX_ENDPOINTS_PER_ORGANIZATION) {
         throw new DomainError(
           "LIMIT_EXCEEDED",
           `An organization has at most ${MAX_ENDPOINTS_PER_ORGANIZATION} webhook endpoints`,

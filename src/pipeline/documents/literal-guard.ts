@@ -1,12 +1,20 @@
 import { GraphQLError, Kind, visit, type DocumentNode, type ValueNode } from "graphql";
 import type { FieldIssue } from "../../domain/shared/errors.ts";
+import { INEXACT_NUMBER, inexactNumberReason } from "../../domain/shared/exact-json.ts";
 import { findTextIssue } from "../../domain/shared/json-input.ts";
+import { findUnderflowedNumbers } from "../../domain/shared/underflow-scanner.ts";
 
 /*
  * The text rule of variables (src/domain/shared/json-input.ts) for the string literals of a document: an
  * argument or a variable's default value written inline, `createTag(input: { name: "a\u0000b" })`. The GraphQL
- * parser already refuses unpaired surrogates in literals; NUL it accepts (`\u0000` is a legal escape).
+ * parser already refuses unpaired surrogates in literals; NUL it accepts (`\u0000` is a legal escape). A float
+ * literal that is not zero but parses to 0 (`1e-400`) is refused as variables refuse it (INEXACT_NUMBER).
  */
+
+/** Whether a float literal's text (GraphQL float syntax is JSON's) is a non-zero number that parses to 0. */
+function underflows(text: string): boolean {
+  return findUnderflowedNumbers(text).length > 0;
+}
 
 /**
  * What {@link findLiteralIssue} found, by document: Apollo keeps parsed documents in its own cache, so a repeated
@@ -40,6 +48,9 @@ function valueIssue(value: ValueNode, path: readonly (string | number)[]): Field
   if (value.kind === Kind.STRING) {
     const issue = findTextIssue(value.value);
     return issue && { path, ...issue };
+  }
+  if (value.kind === Kind.FLOAT && underflows(value.value)) {
+    return { path, code: INEXACT_NUMBER, message: `this number ${inexactNumberReason(Number.NaN)!}` };
   }
   if (value.kind === Kind.LIST) {
     for (const [index, item] of value.values.entries()) {

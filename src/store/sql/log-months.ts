@@ -82,7 +82,10 @@ export class MissingLogMonthError extends Error {
 export interface DroppedMonths {
   /** The partitions detached and dropped. */
   readonly months: number;
-  /** The events they held. */
+  /**
+   * The events they held, as the catalog estimates them (the larger of the planner's `reltuples` and the
+   * statistics' live-row count): counting a month would read all of it only to report a number.
+   */
   readonly events: number;
   /** Commit rows (the live order's, migration 0006) of those events, deleted. */
   readonly commits: number;
@@ -97,7 +100,8 @@ const COMMIT_BATCH = 10_000;
  * log, then waits for the transactions that might still see the partition), then dropped, which gives its space
  * back at once. The month that straddles the cutoff stays. DETACH … CONCURRENTLY cannot run inside a transaction,
  * so this runs on a connection of its own, statement by statement. A partition left half-detached (a prune that
- * was stopped between the two steps) is finished first.
+ * was stopped between the two steps) is finished first. The events reported are the catalog's estimate of what
+ * the months held (see DroppedMonths): the prune reads no row of them.
  */
 export async function dropLogMonthsBefore(database: Database, cutoff: Date): Promise<DroppedMonths> {
   return withOwnConnection(database, async (client) => {
@@ -110,7 +114,12 @@ export async function dropLogMonthsBefore(database: Database, cutoff: Date): Pro
     for (const month of months) {
       // The partition's name as the catalog prints it: quoted where it needs to be.
       const name = month.partition;
-      const { rows } = await client.query<{ n: string }>(`SELECT COUNT(*) AS "n" FROM ${name}`);
+      const { rows } = await client.query<{ n: string }>(
+        `SELECT GREATEST(c."reltuples", COALESCE(s."n_live_tup", 0), 0)::bigint AS "n"
+         FROM "pg_class" c LEFT JOIN "pg_stat_all_tables" s ON s."relid" = c."oid"
+         WHERE c."oid" = $1::regclass`,
+        [name],
+      );
       events += Number(rows[0]?.n ?? 0);
       await client.query(
         `ALTER TABLE "lifecycle_events" DETACH PARTITION ${name} ${month.detach_pending ? "FINALIZE" : "CONCURRENTLY"}`,

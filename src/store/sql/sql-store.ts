@@ -47,7 +47,8 @@ import { ensureLogMonths, MissingLogMonthError } from "./log-months.ts";
  *      children are reported, the carriers of a tag being renamed or deleted (locked before the tag, although
  *      they are what the rename changes: a link's writer holds its reference when the link's foreign key check
  *      takes the tag, so the tag cannot come first);
- *   2. an organization (the count behind the tag limit) or a webhook endpoint (no unit holds both);
+ *   2. an organization (the count behind the tag limit and the webhook endpoint limit) or a webhook endpoint (no
+ *      unit holds both: creating an endpoint locks its organization, and no existing endpoint);
  *   3. tags: FOR KEY SHARE by the foreign key check of a new link (reference_tags, webhook_endpoint_tags), FOR
  *      UPDATE by a rename or a deletion, which also waits for every link to it being added;
  *   4. link rows (reference_tags, webhook_endpoint_tags), written or deleted, a tag's by the cascade of its

@@ -153,7 +153,9 @@ export function scrub(text: string, rawUrl: string): string {
     return text;
   }
   let scrubbed = text.replaceAll(rawUrl, maskedBrokerUrl(rawUrl));
-  for (const secret of [url.password, safelyDecoded(url.password)])
+  // nats://<token>@host: a user name without a password is a token (maskedBrokerUrl masks it too).
+  const token = url.password === "" && url.protocol !== "amqp:" && url.protocol !== "amqps:" ? url.username : "";
+  for (const secret of [url.password, safelyDecoded(url.password), token, safelyDecoded(token)])
     if (secret.length > 0) scrubbed = scrubbed.replaceAll(secret, "****");
   return scrubbed;
 }

@@ -99,13 +99,13 @@ export class NatsTransport implements DeliveryTransport<NatsDestination> {
   private async open(rawUrl: string): Promise<NatsLink> {
     const url = new URL(rawUrl);
     const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    const port = url.port === "" ? 4222 : Number(url.port);
     // The guard refuses any address of the name that is not allowed, and answers the one to connect to.
     const { address, family } = await new Promise<{ address: string; family: number }>((resolve, reject) =>
-      this.options.guard.lookup(host, {}, (error, address, family) =>
+      this.options.guard.lookupFor(port)(host, {}, (error, address, family) =>
         error ? reject(error) : resolve({ address: address as string, family: family ?? 4 }),
       ),
     );
-    const port = url.port === "" ? 4222 : Number(url.port);
     const [{ connect, headers }, { jetstream }] = await Promise.all([
       import("@nats-io/transport-node"),
       import("@nats-io/jetstream"),

@@ -1,8 +1,10 @@
-import { isIP } from "node:net";
+import diagnosticsChannel from "node:diagnostics_channel";
+import { isIP, Socket } from "node:net";
 import type { ChannelModel, ConfirmChannel } from "amqplib";
 import type { RabbitMqDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { maskedBrokerUrl } from "../../domain/webhooks/webhook-destination.ts";
 import type { SendResult } from "../webhook-sender.ts";
+import { portOf } from "../address-guard.ts";
 import { ConnectionPool } from "./connection-pool.ts";
 import {
   AbortedError,
@@ -162,18 +164,55 @@ export class RabbitMqTransport implements DeliveryTransport<RabbitMqDestination>
     const url = new URL(rawUrl);
     const literal = url.hostname.replace(/^\[(.*)\]$/, "$1");
     // A name is checked by the guarded lookup of the connection; an address literal never reaches a lookup.
+    const port = portOf(url);
     if (isIP(literal) !== 0) {
-      const reason = this.options.guard.refusalReason(literal);
+      const reason = this.options.guard.refusalReason(literal, port);
       if (reason) throw new Error(`target refused: ${reason}`);
     }
     const amqp = await import("amqplib");
-    const model = await amqp.connect(rawUrl, {
-      lookup: this.options.guard.lookup,
-      timeout: this.options.timeoutMs,
-      clientProperties: { connection_name: this.options.userAgent },
-      // amqps:// only: the socket options go to tls.connect, which checks the certificate against the URL's host.
-      ...(this.options.secureContext ? { secureContext: this.options.secureContext } : {}),
-    });
-    return new RabbitConnection(model);
+    const { result: connecting, sockets } = capturingClientSockets(() =>
+      amqp.connect(rawUrl, {
+        lookup: this.options.guard.lookupFor(port),
+        timeout: this.options.timeoutMs,
+        clientProperties: { connection_name: this.options.userAgent },
+        // amqps:// only: the socket options go to tls.connect, which checks the certificate against the URL's host.
+        ...(this.options.secureContext ? { secureContext: this.options.secureContext } : {}),
+      }),
+    );
+    // amqplib's `timeout` is the socket's idle timeout: a broker that accepts and then stalls the AMQP handshake
+    // while its socket still sees traffic (heartbeats) would hold the open, and with it the pool's entry for this
+    // URL, for ever. The whole open (TCP, TLS, handshake) gets the attempt's deadline; past it the socket is
+    // destroyed, so the pool forgets the entry and the next delivery opens a new connection.
+    try {
+      return new RabbitConnection(await withDeadline(connecting, this.options.timeoutMs));
+    } catch (error) {
+      if (!(error instanceof DeadlineError)) throw error;
+      for (const socket of sockets) socket.destroy();
+      // Should the open still complete (a TLS socket is not captured), the connection is closed at once.
+      connecting.then(
+        (late) => late.close().catch(() => undefined),
+        () => undefined,
+      );
+      throw new Error(`the broker did not complete the AMQP handshake within ${this.options.timeoutMs} ms`);
+    }
+  }
+}
+
+/**
+ * Runs `open` and returns, with its result, the TCP client sockets created while it ran synchronously (Node's
+ * `net.client.socket` diagnostics channel): amqplib creates its socket inside `connect` and gives no handle on it
+ * until the handshake completes. Sockets made by tls.connect are not published on that channel.
+ */
+function capturingClientSockets<T>(open: () => T): { result: T; sockets: Socket[] } {
+  const sockets: Socket[] = [];
+  const capture = (message: unknown) => {
+    const socket = (message as { socket?: unknown }).socket;
+    if (socket instanceof Socket) sockets.push(socket);
+  };
+  diagnosticsChannel.subscribe("net.client.socket", capture);
+  try {
+    return { result: open(), sockets };
+  } finally {
+    diagnosticsChannel.unsubscribe("net.client.socket", capture);
   }
 }
