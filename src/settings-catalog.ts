@@ -196,7 +196,14 @@ export const SETTINGS: readonly SettingDescription[] = [
     group: "webhooks",
     default: "`127.0.0.0/8,::1/128` (empty in production)",
     description:
-      "comma-separated addresses or ranges webhooks may target although they are private, loopback or link-local (everything else non-public is refused, also after DNS resolution)",
+      "comma-separated `ADDRESS[/BITS][:PORT]` entries HTTP webhooks may target although they are private, loopback or link-local (everything else non-public is refused, also after DNS resolution); an entry with a port allows that port only (IPv6 with a port in brackets: `[fd00::/8]:8443`)",
+  },
+  {
+    name: "WEBHOOK_BROKER_ALLOWED_CIDRS",
+    group: "webhooks",
+    default: "`127.0.0.0/8,::1/128` (empty in production)",
+    description:
+      "the same for RabbitMQ and NATS destinations, so that allowing an internal broker (`10.0.0.5:5672`) opens neither that range to HTTP webhooks nor the broker's other ports",
   },
   {
     name: "WEBHOOK_RETRY_SCHEDULE",
