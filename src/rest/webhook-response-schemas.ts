@@ -76,7 +76,9 @@ const webhookEndpointProperties = {
   },
   max_deliveries_per_second: {
     type: ["integer", "null"],
-    description: "At most this many deliveries in any one second, all instances together; null: no throttle",
+    description:
+      "At most this many deliveries in any window of one second, wherever it starts, all instances together, " +
+      "spread evenly; null: no throttle",
   },
   created_at: dateTime,
   updated_at: dateTime,
@@ -102,14 +104,14 @@ const webhookDeliveryProperties = {
     description:
       "Pending, and held back behind an earlier delivery of its reference to this endpoint that is still pending " +
       "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails; or " +
-      "due while its endpoint received its max_deliveries_per_second in the current second (held_back_reason)",
+      "due while its endpoint's throttle has no turn free yet (held_back_reason)",
   },
   held_back_reason: {
     type: ["string", "null"],
     enum: [...HELD_BACK_REASONS, null],
     description:
       "Why it is held back: ordering (behind an earlier delivery of its reference) or throttled (its endpoint's " +
-      "throttle is spent for this second; it goes out in a later one); null when it is not",
+      "throttle has no turn free before a later time; it goes out then); null when it is not",
   },
   body: {
     ...freeForm,

@@ -24,7 +24,7 @@ function claimed(endpointId: string, ageMs: number | null): ClaimedDelivery {
     endpoint: null,
     attemptId: `attempt-${serial}`,
     leaseToken: "token",
-    throttleWindow: null,
+    slotAt: null,
   } as unknown as ClaimedDelivery;
 }
 

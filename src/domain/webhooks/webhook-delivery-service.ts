@@ -6,7 +6,8 @@ import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeLostAttempts, type LostAttempt } from "./lost-attempts.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { OpenAttempt } from "./webhook-attempt-log.ts";
-import { throttleWindowOf, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from "./webhook-models.ts";
+import { isWithinSlot } from "./throttle-schedule.ts";
+import { type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from "./webhook-models.ts";
 import type { CountedLostAttempts, DeliveryLease, DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
@@ -29,11 +30,12 @@ export interface ClaimedDelivery {
   /** The claim's own token in `lease_owner`: what its outcome, release or abandon must still find there. */
   readonly leaseToken: string;
   /**
-   * For a throttled endpoint, the window (`throttleWindowOf`) the claim counted the delivery in: its request may
-   * begin only within that second (else `isInThrottleWindow` is false and it is handed back, unsent and
-   * uncounted). Null when the endpoint has no throttle.
+   * For a throttled endpoint, the slot the claim gave the delivery on the endpoint's schedule
+   * (throttle-schedule.ts): its request may begin at that instant at the earliest, and only within the start
+   * tolerance after it (else `isOnSchedule` is false and it is handed back, unsent and uncounted). Null when the
+   * endpoint has no throttle.
    */
-  readonly throttleWindow: number | null;
+  readonly slotAt: Date | null;
 }
 
 /** What the sender observed. */
@@ -135,12 +137,14 @@ export class WebhookDeliveryService {
     if (opened.length === 0) return [];
     const endpointIds = [...new Set(opened.map(([delivery]) => delivery.endpointId))];
     const endpoints = new Map((await this.store.webhooks.findEndpointsByIds(endpointIds)).map((e) => [e.id, e]));
-    const window = throttleWindowOf(now);
-    return opened.map(([delivery, attempt]) => {
-      const endpoint = endpoints.get(delivery.endpointId) ?? null;
-      const throttled = endpoint !== null && endpoint.maxDeliveriesPerSecond !== null;
-      return { delivery, endpoint, attemptId: attempt.id, leaseToken, throttleWindow: throttled ? window : null };
-    });
+    const slots = new Map(claimed.map((delivery) => [delivery.id, delivery.slotAt]));
+    return opened.map(([delivery, attempt]) => ({
+      delivery,
+      endpoint: endpoints.get(delivery.endpointId) ?? null,
+      attemptId: attempt.id,
+      leaseToken,
+      slotAt: slots.get(delivery.id) ?? null,
+    }));
   }
 
   /** Counts the lost attempts of claimed deliveries; returns those this claim sends, with their counts moved. */
@@ -189,12 +193,12 @@ export class WebhookDeliveryService {
   }
 
   /**
-   * False when a throttled delivery's second has passed since its claim counted it: its request would land in a
-   * window that did not count it. Hand it back with `release` (no attempt is counted); a later claim counts it in
-   * its own second.
+   * False when a throttled delivery's request, begun at `at`, would start too long after its slot: it could then
+   * crowd the endpoint's later slots (throttle-schedule.ts). Hand it back with `release` (no attempt is counted);
+   * a later claim gives it a slot of its own.
    */
-  isInThrottleWindow(claimed: ClaimedDelivery, at: Date): boolean {
-    return claimed.throttleWindow === null || claimed.throttleWindow === throttleWindowOf(at);
+  isOnSchedule(claimed: ClaimedDelivery, at: Date): boolean {
+    return isWithinSlot(claimed.slotAt, at);
   }
 
   /**

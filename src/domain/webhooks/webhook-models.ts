@@ -156,18 +156,10 @@ export interface WebhookDeliveryView extends WebhookDelivery {
   /**
    * Why it waits: "ordering", behind an earlier delivery of its reference (`orderingKey`) to the same endpoint that
    * is still pending (it is not sent, whatever `nextAttemptAt` says, until that one succeeds or fails);
-   * "throttled", due but its endpoint received its `maxDeliveriesPerSecond` in the current second (it goes out
-   * in a later one). Null when `heldBack` is false.
+   * "throttled", due but its endpoint's throttle schedule has no slot left before a later time (it goes out in a
+   * later slot, src/domain/webhooks/throttle-schedule.ts). Null when `heldBack` is false.
    */
   readonly heldBackReason: HeldBackReason | null;
-}
-
-/**
- * The throttle's window a claim made at `now` counts in (SPEC §9.3, `max_deliveries_per_second`): wall-clock
- * seconds since the epoch. A throttled delivery is leased in one window and its request must begin within it.
- */
-export function throttleWindowOf(now: Date): number {
-  return Math.floor(now.getTime() / 1000);
 }
 
 export const HELD_BACK_REASONS = ["ordering", "throttled"] as const;

@@ -37,6 +37,15 @@ export interface ClaimRequest {
   readonly defaultPerEndpointLimit: number;
 }
 
+/**
+ * A delivery as a claim leased it. `slotAt`: for a throttled endpoint, the instant its request may start at the
+ * earliest (its slot on the endpoint's schedule, src/domain/webhooks/throttle-schedule.ts); null when the endpoint
+ * has no throttle.
+ */
+export interface LeasedDelivery extends WebhookDelivery {
+  readonly slotAt: Date | null;
+}
+
 /** The state a delivery moves to after an attempt. */
 export interface DeliveryTransition {
   readonly at: Date;
@@ -116,9 +125,10 @@ export interface WebhookRepository {
 
   /**
    * Leases due, unleased (or expired-lease) pending deliveries to `owner`, oldest due first, within the
-   * limits. Concurrent claimers (other instances) never receive the same delivery while its lease holds.
+   * limits. Concurrent claimers (other instances) never receive the same delivery while its lease holds. A
+   * throttled endpoint's deliveries get consecutive slots of its schedule, shared by every instance.
    */
-  claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]>;
+  claimDueDeliveries(request: ClaimRequest): Promise<LeasedDelivery[]>;
   /**
    * Records attempts and moves their deliveries to their transitions, those still leased by the item's lease
    * token (an attempt whose lease was lost is still recorded), in a few statements whatever their number.

@@ -1642,7 +1642,7 @@ export type WebhookDelivery = Node & {
   /**
    * True when the delivery is pending and held back (see `heldBackReason`): behind an earlier delivery of its
    * reference to the same endpoint that is still pending (`ordering: REFERENCE`), it is not sent, whatever
-   * `nextAttemptAt` says, until that one succeeds or fails; throttled, it goes out in a later second.
+   * `nextAttemptAt` says, until that one succeeds or fails; throttled, it waits for its endpoint's next free turn.
    */
   heldBack: Scalars['Boolean']['output'];
   /** Why the delivery is held back; null when it is not. */
@@ -1743,9 +1743,9 @@ export type WebhookEndpoint = Node & {
   /** The endpoint's identifier (a UUIDv7). */
   id: Scalars['ID']['output'];
   /**
-   * The most deliveries the endpoint receives in any one second, counted across every instance; null: no
-   * throttle. Deliveries beyond it wait for a later second (`heldBackReason: THROTTLED`), in order, without
-   * counting as attempts.
+   * The most deliveries the endpoint receives in any window of one second, wherever it starts, counted across every
+   * instance; null: no throttle. Deliveries are spread evenly, one every 1.1 s / maxDeliveriesPerSecond; those
+   * waiting for their turn are held back (`heldBackReason: THROTTLED`), in order, without counting as attempts.
    */
   maxDeliveriesPerSecond?: Maybe<Scalars['Int']['output']>;
   /** How the endpoint's deliveries are ordered (`NONE` by default). */
@@ -1859,7 +1859,7 @@ export type WebhookHeldBackEvent = {
 export type WebhookHeldBackReason =
   /** Behind an earlier delivery of its reference to the same endpoint that is still pending (`ordering: REFERENCE`). */
   | 'ordering'
-  /** Due, but its endpoint received its `maxDeliveriesPerSecond` in the current second: it goes out in a later one. */
+  /** Due, but its endpoint's throttle has no turn free yet (`maxDeliveriesPerSecond`, spread evenly): it goes out at its turn. */
   | 'throttled';
 
 /** How an endpoint's deliveries are ordered. */

@@ -11,6 +11,7 @@ import type {
   DeliveryLease,
   DeliveryListQuery,
   FinishedAttempt,
+  LeasedDelivery,
   WebhookRepository,
 } from "../../domain/webhooks/webhook-repository.ts";
 import type { DatabaseProvider } from "../database.ts";
@@ -120,7 +121,7 @@ export class SqlWebhookRepository implements WebhookRepository {
     return this.deliveries.countPendingDeliveries();
   }
 
-  claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
+  claimDueDeliveries(request: ClaimRequest): Promise<LeasedDelivery[]> {
     return this.claims.claimDueDeliveries(request);
   }
   finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>> {
