@@ -2,6 +2,7 @@ import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import { WEBHOOK_SIGNINGS } from "../domain/webhooks/signing-keys.ts";
 import {
   DELIVERY_STATUSES,
+  DROPPED_REASONS,
   HELD_BACK_REASONS,
   TAG_FILTER_STATES,
   WEBHOOK_ORDERINGS,
@@ -112,6 +113,15 @@ const webhookDeliveryProperties = {
     description:
       "Why it is held back: ordering (behind an earlier delivery of its reference) or throttled (its endpoint's " +
       "throttle has no turn free before a later time; it goes out then); null when it is not",
+  },
+  dropped_reason: {
+    type: ["string", "null"],
+    enum: [...DROPPED_REASONS, null],
+    description:
+      "Why the delivery was dropped unsent (then status is failed and no attempt was made for it), decided just " +
+      "before it would have started with its endpoint as it was then: endpoint_disabled (the endpoint was " +
+      "disabled) or filter_excluded (its event_types or tag filter no longer take the event). null when it was " +
+      "not; a re-send, a recovery or a replay clears it",
   },
   body: {
     ...freeForm,

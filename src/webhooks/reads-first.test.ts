@@ -19,6 +19,7 @@ function claimed(endpointId: string, ageMs: number | null): ClaimedDelivery {
       id: `delivery-${serial}`,
       endpointId,
       eventOccurredAt: ageMs === null ? null : new Date(NOW - ageMs),
+      droppedReason: null,
       leaseExpiresAt: new Date(NOW + 60_000),
     },
     endpoint: null,

@@ -392,10 +392,11 @@ export class WebhookWorker {
 
   private async deliver(claimed: ClaimedDelivery, signal: AbortSignal, releaseEndpointSlot: () => void): Promise<void> {
     const { delivery } = claimed;
-    if (!this.deliveries.isSendable(claimed)) {
-      await this.deliveries.abandon(claimed);
+    const dropped = this.deliveries.dropReasonOf(claimed);
+    if (dropped !== null || !this.deliveries.isSendable(claimed)) {
+      await this.deliveries.abandon(claimed, dropped ?? "endpoint_deleted");
       this.drained = false;
-      this.metrics.failed.inc({ reason: claimed.endpoint ? "endpoint_disabled" : "endpoint_deleted" });
+      this.metrics.failed.inc({ reason: dropped ?? "endpoint_deleted" });
       return;
     }
     const attemptedAt = this.clock.now();

@@ -7,7 +7,8 @@ import { judgeLostAttempts, type LostAttempt } from "./lost-attempts.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { OpenAttempt } from "./webhook-attempt-log.ts";
 import { isWithinSlot } from "./throttle-schedule.ts";
-import { type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from "./webhook-models.ts";
+import type { DroppedReason, WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import { takesDelivery } from "./webhook-outbox.ts";
 import type { CountedLostAttempts, DeliveryLease, DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
@@ -202,11 +203,21 @@ export class WebhookDeliveryService {
   }
 
   /**
-   * False when the endpoint was deleted or disabled after the delivery was queued (as `startWithCurrentEndpoints`
-   * saw it): then call `abandon`.
+   * Why the delivery must not start with its endpoint as `startWithCurrentEndpoints` saw it, or null when it may:
+   * the endpoint was deleted or disabled, or its filters (event types, tags) no longer take the delivery's event,
+   * whether it was queued live, by a recovery, a replay or by hand (SPEC §9.2). Then call `abandon` (a deleted
+   * endpoint's delivery is gone with it).
    */
+  dropReasonOf(claimed: ClaimedDelivery): DroppedReason | "endpoint_deleted" | null {
+    if (claimed.endpoint === null) return "endpoint_deleted";
+    if (!claimed.endpoint.enabled) return "endpoint_disabled";
+    if (!takesDelivery(claimed.endpoint, claimed.delivery)) return "filter_excluded";
+    return null;
+  }
+
+  /** True when `dropReasonOf` is null. */
   isSendable(claimed: ClaimedDelivery): claimed is ClaimedDelivery & { endpoint: WebhookEndpoint } {
-    return claimed.endpoint !== null && claimed.endpoint.enabled;
+    return this.dropReasonOf(claimed) === null;
   }
 
   /**
@@ -237,9 +248,12 @@ export class WebhookDeliveryService {
     );
   }
 
-  async abandon(claimed: ClaimedDelivery): Promise<void> {
+  /** Ends the delivery unsent, its drop's reason in the delivery log (`droppedReason`), no attempt counted. */
+  async abandon(claimed: ClaimedDelivery, reason: DroppedReason | "endpoint_deleted"): Promise<void> {
     await this.store.webhookAttemptLog.drop([claimed.attemptId]);
-    await this.store.webhooks.abandonDelivery(leaseOf(claimed), this.clock.now());
+    // A deleted endpoint's deliveries were deleted with it: nothing is left to write (the statement finds no row).
+    const stored = reason === "endpoint_deleted" ? "endpoint_disabled" : reason;
+    await this.store.webhooks.abandonDelivery(leaseOf(claimed), this.clock.now(), stored);
   }
 
   /**

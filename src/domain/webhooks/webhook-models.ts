@@ -131,7 +131,19 @@ export interface WebhookDelivery {
   readonly orderingKey: string | null;
   /** The event's time (with `eventId`, its place in the log); null for test events. */
   readonly eventOccurredAt: Date | null;
+  /**
+   * Why the delivery was dropped unsent (status "failed", no attempt for it): decided just before it would have
+   * started, with its endpoint as it was then. Null when it was not; a re-send, recovery or replay clears it.
+   */
+  readonly droppedReason: DroppedReason | null;
 }
+
+/**
+ * endpoint_disabled: the endpoint was disabled (by hand, a 410, a failure streak) before the delivery started;
+ * filter_excluded: the endpoint's filters (event types, tags) no longer take the delivery's event.
+ */
+export const DROPPED_REASONS = ["endpoint_disabled", "filter_excluded"] as const;
+export type DroppedReason = (typeof DROPPED_REASONS)[number];
 
 export interface WebhookAttempt {
   readonly id: string;

@@ -1,5 +1,6 @@
 import type {
   DeliveryStatus,
+  DroppedReason,
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
@@ -138,11 +139,14 @@ export interface WebhookRepository {
   finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>>;
   /** Moves these leased deliveries' counts (and states) by their lost attempts, in one statement. */
   countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void>;
-  /** Ends a delivery without an attempt (its endpoint was disabled or deleted meanwhile). */
-  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void>;
+  /**
+   * Ends a delivery without an attempt, with why (its endpoint was disabled, or its filters no longer take it);
+   * a delivery of a deleted endpoint is gone already.
+   */
+  abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void>;
   /**
    * Fails the endpoint's pending deliveries that no instance is sending right now (those finish on their own
-   * and are abandoned when claimed again). Returns how many were failed.
+   * and are abandoned when claimed again), dropped as "endpoint_disabled". Returns how many were failed.
    */
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number>;
   /**

@@ -1,3 +1,4 @@
+import type { DroppedReason } from "../../domain/webhooks/webhook-models.ts";
 import { THROTTLE_HORIZON_MS, THROTTLE_SPREAD_MS } from "../../domain/webhooks/throttle-schedule.ts";
 import type {
   ClaimRequest,
@@ -280,10 +281,10 @@ export class SqlWebhookClaimRepository {
       WHERE ${heldBy(items)}`);
   }
 
-  async abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
+  async abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void> {
     await this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
-        "lease_expires_at" = NULL, "updated_at" = ${at}
+        "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = ${reason}
       WHERE "id" = ${lease.deliveryId} AND "lease_owner" = ${lease.leaseToken}`);
   }
 
@@ -293,7 +294,7 @@ export class SqlWebhookClaimRepository {
     const counts = await findInChunks(ids, async (chunk) => [
       await this.sql.run(Prisma.sql`
         UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
-          "lease_expires_at" = NULL, "updated_at" = ${at}
+          "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = 'endpoint_disabled'
         WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'
           AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${at})`),
     ]);

@@ -109,7 +109,7 @@ export class SqlWebhookDeliveryRepository {
     // order: it goes out before the later deliveries of its reference still pending, and holds them back.
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
-        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = NULL,
         "ordering_key" = ${orderingKeyWhenSentAgain(this.provider)}
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);

@@ -1,5 +1,6 @@
 import {
   type DeliveryStatus,
+  type DroppedReason,
   type WebhookAttempt,
   type WebhookDelivery,
   type WebhookDeliveryView,
@@ -10,7 +11,7 @@ import { Prisma } from "./sql-template.ts";
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
   "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
-  "ordering_key", "event_occurred_at", "attempts_since_queued"`;
+  "ordering_key", "event_occurred_at", "attempts_since_queued", "dropped_reason"`;
 
 /** A delivery as a raw statement gives it (column names; the driver's types, see src/store/sql/rows.ts). */
 export interface DeliveryColumns {
@@ -31,6 +32,7 @@ export interface DeliveryColumns {
   readonly ordering_key: string | null;
   readonly event_occurred_at: unknown;
   readonly attempts_since_queued: number | bigint;
+  readonly dropped_reason: string | null;
 }
 
 export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
@@ -51,6 +53,7 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
     updatedAt: toDate(row.updated_at),
     orderingKey: row.ordering_key,
     eventOccurredAt: toNullableDate(row.event_occurred_at),
+    droppedReason: row.dropped_reason as DroppedReason | null,
   };
 }
 

@@ -1,4 +1,5 @@
 import type {
+  DroppedReason,
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
@@ -130,8 +131,8 @@ export class SqlWebhookRepository implements WebhookRepository {
   countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void> {
     return this.claims.countLostAttempts(items);
   }
-  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
-    return this.claims.abandonDelivery(lease, at);
+  abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void> {
+    return this.claims.abandonDelivery(lease, at, reason);
   }
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     return this.claims.failPendingDeliveries(endpointIds, at);

@@ -14,3 +14,8 @@ CREATE TABLE "webhook_endpoint_throttles" (
 ALTER TABLE "webhook_endpoint_throttles" ADD CONSTRAINT "webhook_endpoint_throttles_endpoint_id_fkey" FOREIGN KEY ("endpoint_id") REFERENCES "webhook_endpoints"("id") ON DELETE CASCADE ON UPDATE CASCADE;
 INSERT INTO "webhook_endpoint_throttles" ("endpoint_id", "theoretical_arrival_us")
 SELECT "id", 0 FROM "webhook_endpoints" WHERE "max_deliveries_per_second" IS NOT NULL;
+
+-- Why a delivery was dropped unsent (SPEC §9.2, issue 50.3): the worker decides, just before a delivery starts, with
+-- its endpoint as it is then; 'endpoint_disabled' or 'filter_excluded' (the endpoint's event types or tags no
+-- longer take the event). NULL for every delivery that was not dropped; a re-send, recovery or replay clears it.
+ALTER TABLE "webhook_deliveries" ADD COLUMN "dropped_reason" TEXT;
