@@ -14,6 +14,8 @@ import { outgoingDelivery, type DeliveryTransport } from "./destinations/deliver
 export interface WebhookWorkerOptions {
   /** Requests in flight at once, all endpoints. */
   readonly concurrency: number;
+  /** Requests in flight at once to the endpoints of one organization. */
+  readonly concurrencyPerOrganization: number;
   /** Requests in flight at once to one endpoint. */
   readonly concurrencyPerEndpoint: number;
   readonly pollIntervalMs: number;
@@ -131,7 +133,7 @@ export class WebhookWorker {
     private readonly log: FastifyBaseLogger,
     private readonly options: WebhookWorkerOptions,
   ) {
-    this.slots = new DeliverySlots(options.concurrency, options.concurrencyPerEndpoint);
+    this.slots = new DeliverySlots(options);
     this.readsFirst = new ReadsFirst(options.readsWaiting);
     // Each request in flight listens to it: up to `concurrency` listeners, not a leak.
     setMaxListeners(0, this.shutdown.signal);
@@ -249,10 +251,12 @@ export class WebhookWorker {
       if (unrecorded > MAX_UNRECORDED_FACTOR * this.options.concurrency || this.stopped) return;
       const ahead = (CLAIM_AHEAD_FACTOR + 1) * this.options.concurrency;
       const perEndpointAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerEndpoint;
+      const perOrganizationAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerOrganization;
       const capacity = ahead - this.slots.held;
       if (capacity <= 0) return;
       const { limits, room, refillDue } = this.slots.claimRoom(
         perEndpointAhead,
+        perOrganizationAhead,
         REFILL_BELOW_ROUNDS * this.options.concurrencyPerEndpoint,
       );
       if (!fromOutside && !refillDue && this.drained) return;
@@ -353,7 +357,7 @@ export class WebhookWorker {
         if (begun)
           return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
         this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
-        for (const claimed of round) this.slots.giveSlotBack(claimed.delivery.endpointId);
+        for (const claimed of round) this.slots.giveSlotBack(claimed);
         checked();
         void this.handBack(round, true);
       })
@@ -372,7 +376,7 @@ export class WebhookWorker {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
       answered();
-      this.slots.giveSlotBack(endpointId);
+      this.slots.giveSlotBack(claimed);
       this.startWaiting();
       this.wakeSoon();
     };
