@@ -71,9 +71,12 @@ export class SqlWebhookClaimRepository {
   /**
    * One statement on both databases (docs/decisions.md, "Webhook claims: heads only, fair shares"):
    *
+   * - The endpoints visited are those with pending heads, found by a skip scan of the partial index
+   *   "webhook_deliveries_due_heads_idx" (a recursive CTE: one probe per endpoint with work, issue 49.5): idle
+   *   endpoints cost nothing, however many there are.
    * - Candidates are read per endpoint: each endpoint's oldest due, unleased deliveries, at most its limit, from the
-   *   partial index "webhook_deliveries_due_heads_idx" (a LATERAL subquery on PostgreSQL, a correlated `IN` on
-   *   SQLite, which has no LATERAL). So a claim reads a few rows per endpoint with work, whatever the backlogs.
+   *   same index (a LATERAL subquery on PostgreSQL, a correlated `IN` on SQLite, which has no LATERAL). So a claim
+   *   reads a few rows per endpoint with work, whatever the backlogs.
    * - Only heads are in that index: an ordered delivery behind an earlier pending one of its reference is `held`
    *   (kept by triggers, migration 0014), so one reference's deliveries are leased one at a time, in log order, by
    *   whichever instance claims, and a backlog held behind a failing reference is never read.
@@ -126,7 +129,12 @@ export class SqlWebhookClaimRepository {
           Prisma.sql`
           SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at", t."allowance", t."base_us",
             t."interval_us"
-          FROM "webhook_endpoints" e LEFT JOIN LATERAL (
+          FROM pending_endpoints p CROSS JOIN LATERAL (
+            -- One probe of the primary key per endpoint with work (LIMIT keeps the planner from joining the whole
+            -- endpoints table to the skip scan's rows, whose number it cannot estimate).
+            SELECT w."id", w."organization_id", w."max_deliveries_per_second" FROM "webhook_endpoints" w
+            WHERE w."id" = p."endpoint_id" LIMIT 1
+          ) e LEFT JOIN LATERAL (
             SELECT s."base_us", s."interval_us", ${allowanceOf(Prisma.sql`s."base_us"`, Prisma.sql`s."interval_us"`)}
               AS "allowance"
             FROM (
@@ -149,14 +157,26 @@ export class SqlWebhookClaimRepository {
                 SELECT MAX(w."theoretical_arrival_us", ${nowUs}) FROM "webhook_endpoint_throttles" w
                 WHERE w."endpoint_id" = e."id") END AS "base_us",
               ${intervalUs} AS "interval_us"
-            FROM "webhook_endpoints" e JOIN "webhook_deliveries" d ON d."id" IN (
+            FROM pending_endpoints p JOIN "webhook_endpoints" e ON e."id" = p."endpoint_id"
+            JOIN "webhook_deliveries" d ON d."id" IN (
               SELECT x."id" FROM "webhook_deliveries" x WHERE ${dueHeads(Prisma.sql`e."id"`)}
             ) ${exclusion}
           ) c
           -- A throttled endpoint without its schedule row gets nothing (as on PostgreSQL).
           WHERE c."base_us" IS NOT NULL OR c."interval_us" IS NULL`;
+    // The endpoints with pending heads, found by a skip scan of the claim's own partial index (one probe per
+    // endpoint with work, and a last one that finds none): idle endpoints cost the claim nothing, however many.
+    const nextPendingEndpoint = (after: Prisma.Sql) => Prisma.sql`(
+      SELECT x."endpoint_id" FROM "webhook_deliveries" x
+      WHERE x."status" = 'pending' AND NOT x."held" ${after}
+      ORDER BY x."endpoint_id" LIMIT 1)`;
     const chosen = Prisma.sql`
-      WITH candidates AS (${candidates}), by_endpoint AS (
+      WITH RECURSIVE pending_endpoints ("endpoint_id") AS (
+        SELECT ${nextPendingEndpoint(Prisma.empty)}
+        UNION ALL
+        SELECT ${nextPendingEndpoint(Prisma.sql`AND x."endpoint_id" > p."endpoint_id"`)}
+        FROM pending_endpoints p WHERE p."endpoint_id" IS NOT NULL
+      ), candidates AS (${candidates}), by_endpoint AS (
         SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c."endpoint_id" ORDER BY c."next_attempt_at", c."id") AS "rank"
         FROM candidates c
       ), by_organization AS (
