@@ -289,35 +289,12 @@ export class WebhookDeliveryService {
             : { at: now, status: "failed", attemptCount, attemptsSinceQueued, nextAttemptAt: null };
       return { claimed, report, verdict, attempt, transition, leaseToken: claimed.leaseToken };
     });
-    const goneReason = "The endpoint answered 410 Gone";
-    const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
     const disabledBy = await this.store.transaction(async (store) => {
       const webhooks = store.webhooks;
-      const existing = await webhooks.finishAttempts(judged);
-      const recorded = judged.filter((item) => existing.has(item.claimed.delivery.id));
-      // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
-      // ended by the next success instead.
-      const recovered = recorded
-        .filter((item) => item.verdict.kind === "succeeded" && item.claimed.endpoint?.failingSince != null)
-        .map((item) => item.claimed.delivery.endpointId);
-      await webhooks.markEndpointsHealthy([...new Set(recovered)]);
-      const failed = recorded.filter((item) => item.verdict.kind !== "succeeded");
-      if (failed.length === 0) return new Map<string, string>();
-      const failingSince = new Map<string, Date>();
-      for (const { claimed, report } of failed) {
-        const known = failingSince.get(claimed.delivery.endpointId);
-        if (!known || report.attemptedAt < known) failingSince.set(claimed.delivery.endpointId, report.attemptedAt);
-      }
-      await webhooks.markEndpointsFailing(failingSince);
-      const gone = new Set(
-        failed.filter((item) => item.verdict.kind === "gone").map((item) => item.claimed.delivery.endpointId),
-      );
-      const streaking = [...failingSince.keys()].filter((id) => !gone.has(id));
-      const disabled = new Map<string, string>();
-      for (const id of await webhooks.disableEndpoints([...gone], goneReason, now)) disabled.set(id, goneReason);
-      const cutoff = new Date(now.getTime() - this.rules.disableAfterMs);
-      for (const id of await webhooks.disableEndpoints(streaking, streakReason, now, cutoff))
-        disabled.set(id, streakReason);
+      // The endpoints first, then the deliveries (their order locks, then their rows): the lock order of
+      // src/store/sql/sql-store.ts, which a disable by hand follows too.
+      const disabled = await this.settleEndpoints(webhooks, judged, now);
+      await webhooks.finishAttempts(judged);
       await webhooks.failPendingDeliveries([...disabled.keys()], now);
       return disabled;
     });
@@ -332,6 +309,45 @@ export class WebhookDeliveryService {
     });
     this.notifyRecorded(items.map(({ claimed: { delivery } }) => delivery));
     return results;
+  }
+
+  /**
+   * What a batch of outcomes does to its endpoints: failure streaks started by failures and ended by successes,
+   * endpoints disabled by a 410 or by a streak longer than the configured window. Returns the endpoints it
+   * disabled, with why. (An outcome of a delivery deleted meanwhile is of an endpoint deleted with it: its updates
+   * find no row.)
+   */
+  private async settleEndpoints(
+    webhooks: Store["webhooks"],
+    judged: readonly { claimed: ClaimedDelivery; report: AttemptReport; verdict: AttemptVerdict }[],
+    now: Date,
+  ): Promise<Map<string, string>> {
+    const goneReason = "The endpoint answered 410 Gone";
+    const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
+    // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
+    // ended by the next success instead.
+    const recovered = judged
+      .filter((item) => item.verdict.kind === "succeeded" && item.claimed.endpoint?.failingSince != null)
+      .map((item) => item.claimed.delivery.endpointId);
+    await webhooks.markEndpointsHealthy([...new Set(recovered)]);
+    const failed = judged.filter((item) => item.verdict.kind !== "succeeded");
+    if (failed.length === 0) return new Map<string, string>();
+    const failingSince = new Map<string, Date>();
+    for (const { claimed, report } of failed) {
+      const known = failingSince.get(claimed.delivery.endpointId);
+      if (!known || report.attemptedAt < known) failingSince.set(claimed.delivery.endpointId, report.attemptedAt);
+    }
+    await webhooks.markEndpointsFailing(failingSince);
+    const gone = new Set(
+      failed.filter((item) => item.verdict.kind === "gone").map((item) => item.claimed.delivery.endpointId),
+    );
+    const streaking = [...failingSince.keys()].filter((id) => !gone.has(id));
+    const disabled = new Map<string, string>();
+    for (const id of await webhooks.disableEndpoints([...gone], goneReason, now)) disabled.set(id, goneReason);
+    const cutoff = new Date(now.getTime() - this.rules.disableAfterMs);
+    for (const id of await webhooks.disableEndpoints(streaking, streakReason, now, cutoff))
+      disabled.set(id, streakReason);
+    return disabled;
   }
 
   /** Called after attempts were committed, with the deliveries they belong to (the operator page's feed). */

@@ -14,6 +14,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { lockOrdersInSortedOrder } from "./webhook-ordering-queries.ts";
 
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
@@ -285,7 +286,14 @@ export class SqlWebhookClaimRepository {
    * One statement for a batch: each delivery's new state is picked by its id, for those their claim still
    * leases. Returns how many moved.
    */
-  private moveDeliveries(items: readonly DeliveryMove[]): Promise<number> {
+  private async moveDeliveries(items: readonly DeliveryMove[]): Promise<number> {
+    if (this.provider === "postgres" && items.length > 1) {
+      // The outcomes of several references' deliveries: their order locks in one sorted order first (lock order).
+      await this.sql.all(
+        lockOrdersInSortedOrder(Prisma.sql`SELECT "endpoint_id", "ordering_key" FROM "webhook_deliveries"
+          WHERE "id" IN (${Prisma.join(items.map((item) => item.deliveryId))})`),
+      );
+    }
     const lease = (column: string) =>
       items.every((item) => !item.keepsLease)
         ? Prisma.sql`NULL`
@@ -311,13 +319,23 @@ export class SqlWebhookClaimRepository {
   async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
     if (ids.length === 0) return 0;
-    const counts = await findInChunks(ids, async (chunk) => [
-      await this.sql.run(Prisma.sql`
+    const counts = await findInChunks(ids, async (chunk) => {
+      if (this.provider === "postgres") {
+        // Each reference with pending deliveries has one head (unheld): its order's lock, sorted, before the rows'.
+        await this.sql.all(
+          lockOrdersInSortedOrder(Prisma.sql`SELECT "endpoint_id", "ordering_key" FROM "webhook_deliveries"
+            WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending' AND "ordering_key" IS NOT NULL
+              AND NOT "held"`),
+        );
+      }
+      return [
+        await this.sql.run(Prisma.sql`
         UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
           "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = 'endpoint_disabled'
         WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'
           AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${at})`),
-    ]);
+      ];
+    });
     return counts.reduce((sum, count) => sum + count, 0);
   }
 

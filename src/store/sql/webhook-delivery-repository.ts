@@ -16,7 +16,7 @@ import {
   type DeliveryColumns,
   type DeliveryViewColumns,
 } from "./webhook-delivery-rows.ts";
-import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
+import { lockOrdersInSortedOrder, orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -35,6 +35,17 @@ export class SqlWebhookDeliveryRepository {
   ) {}
 
   async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    const ordered = deliveries.filter((delivery) => delivery.orderingKey !== null);
+    if (this.provider === "postgres" && ordered.length > 1) {
+      // Several references' orders: their locks in one sorted order before any row takes one (lock order).
+      await this.sql.all(
+        lockOrdersInSortedOrder(
+          Prisma.sql`SELECT * FROM (VALUES ${Prisma.join(
+            ordered.map((d) => Prisma.sql`(CAST(${d.endpointId} AS TEXT), CAST(${d.orderingKey} AS TEXT))`),
+          )}) v ("endpoint_id", "ordering_key")`,
+        ),
+      );
+    }
     // One multi-row INSERT per chunk of parameters (one chunk for any realistic number of endpoints).
     for (const chunk of chunksOf(deliveries, 15)) {
       await this.sql.run(Prisma.sql`
