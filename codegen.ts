@@ -80,6 +80,7 @@ const config: CodegenConfig = {
           WebhookOrdering: `${GRAPHQL_ENUMS}#WebhookOrdering`,
           WebhookSigning: `${GRAPHQL_ENUMS}#WebhookSigning`,
           WebhookHeldBackReason: `${GRAPHQL_ENUMS}#WebhookHeldBackReason`,
+          WebhookDroppedReason: `${GRAPHQL_ENUMS}#WebhookDroppedReason`,
           WebhookReplayRunState: `${GRAPHQL_ENUMS}#WebhookReplayRunState`,
         },
         scalars: {
@@ -129,6 +130,7 @@ const config: CodegenConfig = {
           WebhookOrdering: { NONE: "none", REFERENCE: "reference" },
           WebhookSigning: { HMAC_SHA256: "hmac-sha256", ED25519: "ed25519" },
           WebhookHeldBackReason: { ORDERING: "ordering", THROTTLED: "throttled" },
+          WebhookDroppedReason: { ENDPOINT_DISABLED: "endpoint_disabled", FILTER_EXCLUDED: "filter_excluded" },
           WebhookReplayRunState: { RUNNING: "running", PAUSED: "paused" },
         },
       },

@@ -88,6 +88,11 @@ export interface Config {
   readonly webhookConcurrency: number;
   /** Requests in flight at once per instance to one endpoint, so one slow endpoint cannot hold back others. */
   readonly webhookConcurrencyPerEndpoint: number;
+  /**
+   * Requests in flight at once per instance to the endpoints of one organization, so that one organization's
+   * receivers that never answer leave slots to the others (issue 49.1).
+   */
+  readonly webhookConcurrencyPerOrganization: number;
   /** Events a webhook replay reads and schedules per batch (one short transaction each). */
   readonly webhookReplayBatchSize: number;
   /** How often the worker looks for due deliveries when nothing wakes it earlier. */
@@ -154,6 +159,15 @@ function parsePositiveNumber(env: NodeJS.ProcessEnv, name: string, fallback: num
   return value;
 }
 
+/**
+ * Half the worker's slots, so that one organization's dead receivers leave the other half free; at least two
+ * endpoints' worth, so that one of its endpoints that never answers leaves another of its own a slot (never more
+ * than every slot).
+ */
+function defaultConcurrencyPerOrganization(concurrency: number, perEndpoint: number): number {
+  return Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), 2 * perEndpoint));
+}
+
 function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -191,6 +205,8 @@ export function loadConfig(
   const vacuumCheck = env.VACUUM_CHECK_INTERVAL ?? (nodeEnv === "test" ? "off" : "10s");
   const webhookTimeoutMs = parseDuration(env.WEBHOOK_TIMEOUT ?? "15s", "WEBHOOK_TIMEOUT");
   const webhookLeaseMs = parseDuration(env.WEBHOOK_LEASE ?? "30s", "WEBHOOK_LEASE");
+  const webhookConcurrency = parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1);
+  const webhookConcurrencyPerEndpoint = parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1);
   // A lease shorter than a request could expire while the request is still running, and a second instance
   // would send the same delivery again: require room for the request and for recording its outcome.
   if (webhookLeaseMs < webhookTimeoutMs + 1_000) {
@@ -250,8 +266,14 @@ export function loadConfig(
     webhookDisableAfterMs: parseDuration(env.WEBHOOK_DISABLE_AFTER ?? "5d", "WEBHOOK_DISABLE_AFTER"),
     webhookDeliveryRetentionMs: parseDuration(env.WEBHOOK_DELIVERY_RETENTION ?? "30d", "WEBHOOK_DELIVERY_RETENTION"),
     webhookLeaseMs,
-    webhookConcurrency: parseInteger(env, "WEBHOOK_CONCURRENCY", 50, 1),
-    webhookConcurrencyPerEndpoint: parseInteger(env, "WEBHOOK_CONCURRENCY_PER_ENDPOINT", 10, 1),
+    webhookConcurrency,
+    webhookConcurrencyPerEndpoint,
+    webhookConcurrencyPerOrganization: parseInteger(
+      env,
+      "WEBHOOK_CONCURRENCY_PER_ORGANIZATION",
+      defaultConcurrencyPerOrganization(webhookConcurrency, webhookConcurrencyPerEndpoint),
+      1,
+    ),
     webhookReplayBatchSize: parseInteger(env, "WEBHOOK_REPLAY_BATCH_SIZE", 1_000, 1),
     webhookPollIntervalMs: Math.max(10, parseDuration(env.WEBHOOK_POLL_INTERVAL ?? "500ms", "WEBHOOK_POLL_INTERVAL")),
     webhookWorkerEnabled: parseSwitch(env, "WEBHOOK_WORKER", true),

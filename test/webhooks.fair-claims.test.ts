@@ -153,8 +153,8 @@ describe("the claim's reads beside a failing ordered reference on postgres", () 
     await testDatabase?.drop();
   });
 
-  /** Rows of "webhook_deliveries" one claim reads, counted by PostgreSQL in a transaction that is rolled back. */
-  async function rowsReadByOneClaim(): Promise<{ read: number; claimed: number }> {
+  /** Rows of `table` one claim reads, counted by PostgreSQL in a transaction that is rolled back. */
+  async function rowsReadByOneClaim(table = "webhook_deliveries"): Promise<{ read: number; claimed: number }> {
     let result: { read: number; claimed: number } | undefined;
     await database.sql
       .transaction(async (sql) => {
@@ -166,7 +166,7 @@ describe("the claim's reads beside a failing ordered reference on postgres", () 
         const rowsRead = async () => {
           const [row] = await sql.all<{ read: number }>(Prisma.sql`
             SELECT (COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0))::int AS "read"
-            FROM pg_stat_xact_user_tables WHERE relname = 'webhook_deliveries'`);
+            FROM pg_stat_xact_user_tables WHERE relname = ${table}`);
           return row?.read ?? 0;
         };
         const before = await rowsRead();
@@ -215,5 +215,23 @@ describe("the claim's reads beside a failing ordered reference on postgres", () 
     expect(manyHeld.claimed).toBe(1);
     // ...and reads as many rows with 1,050 held deliveries as with 50.
     expect(manyHeld.read).toBe(fewHeld.read);
+  }, 120_000);
+
+  // Issue 49.5: the claim starts from the endpoints with pending deliveries (a skip scan of its own index), not
+  // from the endpoints table.
+  it("does not read the endpoints that have nothing pending", async () => {
+    const addIdleEndpoints = async (organizations: number) => {
+      for (let index = 0; index < organizations; index++) {
+        const { organization } = await services.organizations.createOrganization(`idle-${index}`);
+        for (let endpoint = 0; endpoint < 50; endpoint++)
+          await services.webhooks.createEndpoint(organization.id, { url: `http://127.0.0.1:9/idle/${endpoint}` });
+      }
+    };
+    const before = await rowsReadByOneClaim("webhook_endpoints");
+    await addIdleEndpoints(20);
+    const after = await rowsReadByOneClaim("webhook_endpoints");
+    // The same endpoint rows read (those with deliveries pending) with 1,000 idle endpoints more.
+    expect(after.claimed).toBe(before.claimed);
+    expect(after.read).toBe(before.read);
   }, 120_000);
 });

@@ -6,7 +6,8 @@ import { WebhookReceiver } from "./support/webhook-receiver.ts";
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
 /*
- * A replay follows the endpoint as it is now, batch by batch: narrowed filters apply from the next batch on;
+ * A replay follows the endpoint as it is now: narrowed filters apply to what it schedules next and to what it
+ * scheduled and has not begun (dropped unsent);
  * disabling pauses it (nothing more is scheduled, the read says paused), enabling resumes it to the end, deleting
  * ends it. The server's batch is 5 events and one request at a time goes to an endpoint: a receiver that holds its
  * third answer holds the replay after its first batch (the next waits until at most half of it is pending).
@@ -78,7 +79,7 @@ describe.each(DATABASE_KINDS)("a replay follows its endpoint on %s", (kind) => {
       "no delivery pending",
     );
 
-  it("applies event_types narrowed mid-replay from the next batch on", async () => {
+  it("applies event_types narrowed mid-replay to what it schedules next and to what has not begun", async () => {
     const path = `/${kind}/narrowed`;
     const since = new Date().toISOString();
     const events = await referenceWithOutcomes(server);
@@ -97,12 +98,16 @@ describe.each(DATABASE_KINDS)("a replay follows its endpoint on %s", (kind) => {
     await eventually(async () => (await replayOf(endpoint.id)) === null, 30_000, "the replay to end");
     await settled(endpoint.id);
 
-    // The first batch went out whole; from the second on, only the types the endpoint takes now.
+    // The three requests begun before the change went out; after it, only the types the endpoint takes now, the
+    // first batch's scheduled deliveries included (issue 50.3): the others were dropped, saying why.
     const expected = [
-      ...events.slice(0, 5),
-      ...events.slice(5).filter((event) => event.type === "extraction_succeeded"),
+      ...events.slice(0, 3),
+      ...events.slice(3).filter((event) => event.type === "extraction_succeeded"),
     ].map((event) => event.id);
     expect(new Set(receiver.on(path).map((hook) => hook.json.id))).toEqual(new Set(expected));
+    const dropped = (await settled(endpoint.id)).filter((delivery) => delivery.dropped_reason !== null);
+    expect(dropped.map((delivery) => delivery.event_id)).toEqual([events[4]!.id]);
+    expect(dropped[0]).toMatchObject({ status: "failed", attempt_count: 0, dropped_reason: "filter_excluded" });
   }, 90_000);
 
   it("pauses while its endpoint is disabled, resumes when it is enabled, and ends with its deletion", async () => {

@@ -7,11 +7,16 @@ import { WebhookReceiver, type ReceivedWebhook } from "./support/webhook-receive
 import { createEndpoint, createReference, eventually, listDeliveries, type Caller } from "./support/webhooks.ts";
 
 /*
- * The throttle per endpoint (SPEC §9.3, issue 38): an endpoint with `max_deliveries_per_second: 50` receives at
- * most 50 deliveries in any wall-clock second (by the webhook-timestamp of each request), counted across every
- * instance sharing the database (two on PostgreSQL, one on SQLite), while an unthrottled endpoint of the same
- * organization drains the same backlog at its own speed. The order per reference holds, a delivery waiting for
- * its second is no attempt, and the deliveries list says why it waits ("throttled").
+ * The throttle per endpoint (SPEC §9.3, issues 38 and 50.2): an endpoint with `max_deliveries_per_second: 50`
+ * receives at most 50 deliveries in any window of one second, wherever it starts (a receiver's sliding window),
+ * counted across every instance sharing the database (two on PostgreSQL, one on SQLite), while an unthrottled
+ * endpoint of the same organization drains the same backlog at its own speed. The order per reference holds, a
+ * delivery waiting for its turn is no attempt, and the deliveries list says why it waits ("throttled").
+ *
+ * The window is judged on the instants the requests began, as the delivery log records them (`attemptedAt`): on
+ * this shared machine the time from a request's start to its arrival was seen varying by up to 230 ms (processes
+ * held by the scheduler at a load of 12 on 2 cores), which no sender controls and the throttle leaves room for only
+ * on a machine that runs its processes (docs/decisions/0100-webhook-throttle-gcra.md).
  */
 
 const MAX_PER_SECOND = 50;
@@ -20,7 +25,7 @@ const ORDERED_REFERENCES = 4;
 const UPDATES_PER_REFERENCE = 10;
 /** reference_created of the parent, of each child and of each ordered reference, then their updates. */
 const EVENTS = 1 + CHILDREN + ORDERED_REFERENCES * (1 + UPDATES_PER_REFERENCE);
-// A window's deliveries may all go out together as it opens (not ten at a time across it).
+// Concurrency is never what spreads the throttled endpoint's deliveries: its schedule does.
 const ENV = {
   WEBHOOK_POLL_INTERVAL: "100ms",
   WEBHOOK_RETRY_SCHEDULE: "0s,200ms",
@@ -37,6 +42,18 @@ function sentPerSecond(hooks: readonly ReceivedWebhook[]): Map<number, number> {
   const counts = new Map<number, number>();
   for (const hook of hooks) counts.set(Number(hook.timestamp), (counts.get(Number(hook.timestamp)) ?? 0) + 1);
   return counts;
+}
+
+/** The most of these instants (ms) within any one second, wherever it starts (a sliding window). */
+function mostInAnySecond(instants: readonly number[]): number {
+  const sorted = [...instants].sort((a, b) => a - b);
+  let most = 0;
+  let first = 0;
+  for (let last = 0; last < sorted.length; last++) {
+    while (sorted[last]! - sorted[first]! >= 1_000) first++;
+    most = Math.max(most, last - first + 1);
+  }
+  return most;
 }
 
 describe.each(DATABASE_KINDS)("a throttled endpoint on %s", (kind) => {
@@ -126,9 +143,8 @@ describe.each(DATABASE_KINDS)("a throttled endpoint on %s", (kind) => {
 
     await receiver.waitForCount(throttledPath, EVENTS, 60_000);
     const hooks = receiver.on(throttledPath);
-    // Each request carries the wall-clock second it was sent in (its webhook-timestamp): never more than the
-    // maximum in one, whichever instance sent them, so the drain took as many seconds as the maximum demands.
-    // (When they arrived is the machine's business: a busy event loop may hold a request back past its second.)
+    // Each wall-clock second of the webhook-timestamps holds at most the maximum, and the drain took as many of
+    // them as the maximum demands.
     const counts = sentPerSecond(hooks);
     expect(Math.max(...counts.values())).toBeLessThanOrEqual(MAX_PER_SECOND);
     expect(counts.size).toBeGreaterThanOrEqual(Math.ceil(EVENTS / MAX_PER_SECOND));
@@ -145,13 +161,28 @@ describe.each(DATABASE_KINDS)("a throttled endpoint on %s", (kind) => {
       expect([...new Set(received)]).toEqual(logOrder);
     }
 
-    // Waiting for a second is no attempt: every delivery went out once and succeeded at its first attempt.
+    // Waiting for a turn is no attempt: every delivery went out once and succeeded at its first attempt.
     expect(new Set(hooks.map((hook) => hook.webhookId)).size).toBe(EVENTS);
     const settled = await eventually(async () => {
       const page = await listDeliveries(caller, throttled.id, "?limit=500");
       return page.length === EVENTS && page.every((delivery) => delivery.status === "succeeded") ? page : null;
     }, 20_000);
     expect(settled.filter((delivery) => delivery.attempt_count !== 1)).toEqual([]);
+
+    // However a one-second window is placed on the instants the requests began, it holds at most the maximum,
+    // whichever instance sent them.
+    const started = await gqlData(
+      caller,
+      `query($id: ID!) { webhookEndpoint(id: $id) {
+        deliveries(first: 500) { edges { node { attempts { attemptedAt } } } } } }`,
+      { id: throttled.id },
+    );
+    const attempts = started.webhookEndpoint.deliveries.edges.flatMap(
+      (edge: { node: { attempts: { attemptedAt: string }[] } }) =>
+        edge.node.attempts.map((attempt) => Date.parse(attempt.attemptedAt)),
+    );
+    expect(attempts).toHaveLength(EVENTS);
+    expect(mostInAnySecond(attempts)).toBeLessThanOrEqual(MAX_PER_SECOND);
   }, 120_000);
 
   it("takes the setting on update and refuses values out of range with a pointer", async () => {

@@ -6,10 +6,12 @@ import type { ListReferencesInput } from "../domain/references/reference-input.t
 import type { WebhookSigning } from "../domain/webhooks/signing-keys.ts";
 import {
   DELIVERY_STATUSES,
+  DROPPED_REASONS,
   HELD_BACK_REASONS,
   TAG_FILTER_STATES,
   WEBHOOK_ORDERINGS,
   type DeliveryStatus,
+  type DroppedReason,
   type HeldBackReason,
   type TagFilterState,
   type WebhookOrdering,
@@ -33,6 +35,7 @@ export type WebhookTagFilterState = TagFilterState;
 export type WebhookEventType = LifecycleEventType | "webhook_test";
 export type { WebhookOrdering, WebhookSigning };
 export type WebhookHeldBackReason = HeldBackReason;
+export type WebhookDroppedReason = DroppedReason;
 export type WebhookReplayRunState = ReplayState;
 
 type EnumNames<Value extends string> = { readonly [Name in Uppercase<Value>]: Extract<Value, Lowercase<Name>> };
@@ -51,6 +54,7 @@ export const WEBHOOK_DELIVERY_STATUS_NAMES = enumNames<WebhookDeliveryStatus>(DE
 export const WEBHOOK_TAG_FILTER_STATE_NAMES = enumNames<WebhookTagFilterState>(TAG_FILTER_STATES);
 export const WEBHOOK_ORDERING_NAMES = enumNames<WebhookOrdering>(WEBHOOK_ORDERINGS);
 export const WEBHOOK_HELD_BACK_REASON_NAMES = enumNames<WebhookHeldBackReason>(HELD_BACK_REASONS);
+export const WEBHOOK_DROPPED_REASON_NAMES = enumNames<WebhookDroppedReason>(DROPPED_REASONS);
 /** Spelled by hand: "hmac-sha256" is no GraphQL name. */
 export const WEBHOOK_SIGNING_NAMES = {
   HMAC_SHA256: "hmac-sha256",

@@ -2,6 +2,7 @@ import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
 import { WEBHOOK_SIGNINGS } from "../domain/webhooks/signing-keys.ts";
 import {
   DELIVERY_STATUSES,
+  DROPPED_REASONS,
   HELD_BACK_REASONS,
   TAG_FILTER_STATES,
   WEBHOOK_ORDERINGS,
@@ -76,7 +77,9 @@ const webhookEndpointProperties = {
   },
   max_deliveries_per_second: {
     type: ["integer", "null"],
-    description: "At most this many deliveries in any one second, all instances together; null: no throttle",
+    description:
+      "At most this many deliveries in any window of one second, wherever it starts, all instances together, " +
+      "spread evenly; null: no throttle",
   },
   created_at: dateTime,
   updated_at: dateTime,
@@ -102,14 +105,23 @@ const webhookDeliveryProperties = {
     description:
       "Pending, and held back behind an earlier delivery of its reference to this endpoint that is still pending " +
       "(ordering reference): it is not sent, whatever next_attempt_at says, until that one succeeds or fails; or " +
-      "due while its endpoint received its max_deliveries_per_second in the current second (held_back_reason)",
+      "due while its endpoint's throttle has no turn free yet (held_back_reason)",
   },
   held_back_reason: {
     type: ["string", "null"],
     enum: [...HELD_BACK_REASONS, null],
     description:
       "Why it is held back: ordering (behind an earlier delivery of its reference) or throttled (its endpoint's " +
-      "throttle is spent for this second; it goes out in a later one); null when it is not",
+      "throttle has no turn free before a later time; it goes out then); null when it is not",
+  },
+  dropped_reason: {
+    type: ["string", "null"],
+    enum: [...DROPPED_REASONS, null],
+    description:
+      "Why the delivery was dropped unsent (then status is failed and no attempt was made for it), decided just " +
+      "before it would have started with its endpoint as it was then: endpoint_disabled (the endpoint was " +
+      "disabled) or filter_excluded (its event_types or tag filter no longer take the event). null when it was " +
+      "not; a re-send, a recovery or a replay clears it",
   },
   body: {
     ...freeForm,

@@ -10,27 +10,39 @@ export interface ClaimRoom {
   readonly refillDue: boolean;
 }
 
+/** The limits of the slots: requests on the wire at once. */
+export interface SlotLimits {
+  /** All endpoints of all organizations. */
+  readonly concurrency: number;
+  /** The endpoints of one organization together (issue 49.1: a tenant's dead receivers cost its own share). */
+  readonly concurrencyPerOrganization: number;
+  /** One endpoint. */
+  readonly concurrencyPerEndpoint: number;
+}
+
+/** An organization's claimed deliveries not started yet: one queue per endpoint, oldest first. */
+type OrganizationQueues = Map<string, ClaimedDelivery[]>;
+
 /**
  * The webhook worker's bookkeeping of what it claimed (webhook-worker.ts): the deliveries waiting to start, in one
- * queue per endpoint, oldest first, and the request slots taken, in all and per endpoint. Deliveries start
- * round-robin over the endpoints, each within its endpoint's limit: a slow or dead endpoint holds a bounded number
- * of slots and the others keep flowing.
+ * queue per endpoint grouped by organization, and the request slots taken, in all, per organization and per
+ * endpoint. Deliveries start round-robin over the organizations, then over each organization's endpoints, each
+ * within its organization's and its endpoint's limits: endpoints that never answer hold at most their
+ * organization's share of the slots, and another organization's next delivery finds a free one.
  */
 export class DeliverySlots {
   /** Requests on the wire. */
   private sendingCount = 0;
-  /** Requests on the wire per endpoint. */
+  private readonly sendingPerOrganization = new Map<string, number>();
   private readonly sendingPerEndpoint = new Map<string, number>();
-  /** Claimed deliveries not started yet, per endpoint, oldest first (a Map keeps the round-robin order). */
-  private readonly waiting = new Map<string, ClaimedDelivery[]>();
+  /** Claimed deliveries not started yet, per organization, then per endpoint (Maps keep the round-robin order). */
+  private readonly waiting = new Map<string, OrganizationQueues>();
+  private readonly waitingPerOrganization = new Map<string, number>();
+  /** Each endpoint's organization, while it has deliveries waiting or on the wire. */
+  private readonly organizationOf = new Map<string, string>();
   private waitingCount = 0;
 
-  constructor(
-    /** Requests on the wire at once, all endpoints. */
-    private readonly concurrency: number,
-    /** Requests on the wire at once to one endpoint. */
-    private readonly concurrencyPerEndpoint: number,
-  ) {}
+  constructor(private readonly limits: SlotLimits) {}
 
   get sending(): number {
     return this.sendingCount;
@@ -41,14 +53,23 @@ export class DeliverySlots {
     return this.sendingCount + this.waitingCount;
   }
 
-  /** The room of each known endpoint for the next claim, up to `perEndpointAhead` claimed per endpoint. */
-  claimRoom(perEndpointAhead: number, refillBelow: number): ClaimRoom {
+  /**
+   * The room of each known endpoint for the next claim, up to `perEndpointAhead` claimed per endpoint and
+   * `perOrganizationAhead` per organization: an organization at its limit has every known endpoint's room at 0, so
+   * that its backlog behind dead receivers does not take the claims other organizations need.
+   */
+  claimRoom(perEndpointAhead: number, perOrganizationAhead: number, refillBelow: number): ClaimRoom {
     const limits = new Map<string, number>();
     let room = 0;
     let refillDue = false;
-    for (const endpointId of new Set([...this.sendingPerEndpoint.keys(), ...this.waiting.keys()])) {
-      const waiting = this.waiting.get(endpointId)?.length ?? 0;
-      const left = perEndpointAhead - (this.sendingPerEndpoint.get(endpointId) ?? 0) - waiting;
+    for (const [endpointId, organizationId] of this.organizationOf) {
+      const waiting = this.waiting.get(organizationId)?.get(endpointId)?.length ?? 0;
+      const organizationHeld =
+        (this.sendingPerOrganization.get(organizationId) ?? 0) + (this.waitingPerOrganization.get(organizationId) ?? 0);
+      const left = Math.min(
+        perEndpointAhead - (this.sendingPerEndpoint.get(endpointId) ?? 0) - waiting,
+        perOrganizationAhead - organizationHeld,
+      );
       limits.set(endpointId, left);
       room += Math.max(0, left);
       if (left > 0 && waiting < refillBelow) refillDue = true;
@@ -58,71 +79,116 @@ export class DeliverySlots {
   }
 
   enqueue(claimed: readonly ClaimedDelivery[]): void {
-    for (const delivery of claimed) {
-      const queue = this.waiting.get(delivery.delivery.endpointId);
-      if (queue) queue.push(delivery);
-      else this.waiting.set(delivery.delivery.endpointId, [delivery]);
+    for (const item of claimed) {
+      const { organizationId, endpointId } = item.delivery;
+      let queues = this.waiting.get(organizationId);
+      if (!queues) this.waiting.set(organizationId, (queues = new Map()));
+      const queue = queues.get(endpointId);
+      if (queue) queue.push(item);
+      else queues.set(endpointId, [item]);
+      this.organizationOf.set(endpointId, organizationId);
+      add(this.waitingPerOrganization, organizationId, 1);
     }
     this.waitingCount += claimed.length;
   }
 
   /**
-   * Takes waiting deliveries, one endpoint after the other, while slots are free: each endpoint's oldest that
-   * `holds` does not keep back (those kept stay queued in their order; `held` says some were); those `startable`
-   * accepts take a slot and make the round; the others leave the queue as `refused`, without a slot.
+   * Takes waiting deliveries, one organization after the other and within each one endpoint after the other,
+   * while slots are free: each endpoint's oldest that `holds` does not keep back (those kept stay queued in their
+   * order); those `startable` accepts take a slot and make the round; the others leave the queue as `refused`,
+   * without a slot.
    */
   takeRound(rules: {
     readonly holds: (next: ClaimedDelivery) => boolean;
     readonly startable: (next: ClaimedDelivery) => boolean;
-  }): { round: ClaimedDelivery[]; refused: ClaimedDelivery[]; held: boolean } {
+  }): { round: ClaimedDelivery[]; refused: ClaimedDelivery[] } {
     const round: ClaimedDelivery[] = [];
     const refused: ClaimedDelivery[] = [];
-    let held = false;
     let took = true;
-    while (took && this.sendingCount < this.concurrency) {
+    while (took && this.sendingCount < this.limits.concurrency) {
       took = false;
-      for (const [endpointId, queue] of this.waiting) {
-        if (this.sendingCount >= this.concurrency) break;
-        if ((this.sendingPerEndpoint.get(endpointId) ?? 0) >= this.concurrencyPerEndpoint) continue;
-        // Passing over what `holds` is safe: an endpoint's queue holds at most one delivery of a reference whose
-        // order it keeps (the claim leases heads only), so starting a later one first changes no promised order.
-        const index = queue.findIndex((candidate) => !rules.holds(candidate));
-        if (index !== 0) held = true;
-        if (index === -1) continue;
-        const [next] = queue.splice(index, 1) as [ClaimedDelivery];
-        this.waitingCount--;
-        // Moved to the back: the next round starts with the endpoints that did not get a slot in this one.
-        this.waiting.delete(endpointId);
-        if (queue.length > 0) this.waiting.set(endpointId, queue);
+      for (const [organizationId, queues] of this.waiting) {
+        if (this.sendingCount >= this.limits.concurrency) break;
+        if ((this.sendingPerOrganization.get(organizationId) ?? 0) >= this.limits.concurrencyPerOrganization) continue;
+        const next = this.takeFromOrganization(organizationId, queues, rules.holds);
+        if (!next) continue;
+        took = true;
+        // Moved to the back: the next pass starts with the organizations that did not get a slot in this one.
+        this.waiting.delete(organizationId);
+        if (queues.size > 0) this.waiting.set(organizationId, queues);
         if (rules.startable(next)) {
-          this.takeSlot(endpointId);
+          this.takeSlot(next);
           round.push(next);
         } else {
           refused.push(next);
+          this.forgetIfIdle(next.delivery.endpointId);
         }
-        took = true;
       }
     }
-    return { round, refused, held };
+    return { round, refused };
+  }
+
+  /** One delivery of the organization's next endpoint with a free slot and a delivery `holds` does not keep. */
+  private takeFromOrganization(
+    organizationId: string,
+    queues: OrganizationQueues,
+    holds: (next: ClaimedDelivery) => boolean,
+  ): ClaimedDelivery | undefined {
+    for (const [endpointId, queue] of queues) {
+      if ((this.sendingPerEndpoint.get(endpointId) ?? 0) >= this.limits.concurrencyPerEndpoint) continue;
+      // Passing over what `holds` is safe: an endpoint's queue holds at most one delivery of a reference whose
+      // order it keeps (the claim leases heads only), so starting a later one first changes no promised order.
+      const index = queue.findIndex((candidate) => !holds(candidate));
+      if (index === -1) continue;
+      const [next] = queue.splice(index, 1) as [ClaimedDelivery];
+      this.waitingCount--;
+      add(this.waitingPerOrganization, organizationId, -1);
+      // Moved to the back: the organization's next slot goes to its next endpoint.
+      queues.delete(endpointId);
+      if (queue.length > 0) queues.set(endpointId, queue);
+      return next;
+    }
+    return undefined;
   }
 
   /** Empties the queues (shutdown): what was claimed and not started. */
   takeAllWaiting(): ClaimedDelivery[] {
-    const all = [...this.waiting.values()].flat();
+    const all = [...this.waiting.values()].flatMap((queues) => [...queues.values()].flat());
     this.waiting.clear();
+    this.waitingPerOrganization.clear();
     this.waitingCount = 0;
+    for (const item of all) this.forgetIfIdle(item.delivery.endpointId);
     return all;
   }
 
-  giveSlotBack(endpointId: string): void {
+  giveSlotBack(claimed: ClaimedDelivery): void {
+    const { organizationId, endpointId } = claimed.delivery;
     this.sendingCount--;
-    const left = (this.sendingPerEndpoint.get(endpointId) ?? 1) - 1;
-    if (left > 0) this.sendingPerEndpoint.set(endpointId, left);
-    else this.sendingPerEndpoint.delete(endpointId);
+    add(this.sendingPerOrganization, organizationId, -1);
+    add(this.sendingPerEndpoint, endpointId, -1);
+    this.forgetIfIdle(endpointId);
   }
 
-  private takeSlot(endpointId: string): void {
-    this.sendingPerEndpoint.set(endpointId, (this.sendingPerEndpoint.get(endpointId) ?? 0) + 1);
+  private takeSlot(claimed: ClaimedDelivery): void {
+    add(this.sendingPerOrganization, claimed.delivery.organizationId, 1);
+    add(this.sendingPerEndpoint, claimed.delivery.endpointId, 1);
     this.sendingCount++;
   }
+
+  /** An endpoint with nothing waiting and nothing on the wire is no longer known (nor is an empty organization). */
+  private forgetIfIdle(endpointId: string): void {
+    const organizationId = this.organizationOf.get(endpointId);
+    if (organizationId === undefined || this.sendingPerEndpoint.has(endpointId)) return;
+    const queues = this.waiting.get(organizationId);
+    if (queues?.has(endpointId)) return;
+    this.organizationOf.delete(endpointId);
+    if (queues && queues.size === 0) this.waiting.delete(organizationId);
+  }
+}
+
+/** Adds `delta` to a count, deleting it at 0. */
+function add(counts: Map<string, number>, key: string, delta: number): void {
+  const next = (counts.get(key) ?? 0) + delta;
+  if (next > 0) counts.set(key, next);
+  else counts.delete(key);
 }

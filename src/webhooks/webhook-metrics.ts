@@ -22,7 +22,7 @@ export class WebhookMetrics {
     });
     this.failed = new Counter({
       name: "reftrail_webhook_deliveries_failed_total",
-      help: "Webhook deliveries given up (retries exhausted, 410 Gone, endpoint disabled or deleted)",
+      help: "Webhook deliveries given up (retries exhausted, 410 Gone, endpoint disabled or deleted, filters no longer taking the event)",
       labelNames: ["reason"] as const,
       registers,
     });

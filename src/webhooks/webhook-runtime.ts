@@ -66,6 +66,7 @@ export function startWebhookWorker({
     log.child({ component: "webhooks" }),
     {
       concurrency: config.webhookConcurrency,
+      concurrencyPerOrganization: config.webhookConcurrencyPerOrganization,
       concurrencyPerEndpoint: config.webhookConcurrencyPerEndpoint,
       pollIntervalMs: config.webhookPollIntervalMs,
       timeoutMs: config.webhookTimeoutMs,

@@ -15,6 +15,8 @@ import { outgoingDelivery, type DeliveryTransport } from "./destinations/deliver
 export interface WebhookWorkerOptions {
   /** Requests in flight at once, all endpoints. */
   readonly concurrency: number;
+  /** Requests in flight at once to the endpoints of one organization. */
+  readonly concurrencyPerOrganization: number;
   /** Requests in flight at once to one endpoint. */
   readonly concurrencyPerEndpoint: number;
   readonly pollIntervalMs: number;
@@ -51,8 +53,11 @@ const REFILL_BELOW_ROUNDS = 2;
 /** No claim while more answered requests than this multiple of the concurrency wait for their outcome's write. */
 const MAX_UNRECORDED_FACTOR = 2;
 
-/** The wake-up for a throttled endpoint's next window comes this long after the second begins (timer slack). */
-const THROTTLE_WAKE_MARGIN_MS = 2;
+/**
+ * After a claim leased throttled deliveries, the worker claims again this much later: a throttled endpoint's
+ * schedule opens slots continuously (throttle-schedule.ts), and no commit announces them.
+ */
+const THROTTLE_RECLAIM_MS = 250;
 
 /** A claimed delivery is started only while its lease outlasts the timeout by this much; else handed back. */
 const LEASE_MARGIN_MS = 250;
@@ -104,8 +109,10 @@ export class WebhookWorker {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private wakeTimer: NodeJS.Timeout | null = null;
-  /** Wakes the worker as the next second begins, for throttled endpoints with deliveries left. */
+  /** Wakes the worker as throttled endpoints' schedules open new slots, for those with deliveries left. */
   private throttleTimer: NodeJS.Timeout | null = null;
+  /** Starts the waiting deliveries whose slot comes next (throttled endpoints), at that slot. */
+  private slotTimer: { readonly at: number; readonly timer: NodeJS.Timeout } | null = null;
   /** A round's start check has not begun its requests yet (one at a time: see `startRound`). */
   private checking = false;
   /** Slots freed meanwhile: another round is looked for once its requests have begun. */
@@ -127,7 +134,7 @@ export class WebhookWorker {
     private readonly log: FastifyBaseLogger,
     private readonly options: WebhookWorkerOptions,
   ) {
-    this.slots = new DeliverySlots(options.concurrency, options.concurrencyPerEndpoint);
+    this.slots = new DeliverySlots(options);
     this.readsFirst = new ReadsFirst(options.readsWaiting);
     // Each request in flight listens to it: up to `concurrency` listeners, not a leak.
     setMaxListeners(0, this.shutdown.signal);
@@ -185,17 +192,31 @@ export class WebhookWorker {
   }
 
   /**
-   * A throttled endpoint got deliveries in this second: what it has left waits for the next one, which no commit
-   * announces, so the worker wakes itself as it begins.
+   * A throttled endpoint got slots up to its claim's horizon: what it has left gets later slots, which no commit
+   * announces, so the worker wakes itself to claim them.
    */
-  private wakeAtNextThrottleWindow(): void {
+  private wakeForSchedule(): void {
     if (this.stopped || this.throttleTimer) return;
-    const untilNextSecond = 1_000 - (this.clock.now().getTime() % 1_000);
     this.throttleTimer = setTimeout(() => {
       this.throttleTimer = null;
       this.wake();
-    }, untilNextSecond + THROTTLE_WAKE_MARGIN_MS);
+    }, THROTTLE_RECLAIM_MS);
     this.throttleTimer.unref();
+  }
+
+  /** Looks for waiting deliveries to start at `at`, the next slot of a throttled delivery (unless sooner). */
+  private startAtSlot(at: number): void {
+    if (this.stopped || (this.slotTimer && this.slotTimer.at <= at)) return;
+    if (this.slotTimer) clearTimeout(this.slotTimer.timer);
+    const timer = setTimeout(
+      () => {
+        this.slotTimer = null;
+        this.startWaiting();
+      },
+      Math.max(0, at - this.clock.now().getTime()),
+    );
+    timer.unref();
+    this.slotTimer = { at, timer };
   }
 
   /**
@@ -208,6 +229,7 @@ export class WebhookWorker {
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
     if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    if (this.slotTimer) clearTimeout(this.slotTimer.timer);
     if (this.backlogTimer) clearTimeout(this.backlogTimer);
     this.outcomes.stop();
     await this.pumping;
@@ -234,10 +256,12 @@ export class WebhookWorker {
       if (unrecorded > MAX_UNRECORDED_FACTOR * this.options.concurrency || this.stopped) return;
       const ahead = (CLAIM_AHEAD_FACTOR + 1) * this.options.concurrency;
       const perEndpointAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerEndpoint;
+      const perOrganizationAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerOrganization;
       const capacity = ahead - this.slots.held;
       if (capacity <= 0) return;
       const { limits, room, refillDue } = this.slots.claimRoom(
         perEndpointAhead,
+        perOrganizationAhead,
         REFILL_BELOW_ROUNDS * this.options.concurrencyPerEndpoint,
       );
       if (!fromOutside && !refillDue && this.drained) return;
@@ -247,7 +271,7 @@ export class WebhookWorker {
       const limit = refillOnly ? Math.min(capacity, room) : capacity;
       const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead);
       if (claimed.length === 0) this.drained = true;
-      if (claimed.some((item) => item.throttleWindow !== null)) this.wakeAtNextThrottleWindow();
+      if (claimed.some((item) => item.slotAt !== null)) this.wakeForSchedule();
       this.slots.enqueue(claimed);
       this.startWaiting();
       if (claimed.length === 0 && !this.wokenWhilePumping) return;
@@ -264,16 +288,36 @@ export class WebhookWorker {
       return;
     }
     if (this.stopped) return;
-    const now = this.clock.now().getTime();
-    const { round, refused, held } = this.slots.takeRound({
-      holds: this.readsFirst.holdsForRound(now),
-      // A delivery whose lease would not outlast its request is handed back instead.
+    const at = this.clock.now();
+    const now = at.getTime();
+    const readsHold = this.readsFirst.holdsForRound(now);
+    let nextSlot = Number.POSITIVE_INFINITY;
+    let heldForReads = false;
+    const { round, refused } = this.slots.takeRound({
+      // A throttled delivery waits for its slot (queued in slot order: the ones behind it wait too).
+      holds: (next) => {
+        const slot = next.slotAt?.getTime() ?? 0;
+        if (slot > now) {
+          nextSlot = Math.min(nextSlot, slot);
+          return true;
+        }
+        const holds = readsHold(next);
+        heldForReads ||= holds;
+        return holds;
+      },
+      // A delivery whose lease would not outlast its request, or past its slot, is handed back instead.
       startable: (next) =>
-        (next.delivery.leaseExpiresAt?.getTime() ?? 0) - now >= this.options.timeoutMs + LEASE_MARGIN_MS,
+        (next.delivery.leaseExpiresAt?.getTime() ?? 0) - now >= this.options.timeoutMs + LEASE_MARGIN_MS &&
+        this.deliveries.isOnSchedule(next, at),
     });
+    if (nextSlot !== Number.POSITIVE_INFINITY) this.startAtSlot(nextSlot);
     if (round.length > 0) this.startRound(round);
-    if (refused.length > 0) void this.handBack(refused, false);
-    if (held && !this.backlogTimer) {
+    if (refused.length > 0)
+      void this.handBack(
+        refused,
+        refused.some((item) => item.slotAt !== null),
+      );
+    if (heldForReads && !this.backlogTimer) {
       this.backlogTimer = setTimeout(() => {
         this.backlogTimer = null;
         this.startWaiting();
@@ -322,7 +366,7 @@ export class WebhookWorker {
         if (begun)
           return this.log.error({ err: error }, "webhook worker's start check failed after its requests began");
         this.log.error({ err: error }, "webhook worker could not check endpoints before starting requests");
-        for (const claimed of round) this.slots.giveSlotBack(claimed.delivery.endpointId);
+        for (const claimed of round) this.slots.giveSlotBack(claimed);
         checked();
         void this.handBack(round, true);
       })
@@ -341,7 +385,7 @@ export class WebhookWorker {
       if (!endpointSlotHeld) return;
       endpointSlotHeld = false;
       answered();
-      this.slots.giveSlotBack(endpointId);
+      this.slots.giveSlotBack(claimed);
       this.startWaiting();
       this.wakeSoon();
     };
@@ -361,15 +405,16 @@ export class WebhookWorker {
 
   private async deliver(claimed: ClaimedDelivery, signal: AbortSignal, releaseEndpointSlot: () => void): Promise<void> {
     const { delivery } = claimed;
-    if (!this.deliveries.isSendable(claimed)) {
-      await this.deliveries.abandon(claimed);
+    const dropped = this.deliveries.dropReasonOf(claimed);
+    if (dropped !== null || !this.deliveries.isSendable(claimed)) {
+      await this.deliveries.abandon(claimed, dropped ?? "endpoint_deleted");
       this.drained = false;
-      this.metrics.failed.inc({ reason: claimed.endpoint ? "endpoint_disabled" : "endpoint_deleted" });
+      this.metrics.failed.inc({ reason: dropped ?? "endpoint_deleted" });
       return;
     }
     const attemptedAt = this.clock.now();
-    if (!this.deliveries.isInThrottleWindow(claimed, attemptedAt)) {
-      // Claimed in a second that has passed: sent now, it would exceed the endpoint's throttle in this one.
+    if (!this.deliveries.isOnSchedule(claimed, attemptedAt)) {
+      // Too long after its slot (the start check took long): sent now, it could crowd the endpoint's later slots.
       releaseEndpointSlot();
       await this.deliveries.release([claimed]);
       this.drained = false;

@@ -24,6 +24,7 @@ function delivery(attemptsSinceQueued: number, attemptCount = attemptsSinceQueue
     updatedAt: LOST_AT,
     orderingKey: null,
     eventOccurredAt: null,
+    droppedReason: null,
   };
 }
 

@@ -6,7 +6,9 @@ import type { DeliveryChange } from "./delivery-activity.ts";
 import { judgeLostAttempts, type LostAttempt } from "./lost-attempts.ts";
 import { judgeAttempt, type AttemptVerdict } from "./retry-policy.ts";
 import type { OpenAttempt } from "./webhook-attempt-log.ts";
-import { throttleWindowOf, type WebhookAttempt, type WebhookDelivery, type WebhookEndpoint } from "./webhook-models.ts";
+import { isWithinSlot } from "./throttle-schedule.ts";
+import type { DroppedReason, WebhookAttempt, WebhookDelivery, WebhookEndpoint } from "./webhook-models.ts";
+import { takesDelivery } from "./webhook-outbox.ts";
 import type { CountedLostAttempts, DeliveryLease, DeliveryTransition } from "./webhook-repository.ts";
 
 export interface DeliveryRules {
@@ -29,11 +31,12 @@ export interface ClaimedDelivery {
   /** The claim's own token in `lease_owner`: what its outcome, release or abandon must still find there. */
   readonly leaseToken: string;
   /**
-   * For a throttled endpoint, the window (`throttleWindowOf`) the claim counted the delivery in: its request may
-   * begin only within that second (else `isInThrottleWindow` is false and it is handed back, unsent and
-   * uncounted). Null when the endpoint has no throttle.
+   * For a throttled endpoint, the slot the claim gave the delivery on the endpoint's schedule
+   * (throttle-schedule.ts): its request may begin at that instant at the earliest, and only within the start
+   * tolerance after it (else `isOnSchedule` is false and it is handed back, unsent and uncounted). Null when the
+   * endpoint has no throttle.
    */
-  readonly throttleWindow: number | null;
+  readonly slotAt: Date | null;
 }
 
 /** What the sender observed. */
@@ -135,12 +138,14 @@ export class WebhookDeliveryService {
     if (opened.length === 0) return [];
     const endpointIds = [...new Set(opened.map(([delivery]) => delivery.endpointId))];
     const endpoints = new Map((await this.store.webhooks.findEndpointsByIds(endpointIds)).map((e) => [e.id, e]));
-    const window = throttleWindowOf(now);
-    return opened.map(([delivery, attempt]) => {
-      const endpoint = endpoints.get(delivery.endpointId) ?? null;
-      const throttled = endpoint !== null && endpoint.maxDeliveriesPerSecond !== null;
-      return { delivery, endpoint, attemptId: attempt.id, leaseToken, throttleWindow: throttled ? window : null };
-    });
+    const slots = new Map(claimed.map((delivery) => [delivery.id, delivery.slotAt]));
+    return opened.map(([delivery, attempt]) => ({
+      delivery,
+      endpoint: endpoints.get(delivery.endpointId) ?? null,
+      attemptId: attempt.id,
+      leaseToken,
+      slotAt: slots.get(delivery.id) ?? null,
+    }));
   }
 
   /** Counts the lost attempts of claimed deliveries; returns those this claim sends, with their counts moved. */
@@ -189,20 +194,30 @@ export class WebhookDeliveryService {
   }
 
   /**
-   * False when a throttled delivery's second has passed since its claim counted it: its request would land in a
-   * window that did not count it. Hand it back with `release` (no attempt is counted); a later claim counts it in
-   * its own second.
+   * False when a throttled delivery's request, begun at `at`, would start too long after its slot: it could then
+   * crowd the endpoint's later slots (throttle-schedule.ts). Hand it back with `release` (no attempt is counted);
+   * a later claim gives it a slot of its own.
    */
-  isInThrottleWindow(claimed: ClaimedDelivery, at: Date): boolean {
-    return claimed.throttleWindow === null || claimed.throttleWindow === throttleWindowOf(at);
+  isOnSchedule(claimed: ClaimedDelivery, at: Date): boolean {
+    return isWithinSlot(claimed.slotAt, at);
   }
 
   /**
-   * False when the endpoint was deleted or disabled after the delivery was queued (as `startWithCurrentEndpoints`
-   * saw it): then call `abandon`.
+   * Why the delivery must not start with its endpoint as `startWithCurrentEndpoints` saw it, or null when it may:
+   * the endpoint was deleted or disabled, or its filters (event types, tags) no longer take the delivery's event,
+   * whether it was queued live, by a recovery, a replay or by hand (SPEC §9.2). Then call `abandon` (a deleted
+   * endpoint's delivery is gone with it).
    */
+  dropReasonOf(claimed: ClaimedDelivery): DroppedReason | "endpoint_deleted" | null {
+    if (claimed.endpoint === null) return "endpoint_deleted";
+    if (!claimed.endpoint.enabled) return "endpoint_disabled";
+    if (!takesDelivery(claimed.endpoint, claimed.delivery)) return "filter_excluded";
+    return null;
+  }
+
+  /** True when `dropReasonOf` is null. */
   isSendable(claimed: ClaimedDelivery): claimed is ClaimedDelivery & { endpoint: WebhookEndpoint } {
-    return claimed.endpoint !== null && claimed.endpoint.enabled;
+    return this.dropReasonOf(claimed) === null;
   }
 
   /**
@@ -233,9 +248,12 @@ export class WebhookDeliveryService {
     );
   }
 
-  async abandon(claimed: ClaimedDelivery): Promise<void> {
+  /** Ends the delivery unsent, its drop's reason in the delivery log (`droppedReason`), no attempt counted. */
+  async abandon(claimed: ClaimedDelivery, reason: DroppedReason | "endpoint_deleted"): Promise<void> {
     await this.store.webhookAttemptLog.drop([claimed.attemptId]);
-    await this.store.webhooks.abandonDelivery(leaseOf(claimed), this.clock.now());
+    // A deleted endpoint's deliveries were deleted with it: nothing is left to write (the statement finds no row).
+    const stored = reason === "endpoint_deleted" ? "endpoint_disabled" : reason;
+    await this.store.webhooks.abandonDelivery(leaseOf(claimed), this.clock.now(), stored);
   }
 
   /**
@@ -271,35 +289,12 @@ export class WebhookDeliveryService {
             : { at: now, status: "failed", attemptCount, attemptsSinceQueued, nextAttemptAt: null };
       return { claimed, report, verdict, attempt, transition, leaseToken: claimed.leaseToken };
     });
-    const goneReason = "The endpoint answered 410 Gone";
-    const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
     const disabledBy = await this.store.transaction(async (store) => {
       const webhooks = store.webhooks;
-      const existing = await webhooks.finishAttempts(judged);
-      const recorded = judged.filter((item) => existing.has(item.claimed.delivery.id));
-      // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
-      // ended by the next success instead.
-      const recovered = recorded
-        .filter((item) => item.verdict.kind === "succeeded" && item.claimed.endpoint?.failingSince != null)
-        .map((item) => item.claimed.delivery.endpointId);
-      await webhooks.markEndpointsHealthy([...new Set(recovered)]);
-      const failed = recorded.filter((item) => item.verdict.kind !== "succeeded");
-      if (failed.length === 0) return new Map<string, string>();
-      const failingSince = new Map<string, Date>();
-      for (const { claimed, report } of failed) {
-        const known = failingSince.get(claimed.delivery.endpointId);
-        if (!known || report.attemptedAt < known) failingSince.set(claimed.delivery.endpointId, report.attemptedAt);
-      }
-      await webhooks.markEndpointsFailing(failingSince);
-      const gone = new Set(
-        failed.filter((item) => item.verdict.kind === "gone").map((item) => item.claimed.delivery.endpointId),
-      );
-      const streaking = [...failingSince.keys()].filter((id) => !gone.has(id));
-      const disabled = new Map<string, string>();
-      for (const id of await webhooks.disableEndpoints([...gone], goneReason, now)) disabled.set(id, goneReason);
-      const cutoff = new Date(now.getTime() - this.rules.disableAfterMs);
-      for (const id of await webhooks.disableEndpoints(streaking, streakReason, now, cutoff))
-        disabled.set(id, streakReason);
+      // The endpoints first, then the deliveries (their order locks, then their rows): the lock order of
+      // src/store/sql/sql-store.ts, which a disable by hand follows too.
+      const disabled = await this.settleEndpoints(webhooks, judged, now);
+      await webhooks.finishAttempts(judged);
       await webhooks.failPendingDeliveries([...disabled.keys()], now);
       return disabled;
     });
@@ -314,6 +309,45 @@ export class WebhookDeliveryService {
     });
     this.notifyRecorded(items.map(({ claimed: { delivery } }) => delivery));
     return results;
+  }
+
+  /**
+   * What a batch of outcomes does to its endpoints: failure streaks started by failures and ended by successes,
+   * endpoints disabled by a 410 or by a streak longer than the configured window. Returns the endpoints it
+   * disabled, with why. (An outcome of a delivery deleted meanwhile is of an endpoint deleted with it: its updates
+   * find no row.)
+   */
+  private async settleEndpoints(
+    webhooks: Store["webhooks"],
+    judged: readonly { claimed: ClaimedDelivery; report: AttemptReport; verdict: AttemptVerdict }[],
+    now: Date,
+  ): Promise<Map<string, string>> {
+    const goneReason = "The endpoint answered 410 Gone";
+    const streakReason = `Every delivery attempt failed for ${describeDuration(this.rules.disableAfterMs)}`;
+    // Only endpoints seen failing when their delivery was claimed: a streak that began after the claim is
+    // ended by the next success instead.
+    const recovered = judged
+      .filter((item) => item.verdict.kind === "succeeded" && item.claimed.endpoint?.failingSince != null)
+      .map((item) => item.claimed.delivery.endpointId);
+    await webhooks.markEndpointsHealthy([...new Set(recovered)]);
+    const failed = judged.filter((item) => item.verdict.kind !== "succeeded");
+    if (failed.length === 0) return new Map<string, string>();
+    const failingSince = new Map<string, Date>();
+    for (const { claimed, report } of failed) {
+      const known = failingSince.get(claimed.delivery.endpointId);
+      if (!known || report.attemptedAt < known) failingSince.set(claimed.delivery.endpointId, report.attemptedAt);
+    }
+    await webhooks.markEndpointsFailing(failingSince);
+    const gone = new Set(
+      failed.filter((item) => item.verdict.kind === "gone").map((item) => item.claimed.delivery.endpointId),
+    );
+    const streaking = [...failingSince.keys()].filter((id) => !gone.has(id));
+    const disabled = new Map<string, string>();
+    for (const id of await webhooks.disableEndpoints([...gone], goneReason, now)) disabled.set(id, goneReason);
+    const cutoff = new Date(now.getTime() - this.rules.disableAfterMs);
+    for (const id of await webhooks.disableEndpoints(streaking, streakReason, now, cutoff))
+      disabled.set(id, streakReason);
+    return disabled;
   }
 
   /** Called after attempts were committed, with the deliveries they belong to (the operator page's feed). */

@@ -131,7 +131,19 @@ export interface WebhookDelivery {
   readonly orderingKey: string | null;
   /** The event's time (with `eventId`, its place in the log); null for test events. */
   readonly eventOccurredAt: Date | null;
+  /**
+   * Why the delivery was dropped unsent (status "failed", no attempt for it): decided just before it would have
+   * started, with its endpoint as it was then. Null when it was not; a re-send, recovery or replay clears it.
+   */
+  readonly droppedReason: DroppedReason | null;
 }
+
+/**
+ * endpoint_disabled: the endpoint was disabled (by hand, a 410, a failure streak) before the delivery started;
+ * filter_excluded: the endpoint's filters (event types, tags) no longer take the delivery's event.
+ */
+export const DROPPED_REASONS = ["endpoint_disabled", "filter_excluded"] as const;
+export type DroppedReason = (typeof DROPPED_REASONS)[number];
 
 export interface WebhookAttempt {
   readonly id: string;
@@ -156,18 +168,10 @@ export interface WebhookDeliveryView extends WebhookDelivery {
   /**
    * Why it waits: "ordering", behind an earlier delivery of its reference (`orderingKey`) to the same endpoint that
    * is still pending (it is not sent, whatever `nextAttemptAt` says, until that one succeeds or fails);
-   * "throttled", due but its endpoint received its `maxDeliveriesPerSecond` in the current second (it goes out
-   * in a later one). Null when `heldBack` is false.
+   * "throttled", due but its endpoint's throttle schedule has no slot left before a later time (it goes out in a
+   * later slot, src/domain/webhooks/throttle-schedule.ts). Null when `heldBack` is false.
    */
   readonly heldBackReason: HeldBackReason | null;
-}
-
-/**
- * The throttle's window a claim made at `now` counts in (SPEC §9.3, `max_deliveries_per_second`): wall-clock
- * seconds since the epoch. A throttled delivery is leased in one window and its request must begin within it.
- */
-export function throttleWindowOf(now: Date): number {
-  return Math.floor(now.getTime() / 1000);
 }
 
 export const HELD_BACK_REASONS = ["ordering", "throttled"] as const;

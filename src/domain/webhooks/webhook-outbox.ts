@@ -2,7 +2,7 @@ import type { LifecycleEvent } from "../lifecycle/lifecycle-event.ts";
 import { newId } from "../shared/ids.ts";
 import type { Store } from "../store.ts";
 import { buildEventBody } from "./webhook-body.ts";
-import type { EndpointRoute, WebhookDelivery } from "./webhook-models.ts";
+import { TEST_EVENT_TYPE, type EndpointRoute, type WebhookDelivery } from "./webhook-models.ts";
 
 /**
  * The transactional outbox: called by the LifecycleRecorder inside the transaction that writes an
@@ -76,6 +76,7 @@ export class WebhookOutbox {
       // An ordered endpoint's deliveries keep their reference's log order (the claim enforces it).
       orderingKey: endpoint.ordering === "reference" ? event.referenceId : null,
       eventOccurredAt: event.occurredAt,
+      droppedReason: null,
     }));
   }
 
@@ -97,8 +98,30 @@ export class WebhookOutbox {
 
 /** Whether `event` goes to `endpoint`: both filters must pass (see the class comment). */
 export function routesTo(endpoint: EndpointRoute, event: LifecycleEvent): boolean {
-  if (endpoint.eventTypes !== null && !endpoint.eventTypes.includes(event.type)) return false;
+  return passesFilters(endpoint, event.type, () => event.referenceTags);
+}
+
+/**
+ * Whether the endpoint, with its filters as they are now, still takes a delivery queued for it (SPEC §9.2: once a
+ * change of its filters is acknowledged, no delivery it no longer takes starts): the same rule as `routesTo`, on
+ * the delivery's event type and the tag snapshot in its body (`reference_tags`). A test event is always taken.
+ */
+export function takesDelivery(endpoint: EndpointRoute, delivery: Pick<WebhookDelivery, "eventType" | "body">): boolean {
+  if (delivery.eventType === TEST_EVENT_TYPE) return true;
+  return passesFilters(endpoint, delivery.eventType, () => {
+    // Bodies are written by the outbox and the replay (webhook-body.ts): `reference_tags` is always a list.
+    const body = JSON.parse(delivery.body) as { reference_tags?: readonly { id: string }[] };
+    return body.reference_tags ?? [];
+  });
+}
+
+function passesFilters(
+  endpoint: EndpointRoute,
+  eventType: string,
+  referenceTags: () => readonly { readonly id: string }[],
+): boolean {
+  if (endpoint.eventTypes !== null && !(endpoint.eventTypes as readonly string[]).includes(eventType)) return false;
   if (endpoint.tagIds === null) return true;
   const tagIds = endpoint.tagIds;
-  return event.referenceTags.some((tag) => tagIds.includes(tag.id));
+  return referenceTags().some((tag) => tagIds.includes(tag.id));
 }

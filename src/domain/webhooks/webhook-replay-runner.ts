@@ -250,6 +250,7 @@ export class ReplayRunner {
         updatedAt: now,
         orderingKey: ordered ? event.referenceId : null,
         eventOccurredAt: event.occurredAt,
+        droppedReason: null,
       }));
     await store.webhooks.insertDeliveries(fresh);
     const ids = [...reused, ...fresh.map((delivery) => delivery.id)];

@@ -1,5 +1,6 @@
 import type {
   DeliveryStatus,
+  DroppedReason,
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
@@ -35,6 +36,15 @@ export interface ClaimRequest {
   readonly perEndpointLimit: ReadonlyMap<string, number>;
   /** The same for every endpoint not listed. */
   readonly defaultPerEndpointLimit: number;
+}
+
+/**
+ * A delivery as a claim leased it. `slotAt`: for a throttled endpoint, the instant its request may start at the
+ * earliest (its slot on the endpoint's schedule, src/domain/webhooks/throttle-schedule.ts); null when the endpoint
+ * has no throttle.
+ */
+export interface LeasedDelivery extends WebhookDelivery {
+  readonly slotAt: Date | null;
 }
 
 /** The state a delivery moves to after an attempt. */
@@ -116,9 +126,10 @@ export interface WebhookRepository {
 
   /**
    * Leases due, unleased (or expired-lease) pending deliveries to `owner`, oldest due first, within the
-   * limits. Concurrent claimers (other instances) never receive the same delivery while its lease holds.
+   * limits. Concurrent claimers (other instances) never receive the same delivery while its lease holds. A
+   * throttled endpoint's deliveries get consecutive slots of its schedule, shared by every instance.
    */
-  claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]>;
+  claimDueDeliveries(request: ClaimRequest): Promise<LeasedDelivery[]>;
   /**
    * Records attempts and moves their deliveries to their transitions, those still leased by the item's lease
    * token (an attempt whose lease was lost is still recorded), in a few statements whatever their number.
@@ -128,11 +139,14 @@ export interface WebhookRepository {
   finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>>;
   /** Moves these leased deliveries' counts (and states) by their lost attempts, in one statement. */
   countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void>;
-  /** Ends a delivery without an attempt (its endpoint was disabled or deleted meanwhile). */
-  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void>;
+  /**
+   * Ends a delivery without an attempt, with why (its endpoint was disabled, or its filters no longer take it);
+   * a delivery of a deleted endpoint is gone already.
+   */
+  abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void>;
   /**
    * Fails the endpoint's pending deliveries that no instance is sending right now (those finish on their own
-   * and are abandoned when claimed again). Returns how many were failed.
+   * and are abandoned when claimed again), dropped as "endpoint_disabled". Returns how many were failed.
    */
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number>;
   /**

@@ -251,6 +251,7 @@ export class WebhookService {
       updatedAt: now,
       orderingKey: null,
       eventOccurredAt: null,
+      droppedReason: null,
     };
     await this.store.webhooks.insertDeliveries([delivery]);
     this.notifyQueued(delivery);

@@ -4,7 +4,7 @@ import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as R
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDeliveryView as WebhookDeliveryViewModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
-import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookSigning as WebhookSigningModel, WebhookHeldBackReason as WebhookHeldBackReasonModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
+import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookSigning as WebhookSigningModel, WebhookHeldBackReason as WebhookHeldBackReasonModel, WebhookDroppedReason as WebhookDroppedReasonModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = Maybe<T>;
@@ -1630,6 +1630,11 @@ export type WebhookDelivery = Node & {
   body: Scalars['JSONObject']['output'];
   /** When the delivery was queued. */
   createdAt: Scalars['DateTime']['output'];
+  /**
+   * Why the delivery was dropped unsent (then `status` is `FAILED` and no attempt was made for it); null when it was
+   * not. A re-send, a recovery or a replay clears it.
+   */
+  droppedReason?: Maybe<WebhookDroppedReason>;
   /** The endpoint it is for. */
   endpointId: Scalars['ID']['output'];
   /** The event it carries (the body's `id`); for a test event, an id of its own. */
@@ -1642,7 +1647,7 @@ export type WebhookDelivery = Node & {
   /**
    * True when the delivery is pending and held back (see `heldBackReason`): behind an earlier delivery of its
    * reference to the same endpoint that is still pending (`ordering: REFERENCE`), it is not sent, whatever
-   * `nextAttemptAt` says, until that one succeeds or fails; throttled, it goes out in a later second.
+   * `nextAttemptAt` says, until that one succeeds or fails; throttled, it waits for its endpoint's next free turn.
    */
   heldBack: Scalars['Boolean']['output'];
   /** Why the delivery is held back; null when it is not. */
@@ -1710,6 +1715,17 @@ export type WebhookDestinationInput =
   { nats?: never; rabbitmq: RabbitMqDestinationInput; };
 
 /**
+ * Why a delivery was dropped unsent (status `FAILED`, no attempt for it). Decided just before it would have started,
+ * with its endpoint as it was then: once a change of the endpoint is acknowledged, no delivery it no longer takes
+ * starts, whether it was queued live, by a recovery, a replay or by hand.
+ */
+export type WebhookDroppedReason =
+  /** The endpoint was disabled (by hand, after a 410, or after failing too long) before the delivery started. */
+  | 'endpoint_disabled'
+  /** The endpoint's filters (`eventTypes`, `tagIds`) no longer take the delivery's event. */
+  | 'filter_excluded';
+
+/**
  * A URL of the organization that receives its lifecycle events as signed HTTP POST requests (Standard
  * Webhooks), or a message broker the events are published to (`destination`). The signing secret is never
  * readable: it is returned once, by `createWebhookEndpoint` and `rotateWebhookEndpointSecret`.
@@ -1743,9 +1759,9 @@ export type WebhookEndpoint = Node & {
   /** The endpoint's identifier (a UUIDv7). */
   id: Scalars['ID']['output'];
   /**
-   * The most deliveries the endpoint receives in any one second, counted across every instance; null: no
-   * throttle. Deliveries beyond it wait for a later second (`heldBackReason: THROTTLED`), in order, without
-   * counting as attempts.
+   * The most deliveries the endpoint receives in any window of one second, wherever it starts, counted across every
+   * instance; null: no throttle. Deliveries are spread evenly, one every 1.1 s / maxDeliveriesPerSecond; those
+   * waiting for their turn are held back (`heldBackReason: THROTTLED`), in order, without counting as attempts.
    */
   maxDeliveriesPerSecond?: Maybe<Scalars['Int']['output']>;
   /** How the endpoint's deliveries are ordered (`NONE` by default). */
@@ -1859,7 +1875,7 @@ export type WebhookHeldBackEvent = {
 export type WebhookHeldBackReason =
   /** Behind an earlier delivery of its reference to the same endpoint that is still pending (`ordering: REFERENCE`). */
   | 'ordering'
-  /** Due, but its endpoint received its `maxDeliveriesPerSecond` in the current second: it goes out in a later one. */
+  /** Due, but its endpoint's throttle has no turn free yet (`maxDeliveriesPerSecond`, spread evenly): it goes out at its turn. */
   | 'throttled';
 
 /** How an endpoint's deliveries are ordered. */
@@ -2108,6 +2124,7 @@ export type ResolversTypes = ResolversObject<{
   WebhookDeliveryStatus: ResolverTypeWrapper<WebhookDeliveryStatusModel>;
   WebhookDestination: ResolverTypeWrapper<ResolversUnionTypes<ResolversTypes>['WebhookDestination']>;
   WebhookDestinationInput: WebhookDestinationInput;
+  WebhookDroppedReason: ResolverTypeWrapper<WebhookDroppedReasonModel>;
   WebhookEndpoint: ResolverTypeWrapper<WebhookEndpointModel>;
   WebhookEndpointConnection: ResolverTypeWrapper<Omit<WebhookEndpointConnection, 'edges'> & { edges: Array<ResolversTypes['WebhookEndpointEdge']> }>;
   WebhookEndpointEdge: ResolverTypeWrapper<Omit<WebhookEndpointEdge, 'node'> & { node: ResolversTypes['WebhookEndpoint'] }>;
@@ -2547,6 +2564,7 @@ export type WebhookDeliveryResolvers<ContextType = GraphqlContext, ParentType ex
   attempts?: Resolver<Array<ResolversTypes['WebhookAttempt']>, ParentType, ContextType>;
   body?: Resolver<ResolversTypes['JSONObject'], ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  droppedReason?: Resolver<Maybe<ResolversTypes['WebhookDroppedReason']>, ParentType, ContextType>;
   endpointId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   eventType?: Resolver<ResolversTypes['WebhookEventType'], ParentType, ContextType>;
@@ -2574,6 +2592,8 @@ export type WebhookDeliveryStatusResolvers = { FAILED: 'failed', PENDING: 'pendi
 export type WebhookDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookDestination'] = ResolversParentTypes['WebhookDestination']> = ResolversObject<{
   __resolveType: TypeResolveFn<'NatsDestination' | 'RabbitMqDestination', ParentType, ContextType>;
 }>;
+
+export type WebhookDroppedReasonResolvers = { ENDPOINT_DISABLED: 'endpoint_disabled', FILTER_EXCLUDED: 'filter_excluded' };
 
 export type WebhookEndpointResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['WebhookEndpoint'] = ResolversParentTypes['WebhookEndpoint']> = ResolversObject<{
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
@@ -2702,6 +2722,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   WebhookDeliveryEdge?: WebhookDeliveryEdgeResolvers<ContextType>;
   WebhookDeliveryStatus?: WebhookDeliveryStatusResolvers;
   WebhookDestination?: WebhookDestinationResolvers<ContextType>;
+  WebhookDroppedReason?: WebhookDroppedReasonResolvers;
   WebhookEndpoint?: WebhookEndpointResolvers<ContextType>;
   WebhookEndpointConnection?: WebhookEndpointConnectionResolvers<ContextType>;
   WebhookEndpointEdge?: WebhookEndpointEdgeResolvers<ContextType>;

@@ -82,8 +82,9 @@ export const endpointProperties = {
   max_deliveries_per_second: {
     type: ["integer", "null"],
     description:
-      `At most this many deliveries in any one second (1 to ${MAX_DELIVERIES_PER_SECOND}), counted across every ` +
-      "instance; null or absent: no throttle. Deliveries beyond it wait for a later second (held_back_reason " +
+      `At most this many deliveries in any window of one second, wherever it starts (1 to ${MAX_DELIVERIES_PER_SECOND}), ` +
+      "counted across every instance; null or absent: no throttle. Deliveries are spread evenly, one every " +
+      "1.1 s / max_deliveries_per_second; those waiting for their turn are held back (held_back_reason " +
       "throttled), in order, and do not count as attempts",
   },
 } as const;

@@ -69,6 +69,7 @@ export function serializeWebhookDelivery(delivery: WebhookDeliveryView) {
     next_attempt_at: iso(delivery.nextAttemptAt),
     held_back: delivery.heldBack,
     held_back_reason: delivery.heldBackReason,
+    dropped_reason: delivery.droppedReason,
     body: JSON.parse(delivery.body) as unknown,
     created_at: delivery.createdAt.toISOString(),
     updated_at: delivery.updatedAt.toISOString(),

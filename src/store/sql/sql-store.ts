@@ -52,11 +52,23 @@ import { ensureLogMonths, MissingLogMonthError } from "./log-months.ts";
  *   3. tags: FOR KEY SHARE by the foreign key check of a new link (reference_tags, webhook_endpoint_tags), FOR
  *      UPDATE by a rename or a deletion, which also waits for every link to it being added;
  *   4. link rows (reference_tags, webhook_endpoint_tags), written or deleted, a tag's by the cascade of its
- *      deletion.
+ *      deletion;
+ *   5. webhook order locks: the transaction-scoped advisory lock per (endpoint, ordering key) that the claim
+ *      heads' triggers (migration 0014) take for each ordered delivery a statement writes. A statement that writes
+ *      several references' deliveries takes them all first, each once, sorted by the lock's key
+ *      (lockOrdersInSortedOrder, webhook-ordering-queries.ts): the outbox insert of a unit that wrote events
+ *      (holding their references, 1), an outcome batch (after its endpoints' updates, 2: recordAttempts in
+ *      webhook-delivery-service.ts), lost attempts counted by a claim, a disable's failing of pending deliveries
+ *      (after the endpoint's update, 2). The triggers then find them held;
+ *   6. webhook delivery rows: those a statement writes, and those its triggers move in or out of "held" (of the
+ *      order locks the trigger holds). The claim leases rows FOR UPDATE SKIP LOCKED and changes no order (it never
+ *      waits); the start check reads endpoints FOR SHARE in id order and holds nothing else.
  * Each place that takes one says so: lockReference(s) (reference-repository.ts), lockCarriersAndTag
- * (tag-repository.ts), linkTags, replaceEndpointTags (webhook-endpoint-repository.ts). A unit the database aborts
- * all the same (a carrier that appeared between a rename's two looks, a deadlock nobody foresaw) runs again:
- * see `transaction`.
+ * (tag-repository.ts), linkTags, replaceEndpointTags (webhook-endpoint-repository.ts), lockOrdersInSortedOrder's
+ * callers (webhook-delivery-repository.ts, webhook-claim-repository.ts). Not yet sorted: a recovery's or a
+ * replay's multi-row requeue, whose triggers take the order locks of one endpoint's references in row order. A
+ * unit the database aborts all the same (a carrier that appeared between a rename's two looks, a deadlock nobody
+ * foresaw) runs again: see `transaction`.
  */
 
 /** One transaction's lifecycle events, handed to the listeners once it has committed, and its outbox rows. */

@@ -1,8 +1,10 @@
-import { throttleWindowOf, type WebhookDelivery } from "../../domain/webhooks/webhook-models.ts";
+import type { DroppedReason } from "../../domain/webhooks/webhook-models.ts";
+import { THROTTLE_HORIZON_MS, THROTTLE_SPREAD_MS } from "../../domain/webhooks/throttle-schedule.ts";
 import type {
   ClaimRequest,
   CountedLostAttempts,
   DeliveryLease,
+  LeasedDelivery,
   DeliveryTransition,
   FinishedAttempt,
 } from "../../domain/webhooks/webhook-repository.ts";
@@ -12,6 +14,7 @@ import { findInChunks } from "./in-chunks.ts";
 import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { lockOrdersInSortedOrder } from "./webhook-ordering-queries.ts";
 
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
@@ -34,6 +37,25 @@ function caseById<T extends DeliveryLease>(items: readonly T[], value: (item: T)
   )} END`;
 }
 
+/**
+ * SQLite: the slots of leased rows of throttled endpoints (`base_us` set), rank by rank in the claim's order per
+ * endpoint (due time, id), as PostgreSQL's claim gives them.
+ */
+function slotInRankOrder<T extends DeliveryColumns & { base_us: number | bigint | null; interval_us: number }>(
+  leased: readonly T[],
+): (T & { slot_us: number | null })[] {
+  const ranked = [...leased].sort(
+    (a, b) => String(a.next_attempt_at).localeCompare(String(b.next_attempt_at)) || (a.id < b.id ? -1 : 1),
+  );
+  const ranks = new Map<string, number>();
+  return ranked.map((row) => {
+    if (row.base_us === null) return { ...row, slot_us: null };
+    const rank = ranks.get(row.endpoint_id) ?? 0;
+    ranks.set(row.endpoint_id, rank + 1);
+    return { ...row, slot_us: Number(row.base_us) + rank * Number(row.interval_us) };
+  });
+}
+
 /** Rows among `leases` still held by their claims. */
 function heldBy(leases: readonly DeliveryLease[]): Prisma.Sql {
   return Prisma.sql`"id" IN (${Prisma.join(leases.map((lease) => lease.deliveryId))})
@@ -50,9 +72,12 @@ export class SqlWebhookClaimRepository {
   /**
    * One statement on both databases (docs/decisions.md, "Webhook claims: heads only, fair shares"):
    *
+   * - The endpoints visited are those with pending heads, found by a skip scan of the partial index
+   *   "webhook_deliveries_due_heads_idx" (a recursive CTE: one probe per endpoint with work, issue 49.5): idle
+   *   endpoints cost nothing, however many there are.
    * - Candidates are read per endpoint: each endpoint's oldest due, unleased deliveries, at most its limit, from the
-   *   partial index "webhook_deliveries_due_heads_idx" (a LATERAL subquery on PostgreSQL, a correlated `IN` on
-   *   SQLite, which has no LATERAL). So a claim reads a few rows per endpoint with work, whatever the backlogs.
+   *   same index (a LATERAL subquery on PostgreSQL, a correlated `IN` on SQLite, which has no LATERAL). So a claim
+   *   reads a few rows per endpoint with work, whatever the backlogs.
    * - Only heads are in that index: an ordered delivery behind an earlier pending one of its reference is `held`
    *   (kept by triggers, migration 0014), so one reference's deliveries are leased one at a time, in log order, by
    *   whichever instance claims, and a backlog held behind a failing reference is never read.
@@ -64,7 +89,7 @@ export class SqlWebhookClaimRepository {
    * waiting for them or taking them too; a row leased by another instance that committed first no longer matches
    * (its lease is in the future). SQLite has one writer at a time, so the statement alone is atomic there.
    */
-  async claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
+  async claimDueDeliveries(request: ClaimRequest): Promise<LeasedDelivery[]> {
     const { owner, now, leaseExpiresAt, limit } = request;
     const limits = [...request.perEndpointLimit];
     const excluded = limits.filter(([, max]) => max <= 0).map(([id]) => id);
@@ -87,39 +112,72 @@ export class SqlWebhookClaimRepository {
       x."endpoint_id" = ${endpoint} AND x."status" = 'pending' AND NOT x."held" AND x."next_attempt_at" <= ${now}
         AND (x."lease_expires_at" IS NULL OR x."lease_expires_at" < ${now})
       ORDER BY x."next_attempt_at", x."id" LIMIT ${readPerEndpoint}`;
-    // The throttle (docs/decisions.md, "Webhook throttle"): a throttled endpoint may get what is left of its
-    // maximum in the current second, as its window row says ("allowance"; NULL for an unthrottled endpoint,
-    // whose claim reads no window). The leased deliveries are counted in the same row before the claim commits.
-    const second = throttleWindowOf(now);
-    const windowSecond = Prisma.sql`CAST(${second} AS BIGINT)`;
-    const leftInWindow = (greatest: string) => Prisma.sql`CASE WHEN w."window_second" = ${windowSecond}
-      THEN ${Prisma.raw(greatest)}(e."max_deliveries_per_second" - w."used", 0) ELSE e."max_deliveries_per_second" END`;
+    // The throttle (docs/decisions/0100-webhook-throttle-gcra.md, throttle-schedule.ts): a throttled endpoint's
+    // deliveries get slots from its theoretical arrival time (TAT, its schedule row), one emission interval apart,
+    // up to the horizon; "allowance" is how many slots are left before it (NULL for an unthrottled endpoint, whose
+    // claim reads no schedule). The TAT is moved past the slots leased before the claim commits.
+    const nowUs = Prisma.sql`CAST(${now.getTime() * 1_000} AS BIGINT)`;
+    const horizonUs = Prisma.sql`CAST(${(now.getTime() + THROTTLE_HORIZON_MS) * 1_000} AS BIGINT)`;
+    const intervalUs = Prisma.sql`CAST((${THROTTLE_SPREAD_MS * 1_000} + e."max_deliveries_per_second" - 1)
+      / e."max_deliveries_per_second" AS BIGINT)`;
+    const allowanceOf = (base: Prisma.Sql, interval: Prisma.Sql) =>
+      Prisma.sql`CASE WHEN ${base} > ${horizonUs} THEN 0 ELSE (${horizonUs} - ${base}) / ${interval} + 1 END`;
     const candidates =
       this.provider === "postgres"
-        ? // The window row is locked, SKIP LOCKED: while another instance's claim counts in it, this claim leases
+        ? // The schedule row is locked, SKIP LOCKED: while another instance's claim moves it, this claim leases
           // nothing for that endpoint (NULL allowance of a throttled endpoint) instead of waiting; once that claim
-          // has committed, the lock reads its count.
+          // has committed, the lock reads its TAT.
           Prisma.sql`
-          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at", t."allowance"
-          FROM "webhook_endpoints" e LEFT JOIN LATERAL (
-            SELECT ${leftInWindow("GREATEST")} AS "allowance" FROM "webhook_endpoint_throttles" w
-            WHERE w."endpoint_id" = e."id" AND e."max_deliveries_per_second" IS NOT NULL
-            FOR UPDATE SKIP LOCKED
+          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at", t."allowance", t."base_us",
+            t."interval_us"
+          FROM pending_endpoints p CROSS JOIN LATERAL (
+            -- One probe of the primary key per endpoint with work (LIMIT keeps the planner from joining the whole
+            -- endpoints table to the skip scan's rows, whose number it cannot estimate).
+            SELECT w."id", w."organization_id", w."max_deliveries_per_second" FROM "webhook_endpoints" w
+            WHERE w."id" = p."endpoint_id" LIMIT 1
+          ) e LEFT JOIN LATERAL (
+            SELECT s."base_us", s."interval_us", ${allowanceOf(Prisma.sql`s."base_us"`, Prisma.sql`s."interval_us"`)}
+              AS "allowance"
+            FROM (
+              SELECT GREATEST(w."theoretical_arrival_us", ${nowUs}) AS "base_us", ${intervalUs} AS "interval_us"
+              FROM "webhook_endpoint_throttles" w
+              WHERE w."endpoint_id" = e."id" AND e."max_deliveries_per_second" IS NOT NULL
+              FOR UPDATE SKIP LOCKED
+            ) s
           ) t ON TRUE CROSS JOIN LATERAL (
             SELECT x."id", x."endpoint_id", x."next_attempt_at" FROM "webhook_deliveries" x
             WHERE (e."max_deliveries_per_second" IS NULL OR t."allowance" > 0) AND ${dueHeads(Prisma.sql`e."id"`)}
             FOR UPDATE SKIP LOCKED
           ) d ${exclusion}`
         : Prisma.sql`
-          SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at",
-            CASE WHEN e."max_deliveries_per_second" IS NULL THEN NULL ELSE COALESCE((
-              SELECT ${leftInWindow("MAX")} FROM "webhook_endpoint_throttles" w WHERE w."endpoint_id" = e."id"), 0)
-            END AS "allowance"
-          FROM "webhook_endpoints" e JOIN "webhook_deliveries" d ON d."id" IN (
-            SELECT x."id" FROM "webhook_deliveries" x WHERE ${dueHeads(Prisma.sql`e."id"`)}
-          ) ${exclusion}`;
+          SELECT c.*, CASE WHEN c."base_us" IS NULL THEN NULL ELSE
+              ${allowanceOf(Prisma.sql`c."base_us"`, Prisma.sql`c."interval_us"`)} END AS "allowance"
+          FROM (
+            SELECT d."id", d."endpoint_id", e."organization_id", d."next_attempt_at",
+              CASE WHEN e."max_deliveries_per_second" IS NULL THEN NULL ELSE (
+                SELECT MAX(w."theoretical_arrival_us", ${nowUs}) FROM "webhook_endpoint_throttles" w
+                WHERE w."endpoint_id" = e."id") END AS "base_us",
+              ${intervalUs} AS "interval_us"
+            FROM pending_endpoints p JOIN "webhook_endpoints" e ON e."id" = p."endpoint_id"
+            JOIN "webhook_deliveries" d ON d."id" IN (
+              SELECT x."id" FROM "webhook_deliveries" x WHERE ${dueHeads(Prisma.sql`e."id"`)}
+            ) ${exclusion}
+          ) c
+          -- A throttled endpoint without its schedule row gets nothing (as on PostgreSQL).
+          WHERE c."base_us" IS NOT NULL OR c."interval_us" IS NULL`;
+    // The endpoints with pending heads, found by a skip scan of the claim's own partial index (one probe per
+    // endpoint with work, and a last one that finds none): idle endpoints cost the claim nothing, however many.
+    const nextPendingEndpoint = (after: Prisma.Sql) => Prisma.sql`(
+      SELECT x."endpoint_id" FROM "webhook_deliveries" x
+      WHERE x."status" = 'pending' AND NOT x."held" ${after}
+      ORDER BY x."endpoint_id" LIMIT 1)`;
     const chosen = Prisma.sql`
-      WITH candidates AS (${candidates}), by_endpoint AS (
+      WITH RECURSIVE pending_endpoints ("endpoint_id") AS (
+        SELECT ${nextPendingEndpoint(Prisma.empty)}
+        UNION ALL
+        SELECT ${nextPendingEndpoint(Prisma.sql`AND x."endpoint_id" > p."endpoint_id"`)}
+        FROM pending_endpoints p WHERE p."endpoint_id" IS NOT NULL
+      ), candidates AS (${candidates}), by_endpoint AS (
         SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c."endpoint_id" ORDER BY c."next_attempt_at", c."id") AS "rank"
         FROM candidates c
       ), by_organization AS (
@@ -132,44 +190,58 @@ export class SqlWebhookClaimRepository {
       WHERE "id" IN (
         SELECT c."id" FROM by_organization c ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
       )`;
-    let rows: DeliveryColumns[];
+    let rows: (DeliveryColumns & { slot_us: number | bigint | string | null })[];
     if (this.provider === "postgres") {
-      rows = await this.sql.all<DeliveryColumns>(Prisma.sql`
-        ${chosen}, leased AS (${lease} RETURNING ${DELIVERY_COLUMNS}), counted AS (
-          UPDATE "webhook_endpoint_throttles" w SET "window_second" = ${windowSecond},
-            "used" = CASE WHEN w."window_second" = ${windowSecond} THEN w."used" ELSE 0 END + l."n"
-          FROM (SELECT "endpoint_id", COUNT(*) AS "n" FROM leased GROUP BY "endpoint_id") l
+      // An endpoint's leased deliveries are the first ranks of its candidates (the rounds take them in rank
+      // order): rank r gets the slot base + (r − 1) × interval, and the TAT moves past the last.
+      rows = await this.sql.all(Prisma.sql`
+        ${chosen}, leased AS (${lease} RETURNING ${DELIVERY_COLUMNS}), slotted AS (
+          SELECT l.*, b."base_us" + (b."rank" - 1) * b."interval_us" AS "slot_us", b."base_us", b."interval_us"
+          FROM leased l JOIN by_endpoint b ON b."id" = l."id"
+        ), scheduled AS (
+          UPDATE "webhook_endpoint_throttles" w SET "theoretical_arrival_us" = l."next_us"
+          FROM (SELECT "endpoint_id", MAX("slot_us" + "interval_us") AS "next_us" FROM slotted
+            WHERE "slot_us" IS NOT NULL GROUP BY "endpoint_id") l
           WHERE w."endpoint_id" = l."endpoint_id"
         )
-        SELECT * FROM leased`);
+        SELECT ${DELIVERY_COLUMNS}, "slot_us" FROM slotted`);
     } else {
-      // SQLite has one writer, and its statements change one table: the window is counted by a second statement,
-      // only when the claim leased deliveries of a throttled endpoint (its rows say so).
-      const leased = await this.sql.all<DeliveryColumns & { throttled: number | null }>(Prisma.sql`
+      // SQLite has one writer, and its statements change one table: the slots are given here, from the TAT the
+      // claim read, and the schedule is moved by a second statement, only when the claim leased deliveries of a
+      // throttled endpoint (its rows say so).
+      const leased = await this.sql.all<DeliveryColumns & { base_us: number | bigint | null; interval_us: number }>(
+        Prisma.sql`
         ${chosen} ${lease}
-        RETURNING ${DELIVERY_COLUMNS}, (SELECT 1 FROM "webhook_endpoint_throttles" w
-          WHERE w."endpoint_id" = "webhook_deliveries"."endpoint_id") AS "throttled"`);
-      const counts = new Map<string, number>();
-      for (const row of leased)
-        if (row.throttled !== null) counts.set(row.endpoint_id, (counts.get(row.endpoint_id) ?? 0) + 1);
-      if (counts.size > 0) await this.countInWindow(second, counts);
-      rows = leased;
+        RETURNING ${DELIVERY_COLUMNS}, (SELECT MAX(w."theoretical_arrival_us", ${nowUs})
+          FROM "webhook_endpoint_throttles" w JOIN "webhook_endpoints" e ON e."id" = w."endpoint_id"
+          WHERE w."endpoint_id" = "webhook_deliveries"."endpoint_id" AND e."max_deliveries_per_second" IS NOT NULL)
+          AS "base_us",
+          (SELECT ${intervalUs} FROM "webhook_endpoints" e WHERE e."id" = "webhook_deliveries"."endpoint_id")
+          AS "interval_us"`,
+      );
+      const slotted = slotInRankOrder(leased);
+      const next = new Map<string, number>();
+      for (const row of slotted)
+        if (row.slot_us !== null) next.set(row.endpoint_id, row.slot_us + Number(row.interval_us));
+      if (next.size > 0) await this.moveSchedules(next);
+      rows = slotted;
     }
     return rows
-      .map(toDeliveryFromColumns)
+      .map((row) => ({
+        ...toDeliveryFromColumns(row),
+        slotAt: row.slot_us === null ? null : new Date(Math.ceil(Number(row.slot_us) / 1_000)),
+      }))
       .sort((a, b) => (a.nextAttemptAt?.getTime() ?? 0) - (b.nextAttemptAt?.getTime() ?? 0) || (a.id < b.id ? -1 : 1));
   }
 
-  /** Adds leased deliveries to their endpoints' windows of `second` (SQLite; PostgreSQL counts in the claim). */
-  private async countInWindow(second: number, counts: ReadonlyMap<string, number>): Promise<void> {
-    const entries = [...counts];
+  /** Moves each endpoint's TAT to its value (SQLite; PostgreSQL moves it in the claim). */
+  private async moveSchedules(next: ReadonlyMap<string, number>): Promise<void> {
+    const entries = [...next];
     await this.sql.run(Prisma.sql`
-      UPDATE "webhook_endpoint_throttles" SET
-        "used" = CASE WHEN "window_second" = ${second} THEN "used" ELSE 0 END + CASE "endpoint_id" ${Prisma.join(
-          entries.map(([id, n]) => Prisma.sql`WHEN ${id} THEN ${n}`),
-          " ",
-        )} END,
-        "window_second" = ${second}
+      UPDATE "webhook_endpoint_throttles" SET "theoretical_arrival_us" = CASE "endpoint_id" ${Prisma.join(
+        entries.map(([id, us]) => Prisma.sql`WHEN ${id} THEN CAST(${us} AS INTEGER)`),
+        " ",
+      )} END
       WHERE "endpoint_id" IN (${Prisma.join(entries.map(([id]) => id))})`);
   }
 
@@ -214,7 +286,14 @@ export class SqlWebhookClaimRepository {
    * One statement for a batch: each delivery's new state is picked by its id, for those their claim still
    * leases. Returns how many moved.
    */
-  private moveDeliveries(items: readonly DeliveryMove[]): Promise<number> {
+  private async moveDeliveries(items: readonly DeliveryMove[]): Promise<number> {
+    if (this.provider === "postgres" && items.length > 1) {
+      // The outcomes of several references' deliveries: their order locks in one sorted order first (lock order).
+      await this.sql.all(
+        lockOrdersInSortedOrder(Prisma.sql`SELECT "endpoint_id", "ordering_key" FROM "webhook_deliveries"
+          WHERE "id" IN (${Prisma.join(items.map((item) => item.deliveryId))})`),
+      );
+    }
     const lease = (column: string) =>
       items.every((item) => !item.keepsLease)
         ? Prisma.sql`NULL`
@@ -230,23 +309,33 @@ export class SqlWebhookClaimRepository {
       WHERE ${heldBy(items)}`);
   }
 
-  async abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
+  async abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void> {
     await this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
-        "lease_expires_at" = NULL, "updated_at" = ${at}
+        "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = ${reason}
       WHERE "id" = ${lease.deliveryId} AND "lease_owner" = ${lease.leaseToken}`);
   }
 
   async failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     const ids = typeof endpointIds === "string" ? [endpointIds] : [...endpointIds];
     if (ids.length === 0) return 0;
-    const counts = await findInChunks(ids, async (chunk) => [
-      await this.sql.run(Prisma.sql`
+    const counts = await findInChunks(ids, async (chunk) => {
+      if (this.provider === "postgres") {
+        // Each reference with pending deliveries has one head (unheld): its order's lock, sorted, before the rows'.
+        await this.sql.all(
+          lockOrdersInSortedOrder(Prisma.sql`SELECT "endpoint_id", "ordering_key" FROM "webhook_deliveries"
+            WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending' AND "ordering_key" IS NOT NULL
+              AND NOT "held"`),
+        );
+      }
+      return [
+        await this.sql.run(Prisma.sql`
         UPDATE "webhook_deliveries" SET "status" = 'failed', "next_attempt_at" = NULL, "lease_owner" = NULL,
-          "lease_expires_at" = NULL, "updated_at" = ${at}
+          "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = 'endpoint_disabled'
         WHERE "endpoint_id" IN (${Prisma.join(chunk)}) AND "status" = 'pending'
           AND ("lease_expires_at" IS NULL OR "lease_expires_at" < ${at})`),
-    ]);
+      ];
+    });
     return counts.reduce((sum, count) => sum + count, 0);
   }
 

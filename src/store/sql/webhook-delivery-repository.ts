@@ -16,7 +16,7 @@ import {
   type DeliveryColumns,
   type DeliveryViewColumns,
 } from "./webhook-delivery-rows.ts";
-import { orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
+import { lockOrdersInSortedOrder, orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 
@@ -35,6 +35,17 @@ export class SqlWebhookDeliveryRepository {
   ) {}
 
   async insertDeliveries(deliveries: readonly WebhookDelivery[]): Promise<void> {
+    const ordered = deliveries.filter((delivery) => delivery.orderingKey !== null);
+    if (this.provider === "postgres" && ordered.length > 1) {
+      // Several references' orders: their locks in one sorted order before any row takes one (lock order).
+      await this.sql.all(
+        lockOrdersInSortedOrder(
+          Prisma.sql`SELECT * FROM (VALUES ${Prisma.join(
+            ordered.map((d) => Prisma.sql`(CAST(${d.endpointId} AS TEXT), CAST(${d.orderingKey} AS TEXT))`),
+          )}) v ("endpoint_id", "ordering_key")`,
+        ),
+      );
+    }
     // One multi-row INSERT per chunk of parameters (one chunk for any realistic number of endpoints).
     for (const chunk of chunksOf(deliveries, 15)) {
       await this.sql.run(Prisma.sql`
@@ -109,7 +120,7 @@ export class SqlWebhookDeliveryRepository {
     // order: it goes out before the later deliveries of its reference still pending, and holds them back.
     const [row] = await this.sql.all<DeliveryColumns>(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
-        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = NULL,
         "ordering_key" = ${orderingKeyWhenSentAgain(this.provider)}
       WHERE "id" = ${id}
       RETURNING ${DELIVERY_COLUMNS}`);

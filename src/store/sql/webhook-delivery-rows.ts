@@ -1,6 +1,6 @@
 import {
-  throttleWindowOf,
   type DeliveryStatus,
+  type DroppedReason,
   type WebhookAttempt,
   type WebhookDelivery,
   type WebhookDeliveryView,
@@ -11,7 +11,7 @@ import { Prisma } from "./sql-template.ts";
 /** Every column of a delivery, as raw statements select or return it (`toDeliveryFromColumns` reads them). */
 export const DELIVERY_COLUMNS = Prisma.sql`"id", "organization_id", "endpoint_id", "event_id", "event_type", "body",
   "status", "attempt_count", "next_attempt_at", "lease_owner", "lease_expires_at", "created_at", "updated_at",
-  "ordering_key", "event_occurred_at", "attempts_since_queued"`;
+  "ordering_key", "event_occurred_at", "attempts_since_queued", "dropped_reason"`;
 
 /** A delivery as a raw statement gives it (column names; the driver's types, see src/store/sql/rows.ts). */
 export interface DeliveryColumns {
@@ -32,6 +32,7 @@ export interface DeliveryColumns {
   readonly ordering_key: string | null;
   readonly event_occurred_at: unknown;
   readonly attempts_since_queued: number | bigint;
+  readonly dropped_reason: string | null;
 }
 
 export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
@@ -52,46 +53,45 @@ export function toDeliveryFromColumns(row: DeliveryColumns): WebhookDelivery {
     updatedAt: toDate(row.updated_at),
     orderingKey: row.ordering_key,
     eventOccurredAt: toNullableDate(row.event_occurred_at),
+    droppedReason: row.dropped_reason as DroppedReason | null,
   };
 }
 
 /**
  * Every column of the delivery `d`, and why it may be held back: "held_back", pending behind an earlier pending
  * delivery of its reference (the "held" flag the claim itself obeys, kept by the triggers of migration 0014), and,
- * for a pending delivery that is not, its endpoint's throttle window (NULLs when the endpoint has no throttle), so
+ * for a pending delivery that is not, its endpoint's throttle schedule (NULL when the endpoint has no throttle), so
  * that the API says what the worker does.
  */
 export const DELIVERY_VIEW_COLUMNS = Prisma.sql`${DELIVERY_COLUMNS},
   CASE WHEN d."status" = 'pending' AND d."held" THEN 1 ELSE 0 END AS "held_back",
-  t."max_deliveries_per_second" AS "throttle_max", t."window_second" AS "throttle_window", t."used" AS "throttle_used"`;
+  t."theoretical_arrival_us" AS "throttle_next_us"`;
 
 /**
- * What DELIVERY_VIEW_COLUMNS reads beside the delivery `d`: the throttle window of its endpoint, only for a
+ * What DELIVERY_VIEW_COLUMNS reads beside the delivery `d`: the throttle schedule of its endpoint, only for a
  * pending delivery that nothing else holds back (others cost no lookup).
  */
 export const DELIVERY_VIEW_JOINS = Prisma.sql`LEFT JOIN (
-    SELECT w."endpoint_id" AS "throttled_endpoint_id", w."window_second", w."used", e."max_deliveries_per_second"
+    SELECT w."endpoint_id" AS "throttled_endpoint_id", w."theoretical_arrival_us"
     FROM "webhook_endpoint_throttles" w JOIN "webhook_endpoints" e ON e."id" = w."endpoint_id"
+    WHERE e."max_deliveries_per_second" IS NOT NULL
   ) t ON d."status" = 'pending' AND NOT d."held" AND t."throttled_endpoint_id" = d."endpoint_id"`;
 
 export interface DeliveryViewColumns extends DeliveryColumns {
   readonly held_back: number | bigint;
-  readonly throttle_max: number | bigint | null;
-  readonly throttle_window: number | bigint | string | null;
-  readonly throttle_used: number | bigint | null;
+  readonly throttle_next_us: number | bigint | string | null;
 }
 
 /**
- * The delivery with why it waits. "throttled": due and not leased, while its endpoint has received its maximum in
- * the current second (the throttle's windows are wall-clock seconds, as the claim counts them).
+ * The delivery with why it waits. "throttled": due and not leased, while its endpoint's schedule has its slots
+ * given up to a later time than now (throttle-schedule.ts: the claim gives slots as they come).
  */
 export function toDeliveryViewFromColumns(row: DeliveryViewColumns, now = new Date()): WebhookDeliveryView {
   const delivery = toDeliveryFromColumns(row);
   if (Number(row.held_back) === 1) return { ...delivery, heldBack: true, heldBackReason: "ordering" };
   const throttled =
-    row.throttle_max !== null &&
-    Number(row.throttle_window) === throttleWindowOf(now) &&
-    Number(row.throttle_used) >= Number(row.throttle_max) &&
+    row.throttle_next_us !== null &&
+    Number(row.throttle_next_us) > now.getTime() * 1_000 &&
     delivery.nextAttemptAt !== null &&
     delivery.nextAttemptAt <= now &&
     (delivery.leaseExpiresAt === null || delivery.leaseExpiresAt < now);

@@ -74,16 +74,17 @@ export class SqlWebhookEndpointRepository {
   }
 
   /**
-   * A throttled endpoint has its window row (the claim counts in it and leases nothing for an endpoint without
-   * one); an unthrottled one has none. Written in the transaction that writes the setting.
+   * A throttled endpoint has its schedule row (the claim gives slots from it and leases nothing for an endpoint
+   * without one); an unthrottled one has none. Written in the transaction that writes the setting; a row kept
+   * across a change of the rate keeps its schedule (slots already given stay given).
    */
   private async writeThrottle(endpoint: WebhookEndpoint): Promise<void> {
     if (endpoint.maxDeliveriesPerSecond === null)
       await this.sql.run(Prisma.sql`DELETE FROM "webhook_endpoint_throttles" WHERE "endpoint_id" = ${endpoint.id}`);
     else
       await this.sql.run(Prisma.sql`
-        INSERT INTO "webhook_endpoint_throttles" ("endpoint_id", "window_second", "used")
-        VALUES (${endpoint.id}, 0, 0) ON CONFLICT ("endpoint_id") DO NOTHING`);
+        INSERT INTO "webhook_endpoint_throttles" ("endpoint_id", "theoretical_arrival_us")
+        VALUES (${endpoint.id}, 0) ON CONFLICT ("endpoint_id") DO NOTHING`);
   }
 
   /** Writes the endpoint's fields and raises its version (whatever `endpoint.version` says). */

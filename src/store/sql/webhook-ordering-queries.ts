@@ -43,3 +43,19 @@ export function eventOfDelivery(provider: DatabaseProvider): Prisma.Sql {
     ? Prisma.sql`e."id"::uuid = CAST("webhook_deliveries"."event_id" AS UUID)`
     : Prisma.sql`e."id" = "webhook_deliveries"."event_id"`;
 }
+
+/**
+ * PostgreSQL: takes the order locks of the (endpoint, ordering key) pairs that `pairs` selects (columns
+ * "endpoint_id", "ordering_key"; rows without a key are left out), each once, in one sorted order: by the lock's
+ * key. The triggers of migration 0014 take the same transaction-scoped advisory lock per row they write, in the
+ * order the statement writes its rows; a statement writing several references' deliveries (an outbox insert, an
+ * outcome batch, a disable) takes them all here first, so that two such statements never wait for each other in a
+ * cycle (the triggers then find them held). See the lock order in src/store/sql/sql-store.ts.
+ */
+export function lockOrdersInSortedOrder(pairs: Prisma.Sql): Prisma.Sql {
+  // DISTINCT keeps the sorted subquery from being pulled up: the aggregate locks its rows in their sorted order.
+  return Prisma.sql`SELECT COUNT(pg_advisory_xact_lock(s."key")) AS "locked" FROM (
+      SELECT DISTINCT hashtextextended('webhook order ' || o."endpoint_id" || ' ' || o."ordering_key", 0) AS "key"
+      FROM (${pairs}) o WHERE o."ordering_key" IS NOT NULL ORDER BY "key"
+    ) s`;
+}

@@ -141,7 +141,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
     // and the later pending ones (recovered or not) wait behind it (migration 0014's triggers).
     return this.sql.run(Prisma.sql`
       UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0, "next_attempt_at" = ${at},
-        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at},
+        "lease_owner" = NULL, "lease_expires_at" = NULL, "updated_at" = ${at}, "dropped_reason" = NULL,
         "ordering_key" = ${orderingKeyWhenSentAgain(this.provider)}
       WHERE ${recoverable(endpointId, window, at)}`);
   }
@@ -209,7 +209,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
       await this.sql.run(Prisma.sql`
         UPDATE "webhook_deliveries" SET "status" = 'pending', "attempts_since_queued" = 0,
           "next_attempt_at" = ${dueAfterInFlight}, "lease_owner" = NULL, "lease_expires_at" = NULL,
-          "updated_at" = ${at}, "ordering_key" = ${orderingKey}
+          "updated_at" = ${at}, "ordering_key" = ${orderingKey}, "dropped_reason" = NULL
         WHERE "id" IN (${Prisma.join(chunk)})`);
       return [];
     });

@@ -1,4 +1,5 @@
 import type {
+  DroppedReason,
   EndpointRoute,
   WebhookAttempt,
   WebhookDelivery,
@@ -11,6 +12,7 @@ import type {
   DeliveryLease,
   DeliveryListQuery,
   FinishedAttempt,
+  LeasedDelivery,
   WebhookRepository,
 } from "../../domain/webhooks/webhook-repository.ts";
 import type { DatabaseProvider } from "../database.ts";
@@ -120,7 +122,7 @@ export class SqlWebhookRepository implements WebhookRepository {
     return this.deliveries.countPendingDeliveries();
   }
 
-  claimDueDeliveries(request: ClaimRequest): Promise<WebhookDelivery[]> {
+  claimDueDeliveries(request: ClaimRequest): Promise<LeasedDelivery[]> {
     return this.claims.claimDueDeliveries(request);
   }
   finishAttempts(items: readonly FinishedAttempt[]): Promise<Set<string>> {
@@ -129,8 +131,8 @@ export class SqlWebhookRepository implements WebhookRepository {
   countLostAttempts(items: readonly CountedLostAttempts[]): Promise<void> {
     return this.claims.countLostAttempts(items);
   }
-  abandonDelivery(lease: DeliveryLease, at: Date): Promise<void> {
-    return this.claims.abandonDelivery(lease, at);
+  abandonDelivery(lease: DeliveryLease, at: Date, reason: DroppedReason): Promise<void> {
+    return this.claims.abandonDelivery(lease, at, reason);
   }
   failPendingDeliveries(endpointIds: string | readonly string[], at: Date): Promise<number> {
     return this.claims.failPendingDeliveries(endpointIds, at);
