@@ -259,6 +259,13 @@ export const SETTINGS: readonly SettingDescription[] = [
     description: "webhook requests in flight per instance to one endpoint (a slow endpoint holds at most this many)",
   },
   {
+    name: "WEBHOOK_CONCURRENCY_PER_ORGANIZATION",
+    group: "webhooks",
+    default: "half of `WEBHOOK_CONCURRENCY`, at least twice `WEBHOOK_CONCURRENCY_PER_ENDPOINT` (`25` by default)",
+    description:
+      "webhook requests in flight per instance for one organization: one tenant's silent or slow receivers hold at most this many, and the others' next deliveries find a free slot",
+  },
+  {
     name: "WEBHOOK_REPLAY_BATCH_SIZE",
     group: "webhooks",
     default: "`1000`",
