@@ -96,7 +96,7 @@ export class GraphqlPipeline {
   async authenticate(request: OperationRequest): Promise<boolean> {
     const started = this.timings?.start();
     try {
-      request.caller ??= await authenticateHeaders(this.deps.services as Services, request.credentials);
+      request.caller ??= await authenticateHeaders(this.deps.services, request.credentials);
       if (request.caller) return true;
       request.failure = unauthenticated(
         presentedApiKey(request.credentials) === null

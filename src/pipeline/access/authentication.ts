@@ -24,7 +24,7 @@ export const AUTHENTICATION_CHALLENGE =
   'Bearer realm="reftrail", error_description="send the API key as Authorization: Bearer <key> or X-API-Key: <key>"';
 
 export async function authenticateHeaders(
-  services: Services,
+  services: Pick<Services, "organizations">,
   headers: Record<string, unknown>,
 ): Promise<Caller | null> {
   const key = presentedApiKey(headers);
