@@ -255,7 +255,7 @@ function renderDeliveries() {
           "td",
           {},
           outcomeBadge(delivery.status),
-          // A held-back delivery's due time says nothing: it goes out after the earlier one, or in a later second.
+          // A held-back delivery's due time says nothing: it goes out after the earlier one, or at its throttle slot.
           delivery.heldBack
             ? el(
                 "div",
