@@ -26,6 +26,7 @@ import { referenceInputLocators, referenceResolvers } from "./resolvers/referenc
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
 import { trustedDocumentInputLocators, trustedDocumentResolvers } from "./resolvers/trusted-documents.resolvers.ts";
 import { subscriptionResolvers } from "./resolvers/subscription.resolvers.ts";
+import { guardSchemaWithScopes } from "./scope-guard.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
 /** schema.graphql at the repository root: the contract, read as is. */
@@ -143,9 +144,12 @@ export function buildGraphqlSchema(): GraphQLSchema {
       trustedDocumentResolvers,
     ]),
   );
-  return makeExecutableSchema({
-    typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
-    resolvers: [scalarResolvers, enumResolvers, resolvers],
-    resolverValidationOptions: { requireResolversToMatchSchema: "error" },
-  });
+  // The key's scopes are checked per root field, by one wrapper over the executable schema (scope-guard.ts).
+  return guardSchemaWithScopes(
+    makeExecutableSchema({
+      typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
+      resolvers: [scalarResolvers, enumResolvers, resolvers],
+      resolverValidationOptions: { requireResolversToMatchSchema: "error" },
+    }),
+  );
 }
