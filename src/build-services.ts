@@ -8,6 +8,8 @@ import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { EventFeedService } from "./domain/live/event-feed-service.ts";
 import { StreamCursors } from "./domain/live/stream-cursor.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
+import { AuditLogService } from "./domain/audit/audit-log-service.ts";
+import { ApiKeyService } from "./domain/organizations/api-key-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { IngestionService } from "./domain/references/ingestion-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
@@ -53,8 +55,12 @@ export function buildServices(
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   const liveLog = new SqlLiveLogStore(database);
+  const organizations = new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff());
+  const audit = new AuditLogService(clock, cursors, store);
   return {
-    organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
+    organizations,
+    apiKeys: new ApiKeyService(store, clock, organizations, audit),
+    audit,
     trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {

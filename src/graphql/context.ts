@@ -12,6 +12,8 @@ export interface GraphqlContext {
   readonly log: FastifyBaseLogger;
   /** The request value the pipeline's stages read and write (src/pipeline/operation-request.ts). */
   readonly request: OperationRequest;
+  /** The HTTP request's id (the audit log's `request_id`); absent over graphql-ws and SSE. */
+  readonly requestId?: string;
 }
 
 /**
@@ -22,7 +24,8 @@ export function createGraphqlContext(
   services: Services,
   request: OperationRequest & { readonly caller: Caller },
   log: FastifyBaseLogger,
+  requestId?: string,
 ): GraphqlContext {
   const caller = request.caller;
-  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, request };
+  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, request, requestId };
 }

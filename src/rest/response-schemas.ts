@@ -1,3 +1,4 @@
+import { API_KEY_SCHEMAS } from "./api-key-schemas.ts";
 import type { FastifyInstance } from "fastify";
 import { EVENT_TYPE_DESCRIPTIONS } from "../domain/lifecycle/event-detail-schemas.ts";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
@@ -176,6 +177,7 @@ export const RESPONSE_SCHEMAS = [
   },
   ...WEBHOOK_RESPONSE_SCHEMAS,
   ...TRUSTED_DOCUMENT_SCHEMAS,
+  ...API_KEY_SCHEMAS,
   { $id: "ProblemIssue", ...problemIssue },
   {
     $id: "Problem",
