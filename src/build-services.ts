@@ -52,16 +52,16 @@ export function buildServices(
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
-  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
+  const audit = new AuditLogService(clock, cursors, store);
+  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization }, audit);
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   const liveLog = new SqlLiveLogStore(database);
   const organizations = new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff());
-  const audit = new AuditLogService(clock, cursors, store);
   return {
     organizations,
     apiKeys: new ApiKeyService(store, clock, organizations, audit),
     audit,
-    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader),
+    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader, audit),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,
@@ -88,6 +88,7 @@ export function buildServices(
       clock,
       cursors,
       new DnsTargetPolicy(new AddressGuard(config.webhookAllowedCidrs)),
+      audit,
     ),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,
@@ -95,7 +96,7 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
-    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
+    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), audit, {
       replayBatchSize: config.webhookReplayBatchSize,
       replayLeaseMs: config.webhookLeaseMs,
     }),

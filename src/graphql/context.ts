@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { changeBy, type ChangeContext } from "../domain/audit/audit-event.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { OperationRequest } from "../pipeline/operation-request.ts";
@@ -28,4 +29,9 @@ export function createGraphqlContext(
 ): GraphqlContext {
   const caller = request.caller;
   return { caller, services, loaders: createLoaders(services, caller.organizationId), log, request, requestId };
+}
+
+/** Who makes a change through this operation, for the audit log: the caller's key, and the HTTP request's id. */
+export function changeOf(context: Pick<GraphqlContext, "caller" | "requestId">): ChangeContext {
+  return changeBy(context.caller, context.requestId ?? null);
 }

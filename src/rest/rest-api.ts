@@ -8,6 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { authenticateHeaders, presentedApiKey } from "../pipeline/access/authentication.ts";
 import { scopeOfRoute } from "../pipeline/access/scopes.ts";
 import type { Config } from "../config.ts";
+import { changeBy, type ChangeContext } from "../domain/audit/audit-event.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import type { Services } from "../domain/services.ts";
@@ -225,6 +226,11 @@ export async function registerRest(
     },
     { prefix: "/v1" },
   );
+}
+
+/** Who makes a change through this request, for the audit log: its key, and the request's id. */
+export function changeOf(request: { caller?: Caller; id: string }): ChangeContext {
+  return changeBy(callerOf(request), request.id);
 }
 
 /** The authenticated caller of a /v1 route (the onRequest hook guarantees one). */

@@ -1,16 +1,13 @@
-import { changeBy } from "../../domain/audit/audit-event.ts";
 import { orderedScopes } from "../../domain/organizations/api-key-scopes.ts";
 import { DomainError } from "../../domain/shared/errors.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
-import type { GraphqlContext } from "../context.ts";
+import { changeOf } from "../context.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
 /*
  * API keys as their organization manages them, and the audit log (SPEC §3.1). The scope each field needs is in
  * the one table (src/pipeline/access/scopes.ts), checked before these resolvers run.
  */
-
-const changeOf = (context: GraphqlContext) => changeBy(context.caller, context.requestId ?? null);
 
 export const apiKeyResolvers: Resolvers = {
   Query: {

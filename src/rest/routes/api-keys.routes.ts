@@ -1,10 +1,10 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import { changeBy, type AuditEvent, type ChangeContext } from "../../domain/audit/audit-event.ts";
+import type { FastifyInstance } from "fastify";
+import type { AuditEvent } from "../../domain/audit/audit-event.ts";
 import { orderedScopes } from "../../domain/organizations/api-key-scopes.ts";
 import type { ApiKeySummary } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
 import { scopeSchema } from "../api-key-schemas.ts";
-import { callerOf } from "../rest-api.ts";
+import { callerOf, changeOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 
@@ -14,11 +14,6 @@ import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
  */
 
 const tags = ["api-keys"];
-
-/** Who makes a change through this request, for the audit log. */
-export function changeOf(request: FastifyRequest): ChangeContext {
-  return changeBy(callerOf(request), request.id);
-}
 
 export function serializeApiKey(key: ApiKeySummary) {
   return {
