@@ -56,7 +56,7 @@ export function buildServices(
   const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization }, audit);
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   const liveLog = new SqlLiveLogStore(database);
-  const organizations = new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff());
+  const organizations = new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff(), audit);
   return {
     organizations,
     apiKeys: new ApiKeyService(store, clock, organizations, audit),

@@ -138,6 +138,20 @@ describe.each(DATABASE_KINDS)("the audit log on %s", (kind) => {
     expect(JSON.stringify(listed.body)).not.toContain(created.body.data.createWebhookEndpoint.secret);
   });
 
+  it("records the operator's key creation and revocation (the reftrail command's service) as the CLI's", async () => {
+    const organizations = server.app.services.organizations;
+    const issued = await organizations.createApiKey(server.organizationId, {
+      scopes: new Set(["references:read"] as const),
+    });
+    await organizations.revokeApiKey(issued.id);
+    const listed = await http(server, "GET", "/v1/audit-events?limit=2");
+    expect(listed.body.data).toMatchObject([
+      { action: "api_key.revoked", actor: { cli: true }, target: { id: issued.id }, request_id: null },
+      { action: "api_key.created", actor: { cli: true }, target: { id: issued.id }, request_id: null },
+    ]);
+    expect(JSON.stringify(listed.body)).not.toContain(issued.key);
+  });
+
   it("refuses the log to a key without audit:read, over REST and GraphQL", async () => {
     const key = await http(server, "POST", "/v1/api-keys", { body: { name: "no audit", scopes: ["references:read"] } });
     const refused = await http({ url: server.url, apiKey: key.body.key }, "GET", "/v1/audit-events");

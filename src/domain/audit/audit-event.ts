@@ -1,5 +1,3 @@
-import type { Caller } from "../organizations/organization-service.ts";
-
 /*
  * Glossary. An *audit event* records one administrative change of an organization (SPEC §3.1): who made it (the
  * *actor*: an API key, or the operator's CLI), what it changed (the *target*), each changed field from -> to, and
@@ -28,8 +26,7 @@ export function isAuditAction(value: string): value is AuditAction {
 }
 
 export type AuditActor =
-  | { readonly kind: "api_key"; readonly apiKeyId: string; readonly prefix: string }
-  | { readonly kind: "cli" };
+  { readonly kind: "api_key"; readonly apiKeyId: string; readonly prefix: string } | { readonly kind: "cli" };
 
 /** Who is making a change, and in which request: handed by the adapter to each administrative service method. */
 export interface ChangeContext {
@@ -41,8 +38,11 @@ export interface ChangeContext {
 /** A change made by the operator's `reftrail` command. */
 export const CLI_CHANGE: ChangeContext = { actor: { kind: "cli" }, requestId: null };
 
-/** A change made by a request authenticated with `caller`'s key. */
-export function changeBy(caller: Caller, requestId: string | null): ChangeContext {
+/** A change made by a request authenticated with `caller`'s key (a `Caller`). */
+export function changeBy(
+  caller: { readonly apiKeyId: string; readonly apiKeyPrefix: string },
+  requestId: string | null,
+): ChangeContext {
   return { actor: { kind: "api_key", apiKeyId: caller.apiKeyId, prefix: caller.apiKeyPrefix }, requestId };
 }
 

@@ -6,7 +6,9 @@ import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Organization } from "../models.ts";
 import type { Store } from "../store.ts";
-import { API_KEY_SCOPES, type ApiKeyScope } from "./api-key-scopes.ts";
+import { CLI_CHANGE } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
+import { API_KEY_SCOPES, orderedScopes, type ApiKeyScope } from "./api-key-scopes.ts";
 import type { ApiKeyRecord, AuthenticatedApiKey } from "./organization-repository.ts";
 
 export interface IssuedApiKey {
@@ -129,6 +131,8 @@ export class OrganizationService {
     private readonly clock: Clock,
     /** The lifecycle log's retention cutoff (LifecycleLogService): what a caller's reads can see moves with it. */
     private readonly retentionCutoff: () => Date,
+    /** Records the operator's key creations and revocations (the CLI's changes) in their transaction. */
+    private readonly audit: AuditLogService,
   ) {}
 
   async createOrganization(name: string): Promise<{ organization: Organization; apiKey: IssuedApiKey }> {
@@ -174,7 +178,18 @@ export class OrganizationService {
     return this.store.transaction(async (store) => {
       if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
         throw notFound("organization");
-      return this.issueKey(store, organizationId, { ...options, budget });
+      const issued = await this.issueKey(store, organizationId, { ...options, budget });
+      await this.audit.record(store, CLI_CHANGE, {
+        organizationId,
+        action: "api_key.created",
+        target: { type: "api_key", id: issued.id },
+        changes: {
+          prefix: { from: null, to: issued.record.keyPrefix },
+          scopes: { from: null, to: orderedScopes(issued.record.scopes) },
+          trusted_documents_only: { from: null, to: issued.record.trustedDocumentsOnly },
+        },
+      });
+      return issued;
     });
   }
 
@@ -205,10 +220,23 @@ export class OrganizationService {
     return summaryOf(key);
   }
 
-  /** Revokes at once: the next request with that key is refused. @throws NOT_FOUND. */
+  /**
+   * The operator's revocation (any organization's key), recorded as the CLI's change. At once: the next request
+   * with that key is refused. @throws NOT_FOUND.
+   */
   async revokeApiKey(keyId: string): Promise<void> {
-    const key = isUuid(keyId) ? await this.store.organizations.revokeApiKey(keyId, this.clock.now()) : null;
-    if (!key) throw notFound("API key");
+    await this.store.transaction(async (store) => {
+      const before = isUuid(keyId) ? await store.organizations.findApiKey(keyId.toLowerCase()) : null;
+      if (!before) throw notFound("API key");
+      if (before.revokedAt !== null) return;
+      const key = await store.organizations.revokeApiKey(before.id, this.clock.now());
+      await this.audit.record(store, CLI_CHANGE, {
+        organizationId: before.organizationId,
+        action: "api_key.revoked",
+        target: { type: "api_key", id: before.id },
+        changes: { revoked_at: { from: null, to: key?.revokedAt?.toISOString() ?? null } },
+      });
+    });
   }
 
   /** The caller behind a presented key, or null when the key is unknown, revoked or expired. */
