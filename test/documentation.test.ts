@@ -11,7 +11,14 @@ import { GRAPHQL_CODE_BY_DOMAIN_CODE } from "../src/pipeline/errors/graphql-erro
  */
 
 const ROOT = join(import.meta.dirname, "..");
-const DOCUMENTS = ["README.md", "schema.graphql", ...readdirSync(join(ROOT, "docs")).map((name) => `docs/${name}`)];
+// Every Markdown file under docs/, decision records (docs/decisions/) included.
+const DOCUMENTS = [
+  "README.md",
+  "schema.graphql",
+  ...readdirSync(join(ROOT, "docs"), { recursive: true, encoding: "utf8" })
+    .filter((name) => name.endsWith(".md"))
+    .map((name) => `docs/${name}`),
+];
 
 /** The TypeScript sources under `folder` (generated code aside), as text. */
 function sourcesUnder(folder: string): string[] {

@@ -10,7 +10,7 @@ const apiKeyProperties = {
   id: uuid,
   name: { type: "string", description: "The label given at creation (empty for keys made by the CLI)" },
   prefix: { type: "string", description: "The key's first 8 characters: enough to recognize it, too few to use it" },
-  scopes: { type: "array", items: scopeSchema, description: "What the key may do (SPEC §3.1)" },
+  scopes: { type: "array", items: scopeSchema, description: "What the key may do" },
   expires_at: { ...nullableDateTime, description: "Past this time the key answers 401; null: never" },
   trusted_documents_only: {
     type: "boolean",

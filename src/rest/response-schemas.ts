@@ -201,7 +201,7 @@ export const RESPONSE_SCHEMAS = [
       request_id: { type: "string", description: "With INTERNAL: quote it when reporting the error" },
       required_scope: {
         type: "string",
-        description: "With FORBIDDEN for a scope: the scope the API key lacks (SPEC §3.1)",
+        description: "With FORBIDDEN for a scope: the scope the API key lacks",
       },
     },
     required: ["type", "title", "status", "detail", "code"],
@@ -254,7 +254,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   400: "Malformed input: syntax, a query parameter, a cursor (`code` says which)",
   401: "Missing, invalid or revoked API key (UNAUTHENTICATED)",
   403:
-    "The key may not do this (FORBIDDEN): its scopes lack `required_scope` (SPEC §3.1), or a trusted-documents-only " +
+    "The key may not do this (FORBIDDEN): its scopes lack `required_scope`, or a trusted-documents-only " +
     "key registering documents",
   404: "No such resource in the caller's organization (NOT_FOUND)",
   409: "Conflicts with the current state (CONFLICT, IDEMPOTENCY_KEY_IN_USE)",

@@ -75,7 +75,7 @@ export type ApiKey = {
   trustedDocumentsOnly: Scalars['Boolean']['output'];
 };
 
-/** What an API key may do (SPEC §3.1). Reads cover the lifecycle log, the feed and subscriptions of their area. */
+/** What an API key may do. Reads cover the lifecycle log, the feed and subscriptions of their area. */
 export type ApiKeyScope =
   /** Read the audit log. */
   | 'audit:read'
@@ -96,7 +96,7 @@ export type ApiKeyScope =
   /** Create, change and delete endpoints; test, resend, recover, replay; rotate secrets and signing keys. */
   | 'webhooks:write';
 
-/** An administrative change of the organization (SPEC §3.1). Never holds a secret or a key; URLs are masked. */
+/** An administrative change of the organization. Never holds a secret or a key; URLs are masked. */
 export type AuditEvent = {
   __typename?: 'AuditEvent';
   /** What was done, e.g. `webhook_endpoint.updated`, `api_key.created`. */
