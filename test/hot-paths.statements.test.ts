@@ -238,6 +238,24 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     expect(after.statements).toHaveLength(1);
   });
 
+  it("checks a key's scopes without a statement: a scoped key reads in as many statements, a refusal costs only authentication", async () => {
+    const created = await http(server, "POST", "/v1/api-keys", {
+      body: { name: "reader", scopes: ["references:read"] },
+    });
+    expectStatus(created, 201);
+    const reader = { url: server.url, apiKey: created.body.key as string };
+    // Both keys used once this minute, so that no use is recorded below (a key's use is written once a minute).
+    expectStatus(await http(reader, "GET", "/v1/tags"), 200);
+    expectStatus(await http(server, "GET", "/v1/tags"), 200);
+    const full = await measure(() => http(server, "GET", "/v1/tags", { headers: { "cache-control": "no-cache" } }));
+    const scoped = await measure(() => http(reader, "GET", "/v1/tags", { headers: { "cache-control": "no-cache" } }));
+    expectStatus(scoped.result, 200);
+    expect(scoped.statements).toHaveLength(full.statements.length);
+    const refused = await measure(() => http(reader, "POST", "/v1/tags", { body: { name: "refused" } }));
+    expect(refused.result.status).toBe(403);
+    expect(refused.statements).toHaveLength(1);
+  });
+
   it("creates a reference with 10 new tags in as many statements as with 1", async () => {
     const create = (serial: number, tagCount: number) =>
       measure(() =>
