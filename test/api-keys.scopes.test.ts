@@ -125,6 +125,38 @@ describe.each(DATABASE_KINDS)("API key scopes on %s", (kind) => {
     expect(tags.body.data).toEqual([]);
   });
 
+  it("checks node and nodes by the type each object resolves to", async () => {
+    const endpoint = await http(server, "POST", "/v1/webhooks", { body: { url: "https://example.com/node-hook" } });
+    expectStatus(endpoint, 201);
+    const tag = await http(server, "POST", "/v1/tags", { body: { name: "node-tag" } });
+    expectStatus(tag, 201);
+    const reader = await createKey(["references:read"]);
+    const single = await gql(
+      server,
+      `query ($id: ID!) { node(id: $id) { id } }`,
+      { id: endpoint.body.id },
+      {
+        apiKey: reader.key,
+      },
+    );
+    expect(single.body.data).toEqual({ node: null });
+    expect(single.body.errors![0]).toMatchObject({
+      path: ["node"],
+      extensions: { code: "FORBIDDEN", requiredScope: "webhooks:read" },
+    });
+    const many = await gql(
+      server,
+      `query ($ids: [ID!]!) { nodes(ids: $ids) { id } }`,
+      { ids: [tag.body.id, endpoint.body.id] },
+      { apiKey: reader.key },
+    );
+    expect(many.body.data).toEqual({ nodes: [{ id: tag.body.id }, null] });
+    expect(many.body.errors![0]).toMatchObject({
+      path: ["nodes", 1],
+      extensions: { code: "FORBIDDEN", requiredScope: "webhooks:read" },
+    });
+  });
+
   it("has a row for every GraphQL root field", () => {
     const schema = buildGraphqlSchema();
     for (const type of [schema.getQueryType()!, schema.getMutationType()!, schema.getSubscriptionType()!]) {
