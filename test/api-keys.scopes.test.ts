@@ -197,6 +197,37 @@ describe.each(DATABASE_KINDS)("API key scopes on %s", (kind) => {
     expect(otherList.body.data.map((key: { id: string }) => key.id)).not.toContain(created.id);
   });
 
+  it("manages keys over GraphQL the same way", async () => {
+    const manager = await createKey(["keys:write", "keys:read", "references:read"]);
+    const as = { url: server.url, apiKey: manager.key };
+    const CREATE = `mutation ($input: CreateApiKeyInput!) {
+      createApiKey(input: $input) { key apiKey { id prefix scopes expiresAt lastUsedAt revokedAt } } }`;
+    const escalation = await gql(as, CREATE, { input: { name: "x", scopes: ["REFERENCES_READ", "AUDIT_READ"] } });
+    expect(escalation.body.errors![0]).toMatchObject({
+      path: ["createApiKey"],
+      extensions: { code: "FORBIDDEN", requiredScope: "audit:read" },
+    });
+    const past = await gql(as, CREATE, {
+      input: { name: "x", scopes: ["REFERENCES_READ"], expiresAt: "2000-01-01T00:00:00.000Z" },
+    });
+    expect(past.body.errors![0]!.extensions!.code).toBe("VALIDATION_FAILED");
+    const created = await gql(as, CREATE, { input: { name: "gql", scopes: ["REFERENCES_READ"] } });
+    expect(created.body.errors).toBeUndefined();
+    const { key, apiKey } = created.body.data.createApiKey;
+    expect(apiKey).toMatchObject({ prefix: key.slice(0, 8), scopes: ["REFERENCES_READ"], revokedAt: null });
+
+    const listed = await gql(as, `{ apiKeys { id prefix } apiKey(id: "${apiKey.id}") { id } }`);
+    expect(JSON.stringify(listed.body)).not.toContain(key);
+    expect(listed.body.data.apiKey).toEqual({ id: apiKey.id });
+    const other = await server.newOrganization("gql-other");
+    const foreign = await gql({ url: server.url, apiKey: other.apiKey }, `{ apiKey(id: "${apiKey.id}") { id } }`);
+    expect(foreign.body.data).toEqual({ apiKey: null });
+
+    const revoked = await gql(as, `mutation { revokeApiKey(id: "${apiKey.id}") { apiKey { revokedAt } } }`);
+    expect(revoked.body.data.revokeApiKey.apiKey.revokedAt).toEqual(expect.any(String));
+    expect((await http({ url: server.url, apiKey: key }, "GET", "/v1/tags")).status).toBe(401);
+  });
+
   it("revokes a key: its next request answers 401", async () => {
     const victim = await createKey(["references:read"]);
     expectStatus(await http(server, "GET", "/v1/tags", { apiKey: victim.key }), 200);
