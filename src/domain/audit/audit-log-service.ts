@@ -4,7 +4,13 @@ import { validationFailed } from "../shared/errors.ts";
 import { isUuid, newId } from "../shared/ids.ts";
 import { pageOf, type Page } from "../shared/page.ts";
 import type { Store } from "../store.ts";
-import { isAuditAction, type AuditAction, type AuditEvent, type ChangeContext, type FieldChange } from "./audit-event.ts";
+import {
+  isAuditAction,
+  type AuditAction,
+  type AuditEvent,
+  type ChangeContext,
+  type FieldChange,
+} from "./audit-event.ts";
 
 /** How long audit events are kept (SPEC §3.1): pruned with the log by `reftrail prune` and the server's upkeep. */
 export const AUDIT_RETENTION_DAYS = 400;
@@ -64,7 +70,9 @@ export class AuditLogService {
   async listAuditEvents(organizationId: string, input: ListAuditEventsInput): Promise<Page<AuditEvent>> {
     const action = input.action ?? null;
     if (action !== null && !isAuditAction(action))
-      throw validationFailed([{ path: ["action"], code: "INVALID_ACTION", message: `{action} is not an audit action` }]);
+      throw validationFailed([
+        { path: ["action"], code: "INVALID_ACTION", message: `{action} is not an audit action` },
+      ]);
     const apiKeyId = input.apiKeyId?.toLowerCase() ?? null;
     if (apiKeyId !== null && !isUuid(apiKeyId))
       throw validationFailed([{ path: ["apiKeyId"], code: "INVALID_ID", message: "{apiKeyId} must be a UUID" }]);
