@@ -66,6 +66,9 @@ const config: CodegenConfig = {
           WebhookDelivery: `${WEBHOOK_MODELS}#WebhookDeliveryView`,
           WebhookAttempt: `${WEBHOOK_MODELS}#WebhookAttempt`,
           TrustedDocument: `${DOMAIN_MODELS}#TrustedDocument`,
+          ApiKey: "../../domain/organizations/organization-service.ts#ApiKeySummary",
+          AuditEvent: "../../domain/audit/audit-event.ts#AuditEvent",
+          ApiKeyScope: "../../domain/organizations/api-key-scopes.ts#ApiKeyScope",
           IngestionItemResult: "../ingestion-results.ts#LocatedIngestionItemResult",
           IngestionItemError: "../ingestion-results.ts#IngestionItemErrorModel",
           // Enums too: codegen's own resolver type for an enum with mapped values is broken (`null`).
@@ -92,6 +95,17 @@ const config: CodegenConfig = {
         // The GraphQL names of each enum's domain values. (Mapping the enums to the types in ../enums.ts
         // instead would make codegen emit `export { DeactivateReason }`, which verbatimModuleSyntax rejects.)
         enumValues: {
+          ApiKeyScope: {
+            REFERENCES_READ: "references:read",
+            REFERENCES_WRITE: "references:write",
+            WEBHOOKS_READ: "webhooks:read",
+            WEBHOOKS_WRITE: "webhooks:write",
+            DOCUMENTS_READ: "documents:read",
+            DOCUMENTS_WRITE: "documents:write",
+            KEYS_READ: "keys:read",
+            KEYS_WRITE: "keys:write",
+            AUDIT_READ: "audit:read",
+          },
           DeactivateReason: {
             CUSTOMER_UNSUBSCRIBED: "customer_unsubscribed",
             CARRIER_NOT_FOUND: "carrier_not_found",

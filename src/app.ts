@@ -320,6 +320,8 @@ function startRetentionJob(
     if (deliveries > 0) http.log.info({ deleted: deliveries }, "pruned succeeded webhook deliveries past retention");
     const records = await pruneExpiredIdempotencyRecords(idempotency, clock.now(), 1_000, 100);
     if (records > 0) http.log.info({ deleted: records }, "pruned idempotency records past their window");
+    const auditEvents = await services.audit.pruneExpired();
+    if (auditEvents > 0) http.log.info({ deleted: auditEvents }, "pruned audit events past 400 days");
   };
   const timer = setInterval(() => {
     if (running) return;

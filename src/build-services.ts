@@ -8,6 +8,8 @@ import { LifecycleRecorder } from "./domain/lifecycle/lifecycle-recorder.ts";
 import { EventFeedService } from "./domain/live/event-feed-service.ts";
 import { StreamCursors } from "./domain/live/stream-cursor.ts";
 import { NodeService } from "./domain/nodes/node-service.ts";
+import { AuditLogService } from "./domain/audit/audit-log-service.ts";
+import { ApiKeyService } from "./domain/organizations/api-key-service.ts";
 import { OrganizationService } from "./domain/organizations/organization-service.ts";
 import { IngestionService } from "./domain/references/ingestion-service.ts";
 import { ReferenceService } from "./domain/references/reference-service.ts";
@@ -50,12 +52,16 @@ export function buildServices(
   const cursors = new CursorCodec(config.cursorSecret);
   // Every recorded event writes its webhook deliveries in its own transaction (the outbox).
   const recorder = new LifecycleRecorder(clock, new WebhookOutbox(config.webhookRetryScheduleMs[0] ?? 0));
-  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization });
+  const audit = new AuditLogService(clock, cursors, store);
+  const tags = new TagService(store, clock, cursors, { maxTagsPerOrganization: config.maxTagsPerOrganization }, audit);
   const lifecycleLog = new LifecycleLogService(store, clock, cursors, config.retentionMonths);
   const liveLog = new SqlLiveLogStore(database);
+  const organizations = new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff(), audit);
   return {
-    organizations: new OrganizationService(store, clock, () => lifecycleLog.retentionCutoff()),
-    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader),
+    organizations,
+    apiKeys: new ApiKeyService(store, clock, organizations, audit),
+    audit,
+    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader, audit),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,
@@ -85,6 +91,7 @@ export function buildServices(
         http: new AddressGuard(config.webhookAllowedCidrs),
         broker: new AddressGuard(config.webhookBrokerAllowedCidrs, "WEBHOOK_BROKER_ALLOWED_CIDRS"),
       }),
+      audit,
     ),
     webhookDeliveries: new WebhookDeliveryService(store, clock, {
       scheduleMs: config.webhookRetryScheduleMs,
@@ -92,7 +99,7 @@ export function buildServices(
       retentionMs: config.webhookDeliveryRetentionMs,
       leaseMs: config.webhookLeaseMs,
     }),
-    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), {
+    webhookRecovery: new WebhookRecoveryService(store, clock, () => lifecycleLog.retentionCutoff(), audit, {
       replayBatchSize: config.webhookReplayBatchSize,
       replayLeaseMs: config.webhookLeaseMs,
     }),

@@ -214,7 +214,13 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     const { result, statements } = await measure(() =>
       Promise.all(presented.map((key) => organizations.authenticate(key))),
     );
-    expect(statements).toHaveLength(1);
+    // A key's use is written at most once a minute (its `last_used_at`), after its first request of the minute:
+    // at most one such statement per valid key, and none at all for the same keys again within the minute.
+    const recordsUse = (sql: string) => sql.includes(`SET "last_used_at"`);
+    expect(statements.filter((sql) => !recordsUse(sql))).toHaveLength(1);
+    expect(statements.filter(recordsUse).length).toBeLessThanOrEqual(2);
+    const again = await measure(() => Promise.all(presented.map((key) => organizations.authenticate(key))));
+    expect(again.statements).toHaveLength(1);
     expect(result.map((caller) => caller?.organizationId ?? null)).toEqual([
       server.organizationId,
       other.organizationId,
@@ -230,6 +236,24 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     const after = await measure(() => organizations.authenticate(fresh.key));
     expect(after.result).toBeNull();
     expect(after.statements).toHaveLength(1);
+  });
+
+  it("checks a key's scopes without a statement: a scoped key reads in as many statements, a refusal costs only authentication", async () => {
+    const created = await http(server, "POST", "/v1/api-keys", {
+      body: { name: "reader", scopes: ["references:read"] },
+    });
+    expectStatus(created, 201);
+    const reader = { url: server.url, apiKey: created.body.key as string };
+    // Both keys used once this minute, so that no use is recorded below (a key's use is written once a minute).
+    expectStatus(await http(reader, "GET", "/v1/tags"), 200);
+    expectStatus(await http(server, "GET", "/v1/tags"), 200);
+    const full = await measure(() => http(server, "GET", "/v1/tags", { headers: { "cache-control": "no-cache" } }));
+    const scoped = await measure(() => http(reader, "GET", "/v1/tags", { headers: { "cache-control": "no-cache" } }));
+    expectStatus(scoped.result, 200);
+    expect(scoped.statements).toHaveLength(full.statements.length);
+    const refused = await measure(() => http(reader, "POST", "/v1/tags", { body: { name: "refused" } }));
+    expect(refused.result.status).toBe(403);
+    expect(refused.statements).toHaveLength(1);
   });
 
   it("creates a reference with 10 new tags in as many statements as with 1", async () => {

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { Ajv, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
@@ -336,6 +336,22 @@ describe("OpenAPI document against real responses (sqlite)", () => {
 
     // Deletion last: the tag disappears from every reference.
     await call("DELETE", `/v1/tags/${tag.id}`, { expect: 204 });
+
+    // API keys and the audit log (SPEC §3.1), and a scope the key lacks.
+    const key = await call("POST", "/v1/api-keys", {
+      body: { name: "reader", scopes: ["references:read"] },
+      expect: 201,
+    });
+    await call("POST", "/v1/api-keys", {
+      body: { name: "past", scopes: ["references:read"], expires_at: since },
+      expect: 422,
+    });
+    await call("GET", "/v1/api-keys", { expect: 200 });
+    await call("GET", `/v1/api-keys/${key.body.id}`, { expect: 200 });
+    await call("GET", "/v1/webhooks", { apiKey: key.body.key, expect: 403 });
+    await call("DELETE", `/v1/api-keys/${key.body.id}`, { expect: 204 });
+    await call("GET", `/v1/api-keys/${randomUUID()}`, { expect: 404 });
+    await call("GET", "/v1/audit-events", { expect: 200 });
 
     // Rate limiting, on a server that allows two requests a minute.
     await call("GET", "/v1/tags", { on: limited, expect: 200 });

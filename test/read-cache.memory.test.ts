@@ -1,3 +1,4 @@
+import { API_KEY_SCOPES } from "../src/domain/organizations/api-key-scopes.ts";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { Registry } from "prom-client";
 import { buildServices } from "../src/build-services.ts";
@@ -25,13 +26,21 @@ describe("the read cache's key", () => {
   it("is a digest of the request, and its bytes are counted with the response's", async () => {
     const registry = new Registry();
     const cache = new ReadCache({ maxBytes: 10_000_000, registry });
-    const caller = { organizationId: "org", apiKeyId: "key", trustedDocumentsOnly: false, readVersion: "1/none" };
+    const caller = {
+      organizationId: "org",
+      apiKeyId: "key",
+      apiKeyPrefix: "rt_abcde",
+      scopes: new Set(API_KEY_SCOPES),
+      trustedDocumentsOnly: false,
+      readVersion: "1/none",
+    };
     const request = `graphql ${"x".repeat(500_000)}`;
     const key = cache.keyOf(caller, request);
     expect(key.length).toBeLessThan(100);
     expect(cache.keyOf(caller, request)).toBe(key);
     expect(cache.keyOf(caller, `${request}y`)).not.toBe(key);
     expect(cache.keyOf({ ...caller, readVersion: "2/none" }, request)).not.toBe(key);
+    expect(cache.keyOf({ ...caller, scopes: new Set(["references:read"] as const) }, request)).not.toBe(key);
 
     cache.keep(key, '{"data":{}}', "application/json");
     expect(cacheBytes(await registry.metrics())).toBe(Buffer.byteLength('{"data":{}}') + Buffer.byteLength(key));
@@ -41,7 +50,14 @@ describe("the read cache's key", () => {
   it("keeps the total of responses and keys under the bound", async () => {
     const registry = new Registry();
     const cache = new ReadCache({ maxBytes: 1_000, registry });
-    const caller = { organizationId: "org", apiKeyId: "key", trustedDocumentsOnly: false, readVersion: "1/none" };
+    const caller = {
+      organizationId: "org",
+      apiKeyId: "key",
+      apiKeyPrefix: "rt_abcde",
+      scopes: new Set(API_KEY_SCOPES),
+      trustedDocumentsOnly: false,
+      readVersion: "1/none",
+    };
     for (let index = 0; index < 100; index++) cache.keep(cache.keyOf(caller, `request ${index}`), "{}", "x");
     const bytes = cacheBytes(await registry.metrics());
     expect(bytes).toBeLessThanOrEqual(1_000);

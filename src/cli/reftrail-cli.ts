@@ -1,3 +1,4 @@
+import { API_KEY_SCOPES, isApiKeyScope } from "../domain/organizations/api-key-scopes.ts";
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import type { CommandServices } from "../build-services.ts";
@@ -90,14 +91,26 @@ export function buildCli(): Command {
     .option("--trusted-documents-only", "the key runs registered GraphQL documents only (see `documents register`)")
     .option("--budget-maximum <n>", "the key's own cost budget: what its bucket holds at most")
     .option("--budget-restore-rate <r>", "the key's own cost budget: cost units restored per second")
-    .action((organizationId: string, options: BudgetOptions & { trustedDocumentsOnly?: boolean }) =>
-      withServices(async (services) => {
-        const issued = await services.organizations.createApiKey(organizationId, {
-          trustedDocumentsOnly: options.trustedDocumentsOnly === true,
-          budget: budgetChange(options),
-        });
-        print({ organization_id: issued.organizationId, api_key: issued.key, api_key_id: issued.id });
-      }),
+    .option("--scopes <list>", "comma-separated scopes (default: every scope), e.g. references:read,webhooks:read")
+    .option("--name <name>", "a label the organization sees in its key listing")
+    .action(
+      (
+        organizationId: string,
+        options: BudgetOptions & { trustedDocumentsOnly?: boolean; scopes?: string; name?: string },
+      ) =>
+        withServices(async (services) => {
+          const scopes = options.scopes?.split(",").map((scope) => scope.trim());
+          const unknown = scopes?.filter((scope) => !isApiKeyScope(scope)) ?? [];
+          if (unknown.length > 0 || scopes?.length === 0)
+            throw new Error(`--scopes takes scopes among ${API_KEY_SCOPES.join(", ")}; unknown: ${unknown.join(", ")}`);
+          const issued = await services.organizations.createApiKey(organizationId, {
+            trustedDocumentsOnly: options.trustedDocumentsOnly === true,
+            budget: budgetChange(options),
+            ...(scopes && { scopes: new Set(scopes.filter(isApiKeyScope)) }),
+            ...(options.name !== undefined && { name: options.name.trim() }),
+          });
+          print({ organization_id: issued.organizationId, api_key: issued.key, api_key_id: issued.id });
+        }),
     );
   key
     .command("trusted-documents-only <key_id>")
@@ -211,7 +224,7 @@ export function buildCli(): Command {
   program
     .command("prune")
     .description(
-      "delete lifecycle events, succeeded webhook deliveries and idempotency records past their retention, in batches",
+      "delete lifecycle events, succeeded webhook deliveries, idempotency records and audit events (400 days) past their retention, in batches",
     )
     .option("--batch-size <n>", "rows per batch (SQLite: a batch holds the write lock; 200 keeps it near 50 ms)", "200")
     .action((options: { batchSize: string }) =>
@@ -219,12 +232,14 @@ export function buildCli(): Command {
         const deleted = await services.lifecycleLog.pruneExpiredEvents(Number(options.batchSize));
         const deliveries = await services.webhookDeliveries.pruneSucceededDeliveries(Number(options.batchSize));
         const records = await services.pruneIdempotencyRecords(Number(options.batchSize));
+        const auditEvents = await services.audit.pruneExpired();
         print({
           deleted,
           cutoff: services.lifecycleLog.retentionCutoff().toISOString(),
           deleted_webhook_deliveries: deliveries,
           webhook_delivery_cutoff: services.webhookDeliveries.retentionCutoff().toISOString(),
           deleted_idempotency_records: records,
+          deleted_audit_events: auditEvents,
         });
       }),
     );

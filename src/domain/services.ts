@@ -1,3 +1,5 @@
+import type { AuditLogService } from "./audit/audit-log-service.ts";
+import type { ApiKeyService } from "./organizations/api-key-service.ts";
 import type { CostBudgetService } from "./budgets/cost-budget-service.ts";
 import type { TrustedDocumentService } from "./documents/trusted-document-service.ts";
 import type { LifecycleLogService } from "./lifecycle/lifecycle-log-service.ts";
@@ -16,6 +18,10 @@ import type { WebhookService } from "./webhooks/webhook-service.ts";
 /** Everything the adapters (REST, GraphQL, CLI, workers) may call. Built once in `app.ts`. */
 export interface Services {
   readonly organizations: OrganizationService;
+  /** API keys as their organization manages them (create with scopes, list, read, revoke). */
+  readonly apiKeys: ApiKeyService;
+  /** The organizations' administrative changes: recorded by the services that make them, listed newest first. */
+  readonly audit: AuditLogService;
   /** The registry of trusted documents: GraphQL documents an organization's clients may name by id. */
   readonly trustedDocuments: TrustedDocumentService;
   readonly tags: TagService;

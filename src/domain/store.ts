@@ -1,3 +1,4 @@
+import type { AuditRepository } from "./audit/audit-repository.ts";
 import type { TrustedDocumentRepository } from "./documents/trusted-document-repository.ts";
 import type { LifecycleEvent } from "./lifecycle/lifecycle-event.ts";
 import type { LifecycleRepository } from "./lifecycle/lifecycle-repository.ts";
@@ -52,6 +53,8 @@ export interface Store {
   onEventsCommitted(listener: EventsCommittedListener): () => void;
   /** Organizations and their API keys. */
   readonly organizations: OrganizationRepository;
+  /** The organizations' administrative changes (written in the transaction of each change). */
+  readonly audit: AuditRepository;
   /** The organizations' registered (trusted) GraphQL documents. */
   readonly documents: TrustedDocumentRepository;
   readonly tags: TagRepository;

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { changeBy, type ChangeContext } from "../domain/audit/audit-event.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
 import type { OperationRequest } from "../pipeline/operation-request.ts";
@@ -12,6 +13,8 @@ export interface GraphqlContext {
   readonly log: FastifyBaseLogger;
   /** The request value the pipeline's stages read and write (src/pipeline/operation-request.ts). */
   readonly request: OperationRequest;
+  /** The HTTP request's id (the audit log's `request_id`); absent over graphql-ws and SSE. */
+  readonly requestId?: string;
 }
 
 /**
@@ -22,7 +25,13 @@ export function createGraphqlContext(
   services: Services,
   request: OperationRequest & { readonly caller: Caller },
   log: FastifyBaseLogger,
+  requestId?: string,
 ): GraphqlContext {
   const caller = request.caller;
-  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, request };
+  return { caller, services, loaders: createLoaders(services, caller.organizationId), log, request, requestId };
+}
+
+/** Who makes a change through this operation, for the audit log: the caller's key, and the HTTP request's id. */
+export function changeOf(context: Pick<GraphqlContext, "caller" | "requestId">): ChangeContext {
+  return changeBy(context.caller, context.requestId ?? null);
 }

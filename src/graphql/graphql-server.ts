@@ -159,6 +159,7 @@ export async function registerGraphql(
               services,
               request as typeof request & { caller: NonNullable<typeof request.caller> },
               httpRequest.log,
+              httpRequest.id,
             );
           },
         });

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { makeExecutableSchema } from "@graphql-tools/schema";
 import type { GraphQLFieldResolver, GraphQLScalarType, GraphQLSchema } from "graphql";
+import { API_KEY_SCOPES } from "../domain/organizations/api-key-scopes.ts";
 import type { Resolvers } from "./__generated__/resolvers-types.ts";
 import type { GraphqlContext } from "./context.ts";
 import {
@@ -19,6 +20,7 @@ import {
   WEBHOOK_REPLAY_RUN_STATE_NAMES,
 } from "./enums.ts";
 import { AT_ARGUMENTS, toGraphqlError, underArgument, type InputLocator } from "../pipeline/errors/graphql-errors.ts";
+import { apiKeyResolvers } from "./resolvers/api-keys.resolvers.ts";
 import { ingestionInputLocators, ingestionResolvers } from "./resolvers/ingestion.resolvers.ts";
 import { lifecycleInputLocators, lifecycleResolvers } from "./resolvers/lifecycle.resolvers.ts";
 import { nodeResolvers } from "./resolvers/nodes.resolvers.ts";
@@ -27,6 +29,7 @@ import { referenceInputLocators, referenceResolvers } from "./resolvers/referenc
 import { tagInputLocators, tagResolvers } from "./resolvers/tags.resolvers.ts";
 import { trustedDocumentInputLocators, trustedDocumentResolvers } from "./resolvers/trusted-documents.resolvers.ts";
 import { subscriptionResolvers } from "./resolvers/subscription.resolvers.ts";
+import { guardSchemaWithScopes } from "./scope-guard.ts";
 import { DateTimeScalar, JSONObjectScalar, JSONScalar } from "./scalars.ts";
 
 /** schema.graphql at the repository root: the contract, read as is. */
@@ -47,6 +50,10 @@ const scalarResolvers = {
 };
 
 const enumResolvers: Resolvers = {
+  // REFERENCES_READ stands for references:read, and so on.
+  ApiKeyScope: Object.fromEntries(
+    API_KEY_SCOPES.map((scope) => [scope.replace(":", "_").toUpperCase(), scope]),
+  ) as Resolvers["ApiKeyScope"],
   DeactivateReason: DEACTIVATE_REASON_NAMES,
   ExtractionStatus: EXTRACTION_STATUS_NAMES,
   IngestionMode: INGESTION_MODE_NAMES,
@@ -69,6 +76,7 @@ const INPUT_LOCATORS: Readonly<Record<string, InputLocator>> = {
   ...ingestionInputLocators,
   ...webhookInputLocators,
   ...trustedDocumentInputLocators,
+  "Mutation.revokeApiKey": AT_ARGUMENTS,
 };
 
 /** A mutation's service input is its `input` argument, unless INPUT_LOCATORS says otherwise. */
@@ -143,11 +151,15 @@ export function buildGraphqlSchema(): GraphQLSchema {
       webhookResolvers,
       nodeResolvers,
       trustedDocumentResolvers,
+      apiKeyResolvers,
     ]),
   );
-  return makeExecutableSchema({
-    typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
-    resolvers: [scalarResolvers, enumResolvers, resolvers],
-    resolverValidationOptions: { requireResolversToMatchSchema: "error" },
-  });
+  // The key's scopes are checked per root field, by one wrapper over the executable schema (scope-guard.ts).
+  return guardSchemaWithScopes(
+    makeExecutableSchema({
+      typeDefs: readFileSync(SCHEMA_FILE, "utf8"),
+      resolvers: [scalarResolvers, enumResolvers, resolvers],
+      resolverValidationOptions: { requireResolversToMatchSchema: "error" },
+    }),
+  );
 }

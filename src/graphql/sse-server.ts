@@ -4,7 +4,12 @@ import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from "gr
 import type { Tracer } from "@opentelemetry/api";
 import { createHandler, type ExecutionResult, type Response } from "graphql-sse";
 import { traceSubscriptionMessage, type MessageOperation } from "../tracing/subscription-spans.ts";
-import { AUTHENTICATION_CHALLENGE, authenticateHeaders, presentedApiKey } from "../pipeline/access/authentication.ts";
+import {
+  AUTHENTICATION_CHALLENGE,
+  REFUSAL_MESSAGES,
+  authenticateHeaders,
+  presentedApiKey,
+} from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
 import type { Services } from "../domain/services.ts";
@@ -191,8 +196,11 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     if (closing) return reply.code(503).send(errorBody([{ message: "The server is shutting down" }]));
     const key = presentedApiKey(request.headers);
     let caller: Caller | null = null;
+    let refusal = REFUSAL_MESSAGES.missing;
     try {
-      if (key !== null) caller = await authenticateHeaders(services, request.headers);
+      const authentication = await authenticateHeaders(services, request.headers);
+      caller = authentication.caller;
+      if (!authentication.caller) refusal = authentication.message;
     } catch (error) {
       if (!deps.isServiceUnavailable(error)) throw error;
       request.log.error({ err: error }, "database unavailable");
@@ -202,8 +210,7 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
         .send(errorBody([{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }]));
     }
     if (!caller || key === null) {
-      const message =
-        key === null ? "Send an API key in X-API-Key or Authorization: Bearer" : "The API key is invalid or revoked";
+      const message = refusal;
       return reply
         .code(401)
         .header("www-authenticate", AUTHENTICATION_CHALLENGE)

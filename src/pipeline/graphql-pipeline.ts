@@ -3,7 +3,7 @@ import { GraphQLError, type DocumentNode } from "graphql";
 import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
 import type { Services } from "../domain/services.ts";
-import { authenticateHeaders, presentedApiKey } from "./access/authentication.ts";
+import { authenticateHeaders } from "./access/authentication.ts";
 import { actualOperationCost } from "./budget/actual-cost.ts";
 import { joinPublishedCost, splitPublishedCost } from "./budget/cached-cost.ts";
 import { THROTTLED, throttledMessage, type PublishedCost } from "./budget/published-cost.ts";
@@ -96,13 +96,13 @@ export class GraphqlPipeline {
   async authenticate(request: OperationRequest): Promise<boolean> {
     const started = this.timings?.start();
     try {
-      request.caller ??= await authenticateHeaders(this.deps.services, request.credentials);
       if (request.caller) return true;
-      request.failure = unauthenticated(
-        presentedApiKey(request.credentials) === null
-          ? "Send an API key in X-API-Key or Authorization: Bearer"
-          : "The API key is invalid or revoked",
-      );
+      const authentication = await authenticateHeaders(this.deps.services, request.credentials);
+      if (authentication.caller) {
+        request.caller = authentication.caller;
+        return true;
+      }
+      request.failure = unauthenticated(authentication.message);
       return false;
     } catch (error) {
       request.failure = this.unavailableOr(error, request);

@@ -110,6 +110,7 @@ export function fromDomainError(error: DomainError): Problem {
   if (existingTag) extra.existing_tag = serializeTag(existingTag);
   if (typeof error.meta.limit === "number") extra.limit = error.meta.limit;
   if (typeof error.meta.matched === "number") extra.matched = error.meta.matched;
+  if (typeof error.meta.requiredScope === "string") extra.required_scope = error.meta.requiredScope;
   return problem(status, error.code, detailOf(error, location), extra);
 }
 

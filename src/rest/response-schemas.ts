@@ -1,3 +1,4 @@
+import { API_KEY_SCHEMAS } from "./api-key-schemas.ts";
 import type { FastifyInstance } from "fastify";
 import { EVENT_TYPE_DESCRIPTIONS } from "../domain/lifecycle/event-detail-schemas.ts";
 import { LIFECYCLE_EVENT_TYPES } from "../domain/lifecycle/lifecycle-event.ts";
@@ -176,6 +177,7 @@ export const RESPONSE_SCHEMAS = [
   },
   ...WEBHOOK_RESPONSE_SCHEMAS,
   ...TRUSTED_DOCUMENT_SCHEMAS,
+  ...API_KEY_SCHEMAS,
   { $id: "ProblemIssue", ...problemIssue },
   {
     $id: "Problem",
@@ -197,6 +199,10 @@ export const RESPONSE_SCHEMAS = [
         description: "With LIMIT_EXCEEDED from recover or replay: how many deliveries the window matched",
       },
       request_id: { type: "string", description: "With INTERNAL: quote it when reporting the error" },
+      required_scope: {
+        type: "string",
+        description: "With FORBIDDEN for a scope: the scope the API key lacks",
+      },
     },
     required: ["type", "title", "status", "detail", "code"],
     additionalProperties: true,
@@ -247,7 +253,9 @@ export const noContent = (description: string) => ({ description, type: "null" }
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   400: "Malformed input: syntax, a query parameter, a cursor (`code` says which)",
   401: "Missing, invalid or revoked API key (UNAUTHENTICATED)",
-  403: "The key may not do this (FORBIDDEN): a trusted-documents-only key registering documents",
+  403:
+    "The key may not do this (FORBIDDEN): its scopes lack `required_scope`, or a trusted-documents-only " +
+    "key registering documents",
   404: "No such resource in the caller's organization (NOT_FOUND)",
   409: "Conflicts with the current state (CONFLICT, IDEMPOTENCY_KEY_IN_USE)",
   413: "The body is larger than the server accepts (PAYLOAD_TOO_LARGE)",
@@ -277,10 +285,10 @@ const PROBLEM_HEADERS: Record<number, Record<string, object>> = {
 
 /**
  * Problem responses (application/problem+json) for the given statuses, plus those every /v1 operation can
- * answer: 401 (authentication), 429 (rate limit) and 500.
+ * answer: 401 (authentication), 403 (the key's scopes), 429 (rate limit) and 500.
  */
 export function problems(...statuses: number[]) {
-  const all = [...new Set([...statuses, 401, 429, 500])].sort((a, b) => a - b);
+  const all = [...new Set([...statuses, 401, 403, 429, 500])].sort((a, b) => a - b);
   return Object.fromEntries(
     all.map((status) => [
       status,

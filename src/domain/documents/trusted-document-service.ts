@@ -1,3 +1,5 @@
+import { CLI_CHANGE, type ChangeContext } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
 import { LRUCache } from "lru-cache";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
@@ -66,6 +68,8 @@ export class TrustedDocumentService {
     private readonly clock: Clock,
     private readonly cursors: CursorCodec,
     private readonly reader: DocumentReader,
+    /** Records registrations in their transaction. */
+    private readonly audit: AuditLogService,
   ) {}
 
   /**
@@ -79,7 +83,11 @@ export class TrustedDocumentService {
    *         (`INVALID_DOCUMENT`); each issue's path is the entry's key. LIMIT_EXCEEDED beyond
    *         MAX_DOCUMENTS_PER_REGISTRATION documents.
    */
-  async registerDocuments(registrant: Registrant, manifest: unknown): Promise<RegistrationResult> {
+  async registerDocuments(
+    registrant: Registrant,
+    manifest: unknown,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<RegistrationResult> {
     if (registrant.trustedDocumentsOnly) {
       throw new DomainError(
         "FORBIDDEN",
@@ -92,7 +100,19 @@ export class TrustedDocumentService {
       throw notFound("organization");
     const createdAt = this.clock.now();
     const ids = entries.map((entry) => entry.documentId);
-    const inserted = await this.store.documents.insertDocumentsIfAbsent(organizationId, createdAt, entries);
+    // The registration and its audit event in one transaction; a registration that adds nothing records nothing.
+    const inserted = await this.store.transaction(async (store) => {
+      const added = await store.documents.insertDocumentsIfAbsent(organizationId, createdAt, entries);
+      const addedIds = [...new Set(added)];
+      if (addedIds.length > 0)
+        await this.audit.record(store, change, {
+          organizationId,
+          action: "trusted_documents.registered",
+          target: { type: "trusted_documents", id: organizationId },
+          changes: { document_ids: { from: null, to: addedIds } },
+        });
+      return added;
+    });
     const held = new Map(
       (await this.store.documents.findDocuments(organizationId, ids)).map((document) => [
         document.documentId,

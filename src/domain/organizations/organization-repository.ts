@@ -1,5 +1,6 @@
 import type { BudgetOverrides } from "../budgets/cost-budget.ts";
 import type { Organization } from "../models.ts";
+import type { ApiKeyScope } from "./api-key-scopes.ts";
 
 /*
  * What organizations and their API keys need from persistence, implemented in
@@ -18,6 +19,13 @@ export interface ApiKeyRecord {
   readonly trustedDocumentsOnly: boolean;
   /** The key's own cost budget; each value null where the server's default applies. */
   readonly budget: BudgetOverrides;
+  /** A label its organization gave it ("" for keys made by the CLI). */
+  readonly name: string;
+  readonly scopes: ReadonlySet<ApiKeyScope>;
+  /** Past this time the key is refused (401, saying it expired); null: never. */
+  readonly expiresAt: Date | null;
+  /** When the key was last used, to the minute (written at most once a minute). */
+  readonly lastUsedAt: Date | null;
 }
 
 /** An API key that is not revoked, with what its organization's reads depend on (see `Caller.readVersion`). */
@@ -32,6 +40,10 @@ export interface AuthenticatedApiKey {
   readonly oldestVisibleEventAt: Date | null;
   /** The key's own cost budget (null values: the server's defaults). */
   readonly budget: BudgetOverrides;
+  readonly keyPrefix: string;
+  readonly scopes: ReadonlySet<ApiKeyScope>;
+  readonly expiresAt: Date | null;
+  readonly lastUsedAt: Date | null;
 }
 
 export interface OrganizationRepository {
@@ -58,6 +70,11 @@ export interface OrganizationRepository {
    */
   findActiveApiKeysByHash(keyHashes: readonly string[], retentionCutoff: Date): Promise<AuthenticatedApiKey[]>;
   revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null>;
+  /**
+   * Records the key's use at `at` unless a use after `notBefore` is already recorded: one conditional statement,
+   * so that instances racing to record the same minute write once between them.
+   */
+  recordApiKeyUse(id: string, at: Date, notBefore: Date): Promise<void>;
   /** Marks a key trusted-documents-only, or not; returns it as it is now, or null for an unknown key. */
   updateTrustedDocumentsOnly(id: string, trustedDocumentsOnly: boolean): Promise<ApiKeyRecord | null>;
   /** Sets the key's own cost budget (a null value: the server's default again); null when there is no such key. */

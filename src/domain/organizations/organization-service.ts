@@ -7,6 +7,9 @@ import { notFound, validationFailed, type FieldIssue } from "../shared/errors.ts
 import { isUuid, newId } from "../shared/ids.ts";
 import type { Organization } from "../models.ts";
 import type { Store } from "../store.ts";
+import { CLI_CHANGE } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
+import { API_KEY_SCOPES, orderedScopes, type ApiKeyScope } from "./api-key-scopes.ts";
 import type { ApiKeyRecord, AuthenticatedApiKey } from "./organization-repository.ts";
 
 export interface IssuedApiKey {
@@ -28,6 +31,10 @@ export interface ApiKeySummary {
   readonly trustedDocumentsOnly: boolean;
   /** The key's own cost budget; each value null where the server's default applies. */
   readonly budget: BudgetOverrides;
+  readonly name: string;
+  readonly scopes: ReadonlySet<ApiKeyScope>;
+  readonly expiresAt: Date | null;
+  readonly lastUsedAt: Date | null;
 }
 
 /** Changes to a key's own cost budget: a number sets it, null gives the server's default back, absent keeps it. */
@@ -42,11 +49,24 @@ export interface ApiKeyOptions {
   readonly trustedDocumentsOnly?: boolean;
   /** The key's own cost budget (default: the server's). */
   readonly budget?: ApiKeyBudgetChange;
+  /** A label (default ""). */
+  readonly name?: string;
+  /** Default: every scope (the operator's keys, an organization's first key). */
+  readonly scopes?: ReadonlySet<ApiKeyScope>;
+  /** Default: never. */
+  readonly expiresAt?: Date | null;
 }
 
 export interface Caller {
   readonly organizationId: string;
   readonly apiKeyId: string;
+  /** The key's first characters, as listings and the audit log show it. */
+  readonly apiKeyPrefix: string;
+  /**
+   * What the key may do (src/pipeline/access/scopes.ts says what each operation needs). Read with the key in the
+   * authentication statement, so that checking it costs no statement.
+   */
+  readonly scopes: ReadonlySet<ApiKeyScope>;
   /**
    * The key runs registered (trusted) documents only: GraphQL text it sends is refused unless it is the text of
    * a document its organization registered (src/trusted-documents/). REST is unaffected.
@@ -64,6 +84,16 @@ export interface Caller {
   /** The key's own cost budget, read with the key (null values: the server's defaults). */
   readonly budget?: BudgetOverrides;
 }
+
+/** Why a presented key is refused: it is unknown (or revoked), or it expired. */
+export type KeyRefusal = "invalid" | "expired";
+
+/** A key's use is written at most this often (`last_used_at`), never once per request. */
+export const KEY_USE_RESOLUTION_MS = 60_000;
+/** Keys whose recent use this instance remembers having written; older entries are dropped first. */
+const MAX_REMEMBERED_KEY_USES = 10_000;
+
+const ALL_SCOPES: ReadonlySet<ApiKeyScope> = new Set(API_KEY_SCOPES);
 
 const KEY_PREFIX = "rt_";
 /** Requests authenticated by one statement at most (a bound on its IN list). */
@@ -107,13 +137,16 @@ export class OrganizationService {
     private readonly clock: Clock,
     /** The lifecycle log's retention cutoff (LifecycleLogService): what a caller's reads can see moves with it. */
     private readonly retentionCutoff: () => Date,
+    /** Records the operator's key creations and revocations (the CLI's changes) in their transaction. */
+    private readonly audit: AuditLogService,
   ) {}
 
   async createOrganization(name: string): Promise<{ organization: Organization; apiKey: IssuedApiKey }> {
     return this.store.transaction(async (store) => {
       const organization: Organization = { id: newId(), name: name.trim() || "default", createdAt: this.clock.now() };
       await store.organizations.insertOrganization(organization);
-      const apiKey = await this.issueKey(store, organization.id);
+      // An organization's first key holds every scope (SPEC §3.1).
+      const apiKey = await this.issueKey(store, organization.id, {});
       return { organization, apiKey };
     });
   }
@@ -151,7 +184,18 @@ export class OrganizationService {
     return this.store.transaction(async (store) => {
       if (!isUuid(organizationId) || !(await store.organizations.findOrganization(organizationId)))
         throw notFound("organization");
-      return this.issueKey(store, organizationId, options.trustedDocumentsOnly ?? false, budget);
+      const issued = await this.issueKey(store, organizationId, { ...options, budget });
+      await this.audit.record(store, CLI_CHANGE, {
+        organizationId,
+        action: "api_key.created",
+        target: { type: "api_key", id: issued.id },
+        changes: {
+          prefix: { from: null, to: issued.record.keyPrefix },
+          scopes: { from: null, to: orderedScopes(issued.record.scopes) },
+          trusted_documents_only: { from: null, to: issued.record.trustedDocumentsOnly },
+        },
+      });
+      return issued;
     });
   }
 
@@ -182,52 +226,124 @@ export class OrganizationService {
     return summaryOf(key);
   }
 
-  /** Revokes at once: the next request with that key is refused. @throws NOT_FOUND. */
+  /**
+   * The operator's revocation (any organization's key), recorded as the CLI's change. At once: the next request
+   * with that key is refused. @throws NOT_FOUND.
+   */
   async revokeApiKey(keyId: string): Promise<void> {
-    const key = isUuid(keyId) ? await this.store.organizations.revokeApiKey(keyId, this.clock.now()) : null;
-    if (!key) throw notFound("API key");
+    await this.store.transaction(async (store) => {
+      const before = isUuid(keyId) ? await store.organizations.findApiKey(keyId.toLowerCase()) : null;
+      if (!before) throw notFound("API key");
+      if (before.revokedAt !== null) return;
+      const key = await store.organizations.revokeApiKey(before.id, this.clock.now());
+      await this.audit.record(store, CLI_CHANGE, {
+        organizationId: before.organizationId,
+        action: "api_key.revoked",
+        target: { type: "api_key", id: before.id },
+        changes: { revoked_at: { from: null, to: key?.revokedAt?.toISOString() ?? null } },
+      });
+    });
   }
 
-  /** The caller behind a presented key, or null when the key is unknown or revoked. */
+  /** The caller behind a presented key, or null when the key is unknown, revoked or expired. */
   async authenticate(presentedKey: string): Promise<Caller | null> {
-    if (!presentedKey.startsWith(KEY_PREFIX)) return null;
+    const outcome = await this.authenticateOrRefuse(presentedKey);
+    return typeof outcome === "string" ? null : outcome;
+  }
+
+  /**
+   * The caller behind a presented key, or why it is refused. One statement (batched with the keys of the same
+   * event-loop turn); the key's use is recorded in the background at most once a minute per key.
+   */
+  async authenticateOrRefuse(presentedKey: string): Promise<Caller | KeyRefusal> {
+    if (!presentedKey.startsWith(KEY_PREFIX)) return "invalid";
     const key = await this.activeKeys.load(hashKey(presentedKey));
-    if (!key) return null;
+    if (!key) return "invalid";
+    const now = this.clock.now();
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= now.getTime()) return "expired";
+    this.noteKeyUse(key, now);
     const oldestVisibleEvent = key.oldestVisibleEventAt?.getTime() ?? "none";
     return {
       organizationId: key.organizationId,
       apiKeyId: key.id,
+      apiKeyPrefix: key.keyPrefix,
+      scopes: key.scopes,
       trustedDocumentsOnly: key.trustedDocumentsOnly,
       readVersion: `${key.dataVersion}/${oldestVisibleEvent}`,
       budget: key.budget,
     };
   }
 
-  private async issueKey(
+  /** When this instance last wrote each key's use (bounded: a forgotten key is at worst written once more). */
+  private readonly keyUseWritten = new Map<string, number>();
+
+  /**
+   * Records a key's use, at most once a minute per key: skipped while the stored `last_used_at` (read with the key)
+   * or this instance's own last write is younger than a minute. The write is conditional, so that instances racing
+   * on the same minute store it once, and it runs after the request's own statement: a failure is only logged away.
+   */
+  private noteKeyUse(key: AuthenticatedApiKey, now: Date): void {
+    const notBefore = now.getTime() - KEY_USE_RESOLUTION_MS;
+    if (key.lastUsedAt !== null && key.lastUsedAt.getTime() > notBefore) return;
+    const written = this.keyUseWritten.get(key.id);
+    if (written !== undefined && written > notBefore) return;
+    if (this.keyUseWritten.size >= MAX_REMEMBERED_KEY_USES) {
+      const oldest = this.keyUseWritten.keys().next().value;
+      if (oldest !== undefined) this.keyUseWritten.delete(oldest);
+    }
+    this.keyUseWritten.delete(key.id);
+    this.keyUseWritten.set(key.id, now.getTime());
+    this.store.organizations.recordApiKeyUse(key.id, now, new Date(notBefore)).catch(() => {
+      // A lost use time is harmless (the next minute writes it); the request must not fail for it.
+      this.keyUseWritten.delete(key.id);
+    });
+  }
+
+  /**
+   * Writes a new key inside `store`'s transaction and returns it with the key itself (shown once). Options are
+   * taken as checked: the callers validate them.
+   */
+  async issueKey(
     store: Store,
     organizationId: string,
-    trustedDocumentsOnly = false,
-    budget: BudgetOverrides = { maximum: null, restoreRate: null },
-  ): Promise<IssuedApiKey> {
+    options: Omit<ApiKeyOptions, "budget"> & { readonly budget?: BudgetOverrides },
+  ): Promise<IssuedApiKey & { readonly record: ApiKeyRecord }> {
     const key = KEY_PREFIX + randomBytes(32).toString("base64url");
-    const id = newId();
-    await store.organizations.insertApiKey({
-      id,
+    const record: ApiKeyRecord = {
+      id: newId(),
       organizationId,
       keyHash: hashKey(key),
       keyPrefix: key.slice(0, 8),
       createdAt: this.clock.now(),
       revokedAt: null,
-      trustedDocumentsOnly,
-      budget,
-    });
-    return { id, organizationId, key };
+      trustedDocumentsOnly: options.trustedDocumentsOnly ?? false,
+      budget: options.budget ?? { maximum: null, restoreRate: null },
+      name: options.name ?? "",
+      scopes: options.scopes ?? ALL_SCOPES,
+      expiresAt: options.expiresAt ?? null,
+      lastUsedAt: null,
+    };
+    await store.organizations.insertApiKey(record);
+    return { id: record.id, organizationId, key, record };
   }
 }
 
-function summaryOf(key: ApiKeyRecord): ApiKeySummary {
+export function summaryOf(key: ApiKeyRecord): ApiKeySummary {
   const { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly, budget } = key;
-  return { id, organizationId, keyPrefix, createdAt, revokedAt, trustedDocumentsOnly, budget };
+  const { name, scopes, expiresAt, lastUsedAt } = key;
+  return {
+    id,
+    organizationId,
+    keyPrefix,
+    createdAt,
+    revokedAt,
+    trustedDocumentsOnly,
+    budget,
+    name,
+    scopes,
+    expiresAt,
+    lastUsedAt,
+  };
 }
 
 /** `change` applied to `current`, each value checked: a finite number above 0, or null (the server's default). */

@@ -66,6 +66,14 @@ export function renderFieldNames(message: string, spell: (segment: string) => st
   return message.replace(FIELD_REFERENCE, (_match, path: string) => path.split(".").map(spell).join("."));
 }
 
+/**
+ * The caller's key lacks the scope an operation needs (SPEC §3.1): about the key, never about an object (another
+ * organization's object stays NOT_FOUND).
+ */
+export function forbiddenScope(requiredScope: string): DomainError {
+  return new DomainError("FORBIDDEN", `The API key lacks the scope ${requiredScope}`, [], { requiredScope });
+}
+
 export function notFound(what: string): DomainError {
   return new DomainError("NOT_FOUND", `${what} not found`);
 }

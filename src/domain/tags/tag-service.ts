@@ -1,3 +1,5 @@
+import { CLI_CHANGE, type ChangeContext } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
@@ -35,6 +37,8 @@ export class TagService {
     private readonly clock: Clock,
     private readonly cursors: CursorCodec,
     private readonly limits: TagLimits,
+    /** Records deletions in their transaction. */
+    private readonly audit: AuditLogService,
   ) {}
 
   /**
@@ -114,9 +118,19 @@ export class TagService {
   }
 
   /** Deletes a tag and, through the foreign key's cascade, its links to every reference. */
-  async deleteTag(organizationId: string, id: string): Promise<void> {
+  async deleteTag(organizationId: string, id: string, change: ChangeContext = CLI_CHANGE): Promise<void> {
     const deleted =
-      isUuid(id) && (await this.store.transaction((store) => store.tags.deleteTag(organizationId, id.toLowerCase())));
+      isUuid(id) &&
+      (await this.store.transaction(async (store) => {
+        if (!(await store.tags.deleteTag(organizationId, id.toLowerCase()))) return false;
+        // Recorded in the deletion's transaction; the name is gone with the tag, its id stays the target.
+        await this.audit.record(store, change, {
+          organizationId,
+          action: "tag.deleted",
+          target: { type: "tag", id: id.toLowerCase() },
+        });
+        return true;
+      }));
     if (!deleted) throw notFound("tag");
   }
 

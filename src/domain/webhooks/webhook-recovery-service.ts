@@ -1,3 +1,5 @@
+import { CLI_CHANGE, type ChangeContext } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
 import type { Clock } from "../shared/clock.ts";
 import { DomainError, notFound } from "../shared/errors.ts";
 import { isUuid } from "../shared/ids.ts";
@@ -50,6 +52,8 @@ export class WebhookRecoveryService {
     private readonly clock: Clock,
     /** Events before this are past the log's retention. */
     private readonly retentionCutoff: () => Date,
+    /** Records recoveries and replays in the transaction that starts them. */
+    private readonly audit: AuditLogService,
     options: Partial<RecoveryOptions> = {},
   ) {
     this.runner = new ReplayRunner(store, clock, options, (endpointId) => this.notifyScheduled(endpointId));
@@ -59,14 +63,26 @@ export class WebhookRecoveryService {
    * Re-sends the endpoint's failed or given-up deliveries created in the window; returns how many.
    * @throws NOT_FOUND, CONFLICT (endpoint disabled), VALIDATION_FAILED (window), LIMIT_EXCEEDED (> 100,000).
    */
-  async recover(organizationId: string, endpointId: string, input: RecoveryWindowInput): Promise<number> {
+  async recover(
+    organizationId: string,
+    endpointId: string,
+    input: RecoveryWindowInput,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<number> {
     const endpoint = await this.sendableEndpoint(organizationId, endpointId);
     const window = windowOf(input, this.clock.now(), this.retentionCutoff());
     const now = this.clock.now();
     if (input.dryRun) return this.store.webhookRecovery.countRecoverable(endpoint.id, window, now);
     const count = await this.store.transaction(async (store) => {
       refuseAboveLimit(await store.webhookRecovery.countRecoverable(endpoint.id, window, now));
-      return store.webhookRecovery.recover(endpoint.id, window, now);
+      const recovered = await store.webhookRecovery.recover(endpoint.id, window, now);
+      await this.audit.record(store, change, {
+        organizationId,
+        action: "webhook_endpoint.recovery_started",
+        target: { type: "webhook_endpoint", id: endpoint.id },
+        changes: windowChanges(window, recovered),
+      });
+      return recovered;
     });
     if (count > 0) this.notifyScheduled(endpoint.id);
     return count;
@@ -78,7 +94,12 @@ export class WebhookRecoveryService {
    * @throws NOT_FOUND, CONFLICT (endpoint disabled, or a replay of it still being scheduled), VALIDATION_FAILED
    * (window), LIMIT_EXCEEDED (> 100,000).
    */
-  async replay(organizationId: string, endpointId: string, input: RecoveryWindowInput): Promise<number> {
+  async replay(
+    organizationId: string,
+    endpointId: string,
+    input: RecoveryWindowInput,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<number> {
     const endpoint = await this.sendableEndpoint(organizationId, endpointId);
     const selection: ReplaySelection = {
       ...windowOf(input, this.clock.now(), this.retentionCutoff()),
@@ -98,7 +119,17 @@ export class WebhookRecoveryService {
       remaining: count,
       after: null,
     };
-    if (!(await this.store.webhookRecovery.startReplay(job, this.runner.lease(), this.clock.now())))
+    const started = await this.store.transaction(async (store) => {
+      if (!(await store.webhookRecovery.startReplay(job, this.runner.lease(), this.clock.now()))) return false;
+      await this.audit.record(store, change, {
+        organizationId,
+        action: "webhook_endpoint.replay_started",
+        target: { type: "webhook_endpoint", id: endpoint.id },
+        changes: windowChanges(selection, count),
+      });
+      return true;
+    });
+    if (!started)
       throw new DomainError(
         "CONFLICT",
         "A replay of this webhook endpoint is still being scheduled; replay again once it has been",
@@ -182,4 +213,13 @@ function refuseAboveLimit(matched: number): void {
     [],
     { limit: MAX_DELIVERIES_PER_CALL, matched },
   );
+}
+
+/** What a recovery or a replay records in the audit log: its window and how many deliveries it scheduled. */
+function windowChanges(window: { readonly since: Date; readonly until: Date }, count: number) {
+  return {
+    since: { from: null, to: window.since.toISOString() },
+    until: { from: null, to: window.until.toISOString() },
+    count: { from: null, to: count },
+  };
 }

@@ -1,3 +1,5 @@
+import { CLI_CHANGE, type ChangeContext } from "../audit/audit-event.ts";
+import type { AuditLogService } from "../audit/audit-log-service.ts";
 import type { Clock } from "../shared/clock.ts";
 import type { CursorCodec } from "../shared/cursor.ts";
 import { DomainError, notFound, validationFailed, type FieldIssue } from "../shared/errors.ts";
@@ -18,6 +20,7 @@ import {
   type WebhookEndpoint,
 } from "./webhook-models.ts";
 import { generateSigningKey } from "./signing-keys.ts";
+import { endpointChanges } from "./endpoint-audit.ts";
 
 export interface ListDeliveriesInput {
   readonly status?: string;
@@ -55,6 +58,7 @@ export class WebhookService {
     private readonly clock: Clock,
     private readonly cursors: CursorCodec,
     private readonly targets: WebhookTargetPolicy,
+    private readonly audit: AuditLogService,
   ) {}
 
   /**
@@ -62,8 +66,14 @@ export class WebhookService {
    * "ed25519"): an HMAC secret is returned here only; an ed25519 private key never (its public key is readable).
    * @throws VALIDATION_FAILED (url syntax or refused target, unknown event types, tag ids that are not tags of
    *   the organization, description), LIMIT_EXCEEDED. Nothing is written then.
+   * `change` (who makes it, for the audit log, written in the same transaction): the operator's CLI by default;
+   * every adapter serving a request passes its caller's. So do the other administrative methods below.
    */
-  async createEndpoint(organizationId: string, input: WebhookEndpointInput): Promise<EndpointWithSecret> {
+  async createEndpoint(
+    organizationId: string,
+    input: WebhookEndpointInput,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<EndpointWithSecret> {
     if (input.url === undefined && (input.destination === undefined || input.destination === null))
       throw validationFailed([
         { path: ["url"], code: "REQUIRED", message: "url is required (or a message broker's destination instead)" },
@@ -114,6 +124,12 @@ export class WebhookService {
       }
       await store.webhooks.insertEndpoint(endpoint);
       if (changes.tagIds) await this.writeTagFilter(store, endpoint, changes.tagIds);
+      await this.audit.record(store, change, {
+        organizationId,
+        action: "webhook_endpoint.created",
+        target: { type: "webhook_endpoint", id: endpoint.id },
+        changes: endpointChanges(null, endpoint),
+      });
     });
     return { endpoint, secret: key.publicKey === null ? key.secret : null };
   }
@@ -142,7 +158,12 @@ export class WebhookService {
    * which only creation and rotation hand over): the same value is accepted, another one refused.
    * @throws NOT_FOUND, VALIDATION_FAILED (nothing is changed then).
    */
-  async updateEndpoint(organizationId: string, id: string, input: WebhookEndpointInput): Promise<WebhookEndpoint> {
+  async updateEndpoint(
+    organizationId: string,
+    id: string,
+    input: WebhookEndpointInput,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<WebhookEndpoint> {
     const before = await this.getEndpoint(organizationId, id);
     const changes = await validateEndpointInput(input, this.targets, before.destination);
     if (changes.signing !== undefined && changes.signing !== before.signing)
@@ -182,15 +203,31 @@ export class WebhookService {
       // Ordering ends for what is waiting too: nothing stays held back by an order the endpoint no longer has.
       if (current.ordering === "reference" && updated.ordering === "none")
         await store.webhookRecovery.releaseOrder(updated.id);
+      await this.audit.record(store, change, {
+        organizationId,
+        action: "webhook_endpoint.updated",
+        target: { type: "webhook_endpoint", id: updated.id },
+        changes: endpointChanges(current, updated),
+      });
       return updated;
     });
   }
 
   /** Deletes the endpoint with its deliveries and their attempts. @throws NOT_FOUND */
-  async deleteEndpoint(organizationId: string, id: string): Promise<void> {
+  async deleteEndpoint(organizationId: string, id: string, change: ChangeContext = CLI_CHANGE): Promise<void> {
     const deleted =
       isUuid(id) &&
-      (await this.store.transaction((store) => store.webhooks.deleteEndpoint(organizationId, id.toLowerCase())));
+      (await this.store.transaction(async (store) => {
+        const before = await store.webhooks.findEndpoint(organizationId, id.toLowerCase());
+        if (!before || !(await store.webhooks.deleteEndpoint(organizationId, before.id))) return false;
+        await this.audit.record(store, change, {
+          organizationId,
+          action: "webhook_endpoint.deleted",
+          target: { type: "webhook_endpoint", id: before.id },
+          changes: endpointChanges(before, null),
+        });
+        return true;
+      }));
     if (!deleted) throw notFound("webhook endpoint");
   }
 
@@ -200,7 +237,11 @@ export class WebhookService {
    * 24 hours, and so does every key rotated out within the last 24 hours (a second rotation drops none of them).
    * @throws NOT_FOUND
    */
-  async rotateSecret(organizationId: string, id: string): Promise<EndpointWithSecret> {
+  async rotateSecret(
+    organizationId: string,
+    id: string,
+    change: ChangeContext = CLI_CHANGE,
+  ): Promise<EndpointWithSecret> {
     return this.store.transaction(async (store) => {
       // Under the endpoint's lock: parallel rotations each keep the secrets the one before issued.
       const current = await this.lockEndpointIn(store, organizationId, id);
@@ -220,6 +261,19 @@ export class WebhookService {
         version: current.version + 1,
       };
       await store.webhooks.updateEndpoint(endpoint);
+      // The secret itself is never recorded; an ed25519 endpoint's public key is (it is no secret).
+      await this.audit.record(store, change, {
+        organizationId,
+        action:
+          current.signing === "hmac-sha256"
+            ? "webhook_endpoint.secret_rotated"
+            : "webhook_endpoint.signing_key_rotated",
+        target: { type: "webhook_endpoint", id: endpoint.id },
+        changes:
+          key.publicKey === null
+            ? { previous_secret_expires_at: { from: null, to: expiresAt.toISOString() } }
+            : { public_key: { from: current.publicKey, to: key.publicKey } },
+      });
       return { endpoint, secret: key.publicKey === null ? key.secret : null };
     });
   }

@@ -3,6 +3,9 @@ import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } f
 import type { Tag as TagModel, Reference as ReferenceModel, ReferenceUpdate as ReferenceUpdateModel, TrustedDocument as TrustedDocumentModel } from '../../domain/models.ts';
 import type { LifecycleEvent as LifecycleEventModel } from '../../domain/lifecycle/lifecycle-event.ts';
 import type { WebhookEndpoint as WebhookEndpointModel, WebhookDeliveryView as WebhookDeliveryViewModel, WebhookAttempt as WebhookAttemptModel } from '../../domain/webhooks/webhook-models.ts';
+import type { ApiKeySummary as ApiKeySummaryModel } from '../../domain/organizations/organization-service.ts';
+import type { AuditEvent as AuditEventModel } from '../../domain/audit/audit-event.ts';
+import type { ApiKeyScope as ApiKeyScopeModel } from '../../domain/organizations/api-key-scopes.ts';
 import type { LocatedIngestionItemResult as LocatedIngestionItemResultModel, IngestionItemErrorModel as IngestionItemErrorModelModel } from '../ingestion-results.ts';
 import type { DeactivateReason as DeactivateReasonModel, ExtractionStatus as ExtractionStatusModel, IngestionMode as IngestionModeModel, LifecycleEventType as LifecycleEventTypeModel, WebhookEventType as WebhookEventTypeModel, TagMatch as TagMatchModel, WebhookDeliveryStatus as WebhookDeliveryStatusModel, WebhookTagFilterState as WebhookTagFilterStateModel, WebhookOrdering as WebhookOrderingModel, WebhookSigning as WebhookSigningModel, WebhookHeldBackReason as WebhookHeldBackReasonModel, WebhookDroppedReason as WebhookDroppedReasonModel, WebhookReplayRunState as WebhookReplayRunStateModel } from '../enums.ts';
 import type { GraphqlContext } from '../context.ts';
@@ -47,6 +50,122 @@ export type AddTagsToReferencePayload = {
   __typename?: 'AddTagsToReferencePayload';
   /** The reference, with all its tags. */
   reference: Reference;
+};
+
+/** An API key of the organization, as listed: never the key itself, only its prefix. */
+export type ApiKey = {
+  __typename?: 'ApiKey';
+  /** When the key was created. */
+  createdAt: Scalars['DateTime']['output'];
+  /** Past this time the key is refused; null: never. */
+  expiresAt?: Maybe<Scalars['DateTime']['output']>;
+  /** The key's id. */
+  id: Scalars['ID']['output'];
+  /** When the key was last used, to the minute (written at most once a minute); null: never. */
+  lastUsedAt?: Maybe<Scalars['DateTime']['output']>;
+  /** The label given at creation (empty for keys made by the operator's CLI). */
+  name: Scalars['String']['output'];
+  /** The key's first 8 characters: enough to recognize it, too few to use it. */
+  prefix: Scalars['String']['output'];
+  /** When the key was revoked; null while it works. */
+  revokedAt?: Maybe<Scalars['DateTime']['output']>;
+  /** What the key may do. */
+  scopes: Array<ApiKeyScope>;
+  /** GraphQL requests with the key run registered documents only. */
+  trustedDocumentsOnly: Scalars['Boolean']['output'];
+};
+
+/** What an API key may do. Reads cover the lifecycle log, the feed and subscriptions of their area. */
+export type ApiKeyScope =
+  /** Read the audit log. */
+  | 'audit:read'
+  /** Read registered (trusted) documents. */
+  | 'documents:read'
+  /** Register trusted documents. */
+  | 'documents:write'
+  /** List and read API keys. */
+  | 'keys:read'
+  /** Create and revoke API keys. */
+  | 'keys:write'
+  /** Read tags, references, the lifecycle log, the feed and lifecycle subscriptions. */
+  | 'references:read'
+  /** Write tags and references, report updates and extractions, ingest. */
+  | 'references:write'
+  /** Read webhook endpoints, deliveries and attempts. */
+  | 'webhooks:read'
+  /** Create, change and delete endpoints; test, resend, recover, replay; rotate secrets and signing keys. */
+  | 'webhooks:write';
+
+/** An administrative change of the organization. Never holds a secret or a key; URLs are masked. */
+export type AuditEvent = {
+  __typename?: 'AuditEvent';
+  /** What was done, e.g. `webhook_endpoint.updated`, `api_key.created`. */
+  action: Scalars['String']['output'];
+  /** The API key that made the change; null when the operator's CLI made it. */
+  actorApiKeyId?: Maybe<Scalars['ID']['output']>;
+  /** Whether the operator's CLI made the change. */
+  actorCli: Scalars['Boolean']['output'];
+  /** The prefix of the API key that made the change; null for the CLI. */
+  actorKeyPrefix?: Maybe<Scalars['String']['output']>;
+  /** Each changed field: `{ field: { from, to } }`. */
+  changes: Scalars['JSONObject']['output'];
+  /** The event's id. */
+  id: Scalars['ID']['output'];
+  /** When the change was made. */
+  occurredAt: Scalars['DateTime']['output'];
+  /** The request that made the change; null for the CLI. */
+  requestId?: Maybe<Scalars['String']['output']>;
+  /** The id of the object changed. */
+  targetId: Scalars['String']['output'];
+  /** The kind of object changed: `api_key`, `webhook_endpoint`, `tag`, `trusted_documents`. */
+  targetType: Scalars['String']['output'];
+};
+
+/** A page of audit events, newest first. */
+export type AuditEventConnection = {
+  __typename?: 'AuditEventConnection';
+  /** The events of this page, each with its cursor. */
+  edges: Array<AuditEventEdge>;
+  /** Where this page sits in the whole list. */
+  pageInfo: PageInfo;
+};
+
+/** An audit event and its position in the list. */
+export type AuditEventEdge = {
+  __typename?: 'AuditEventEdge';
+  /** An opaque position: pass it as `after` to continue after this event. */
+  cursor: Scalars['String']['output'];
+  /** The event. */
+  node: AuditEvent;
+};
+
+/** Which audit events to list. */
+export type AuditEventFilter = {
+  /** Only this action, e.g. `webhook_endpoint.updated`. */
+  action?: InputMaybe<Scalars['String']['input']>;
+  /** Only changes made with this API key. */
+  apiKeyId?: InputMaybe<Scalars['ID']['input']>;
+};
+
+/** A key to create. It may hold only scopes the calling key holds itself. */
+export type CreateApiKeyInput = {
+  /** Past this time the key is refused; must be in the future. Absent: never. */
+  expiresAt?: InputMaybe<Scalars['DateTime']['input']>;
+  /** A label, 1-100 characters. */
+  name: Scalars['String']['input'];
+  /** What the key may do (at least one scope). */
+  scopes: Array<ApiKeyScope>;
+  /** GraphQL requests with the key may run registered documents only (default false). */
+  trustedDocumentsOnly?: InputMaybe<Scalars['Boolean']['input']>;
+};
+
+/** A new key: what is listed of it, and the key itself. */
+export type CreateApiKeyPayload = {
+  __typename?: 'CreateApiKeyPayload';
+  /** The key as listed. */
+  apiKey: ApiKey;
+  /** The key itself: shown this once, never again. Store it now. */
+  key: Scalars['String']['output'];
 };
 
 /** Input of `createReference`: exactly one of `containerId`, `billOfLading` and `bookingNumber`. */
@@ -438,31 +557,33 @@ export type LifecycleFeedFilter = {
 export type Mutation = {
   __typename?: 'Mutation';
   /** Adds tags to a reference (creating named tags that do not exist yet). Tags already on it stay. */
-  addTagsToReference: AddTagsToReferencePayload;
+  addTagsToReference?: Maybe<AddTagsToReferencePayload>;
+  /** Creates an API key holding only scopes the calling key holds (scope `keys:write`). */
+  createApiKey?: Maybe<CreateApiKeyPayload>;
   /**
    * Creates a reference from exactly one of `containerId`, `billOfLading` and `bookingNumber`, with optional
    * tags. Everything is validated first: on any error nothing is saved.
    */
-  createReference: CreateReferencePayload;
+  createReference?: Maybe<CreateReferencePayload>;
   /**
    * Creates a tag. CONFLICT (with `extensions.existingTag`) when the organization already has a tag of that
    * name in any case; LIMIT_EXCEEDED at the organization's tag limit.
    */
-  createTag: CreateTagPayload;
+  createTag?: Maybe<CreateTagPayload>;
   /**
    * Creates a webhook endpoint and returns its signing secret, this once. The URL must be https or http; private,
    * loopback and link-local targets (also behind a name) are refused unless the server allows them.
    */
-  createWebhookEndpoint: CreateWebhookEndpointPayload;
+  createWebhookEndpoint?: Maybe<CreateWebhookEndpointPayload>;
   /** Deactivates a reference with a reason. An already deactivated reference is returned unchanged. */
-  deactivateReference: DeactivateReferencePayload;
+  deactivateReference?: Maybe<DeactivateReferencePayload>;
   /** Deletes a tag and removes it from every reference. */
-  deleteTag: DeleteTagPayload;
+  deleteTag?: Maybe<DeleteTagPayload>;
   /**
    * Deletes a webhook endpoint with its deliveries. Once this has answered, no request to it begins, on any instance
    * (requests that began before the answer may still arrive after it).
    */
-  deleteWebhookEndpoint: DeleteWebhookEndpointPayload;
+  deleteWebhookEndpoint?: Maybe<DeleteWebhookEndpointPayload>;
   /**
    * Bulk ingestion (tracking side): 1 to 500 reports about many references of the organization, in one
    * transaction, applied in order (reports about one reference see each other's effects), with the same rules and
@@ -473,16 +594,16 @@ export type Mutation = {
    * ones are saved and `results` says what happened to each. Malformed input (a missing field, a wrong type) is a
    * GraphQL input error for the whole request in both modes. More than 500 items: LIMIT_EXCEEDED.
    */
-  ingest: IngestPayload;
+  ingest?: Maybe<IngestPayload>;
   /** Reactivates a deactivated reference; CONFLICT when it is active. */
-  reactivateReference: ReactivateReferencePayload;
+  reactivateReference?: Maybe<ReactivateReferencePayload>;
   /**
    * Records the outcome of an extraction (tracking side). After too many failures in a row the reference is
    * deactivated automatically.
    */
-  recordExtraction: RecordExtractionPayload;
+  recordExtraction?: Maybe<RecordExtractionPayload>;
   /** Stores an update document for a reference (tracking side) and records the estimated times it changes. */
-  recordReferenceUpdate: RecordReferenceUpdatePayload;
+  recordReferenceUpdate?: Maybe<RecordReferenceUpdatePayload>;
   /**
    * Sends again every delivery of the endpoint created in `[since, until)` whose last attempt failed or that was
    * given up, now, in the order they were created, each with its original `webhook-id` and body and a fresh retry
@@ -492,20 +613,20 @@ export type Mutation = {
    * the log's retention or after `until`; LIMIT_EXCEEDED beyond 100,000 deliveries (`extensions.matched` says how
    * many matched); NOT_FOUND for an unknown endpoint; CONFLICT when it is disabled.
    */
-  recoverWebhookDeliveries: Scalars['Int']['output'];
+  recoverWebhookDeliveries?: Maybe<Scalars['Int']['output']>;
   /**
    * Registers the documents of a manifest for the organization. Idempotent: a document registered already stays as it
    * is. A trusted-documents-only key may not register documents (FORBIDDEN). The `reftrail documents register`
    * command and `POST /v1/trusted-documents` do the same.
    */
-  registerTrustedDocuments: RegisterTrustedDocumentsPayload;
+  registerTrustedDocuments?: Maybe<RegisterTrustedDocumentsPayload>;
   /**
    * Removes a tag from a reference; the tag itself remains. Removing a tag the reference does not carry is not
    * an error.
    */
-  removeTagFromReference: RemoveTagFromReferencePayload;
+  removeTagFromReference?: Maybe<RemoveTagFromReferencePayload>;
   /** Renames a tag; changing only the case of the name is allowed. CONFLICT when another tag holds the name. */
-  renameTag: RenameTagPayload;
+  renameTag?: Maybe<RenameTagPayload>;
   /**
    * Sends the endpoint one delivery for every event of the log written in `[since, until)` that matches its filters
    * today (event types, tags by the event's tag snapshot), oldest first, whether or not it was delivered before. An
@@ -514,12 +635,12 @@ export type Mutation = {
    * (counted at the call; the deliveries are scheduled in batches as earlier ones go out). On an endpoint ordered by
    * `REFERENCE`, replayed deliveries keep their reference's order. Errors as `recoverWebhookDeliveries`.
    */
-  replayWebhookEvents: Scalars['Int']['output'];
+  replayWebhookEvents?: Maybe<Scalars['Int']['output']>;
   /**
    * Reports the containers found on a bill of lading or booking (tracking side). Each new container becomes a
    * child reference with a copy of the parent's tags; containers reported before are returned, not duplicated.
    */
-  reportChildContainers: ReportChildContainersPayload;
+  reportChildContainers?: Maybe<ReportChildContainersPayload>;
   /**
    * Sends a delivery again now, with the same `webhook-id` and body, and a fresh retry schedule; its
    * `attemptCount` goes on counting from its earlier attempts. On an endpoint ordered by `REFERENCE` it goes out
@@ -527,21 +648,23 @@ export type Mutation = {
    * already in flight is not recalled), and after an earlier one still pending; with none of those it goes out at
    * once. CONFLICT when its endpoint is disabled.
    */
-  resendWebhookDelivery: ResendWebhookDeliveryPayload;
+  resendWebhookDelivery?: Maybe<ResendWebhookDeliveryPayload>;
+  /** Revokes an API key at once, on every instance (scope `keys:write`). */
+  revokeApiKey?: Maybe<RevokeApiKeyPayload>;
   /**
    * Issues a new signing secret and returns it, this once. The previous secret keeps signing beside the new one
    * for 24 hours, so receivers can switch without missing a request; so does every secret rotated out within the
    * last 24 hours (two rotations in a day give three signatures).
    */
-  rotateWebhookEndpointSecret: RotateWebhookEndpointSecretPayload;
+  rotateWebhookEndpointSecret?: Maybe<RotateWebhookEndpointSecretPayload>;
   /** Queues a `webhook_test` event for the endpoint, whatever its event types. CONFLICT when it is disabled. */
-  sendTestWebhook: SendTestWebhookPayload;
+  sendTestWebhook?: Maybe<SendTestWebhookPayload>;
   /**
    * Changes the fields given. Disabling fails the deliveries waiting for the endpoint; enabling clears why it was
    * disabled. Once this has answered, no request begins toward the endpoint's old state, on any instance: none after
    * a disable, none to the old url (requests that began before the answer may still arrive after it).
    */
-  updateWebhookEndpoint: UpdateWebhookEndpointPayload;
+  updateWebhookEndpoint?: Maybe<UpdateWebhookEndpointPayload>;
 };
 
 
@@ -552,6 +675,16 @@ export type Mutation = {
  */
 export type MutationAddTagsToReferenceArgs = {
   input: AddTagsToReferenceInput;
+};
+
+
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
+export type MutationCreateApiKeyArgs = {
+  input: CreateApiKeyInput;
 };
 
 
@@ -736,6 +869,16 @@ export type MutationResendWebhookDeliveryArgs = {
  * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
  * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
  */
+export type MutationRevokeApiKeyArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/**
+ * Changes. Each mutation takes one `input` object and returns a payload object holding what changed, except
+ * `recoverWebhookDeliveries` and `replayWebhookEvents`: they take their arguments directly (`endpointId`, `since`,
+ * `until`, `dryRun`) and return how many deliveries they send (`Int!`).
+ */
 export type MutationRotateWebhookEndpointSecretArgs = {
   input: RotateWebhookEndpointSecretInput;
 };
@@ -821,6 +964,12 @@ export type PageInfo = {
  */
 export type Query = {
   __typename?: 'Query';
+  /** One of the organization's API keys; null when there is none with that id (scope `keys:read`). */
+  apiKey?: Maybe<ApiKey>;
+  /** The organization's API keys, oldest first, revoked ones included (scope `keys:read`). */
+  apiKeys?: Maybe<Array<ApiKey>>;
+  /** The organization's administrative changes, newest first (scope `audit:read`). */
+  auditEvents?: Maybe<AuditEventConnection>;
   /**
    * The organization's whole lifecycle log, every reference's, in live order: the order of
    * `Subscription.lifecycleEvents` (the order in which the events' transactions committed), with the same filters
@@ -828,7 +977,7 @@ export type Query = {
    * subscription with the same filter sees, in the same order, without gap or duplicate. Events past retention
    * are not returned. The same feed as REST `GET /v1/events` (which can also wait for the next event).
    */
-  lifecycleEvents: LifecycleFeedConnection;
+  lifecycleEvents?: Maybe<LifecycleFeedConnection>;
   /**
    * The object with this id, whatever its type (Tag, Reference, ReferenceUpdate, LifecycleEvent, WebhookEndpoint,
    * WebhookDelivery, WebhookAttempt); null when there is none. An object of another organization, a malformed id
@@ -839,25 +988,53 @@ export type Query = {
    * The objects with these ids, in the order of `ids`, each null when there is none (as for `node`). At most 100
    * ids; any number of them costs a fixed number of database queries.
    */
-  nodes: Array<Maybe<Node>>;
+  nodes?: Maybe<Array<Maybe<Node>>>;
   /** One reference; a NOT_FOUND error when there is none with this id. */
   reference?: Maybe<Reference>;
   /** The organization's references, newest first. */
-  references: ReferenceConnection;
+  references?: Maybe<ReferenceConnection>;
   /** One tag; a NOT_FOUND error when there is none with this id. */
   tag?: Maybe<Tag>;
   /** The organization's tags in name order (case-insensitive). */
-  tags: TagConnection;
+  tags?: Maybe<TagConnection>;
   /** One registered document; a NOT_FOUND error when the organization registered none with this id. */
   trustedDocument?: Maybe<TrustedDocument>;
   /** The organization's registered (trusted) documents, oldest first. */
-  trustedDocuments: TrustedDocumentConnection;
+  trustedDocuments?: Maybe<TrustedDocumentConnection>;
   /** One webhook delivery with its attempts; a NOT_FOUND error when there is none with this id. */
   webhookDelivery?: Maybe<WebhookDelivery>;
   /** One webhook endpoint; a NOT_FOUND error when there is none with this id. */
   webhookEndpoint?: Maybe<WebhookEndpoint>;
   /** The organization's webhook endpoints, newest first. */
-  webhookEndpoints: WebhookEndpointConnection;
+  webhookEndpoints?: Maybe<WebhookEndpointConnection>;
+};
+
+
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
+ */
+export type QueryApiKeyArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/**
+ * Reads. Everything is scoped to the organization of the API key; another organization's objects do not exist.
+ * Over HTTP, a query that reads only tags, references and their lifecycle log may be answered from the server's
+ * read cache, which is exact: an answer is reused only until the organization's data changes. Send
+ * `Cache-Control: no-cache` to have one computed afresh. Every operation is charged to the API key's cost budget:
+ * its estimated cost (`extensions.cost.requestedQueryCost`) before it runs, refunded down to what it returned
+ * (`actualQueryCost`) after; a cached answer costs what computing it cost.
+ */
+export type QueryAuditEventsArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
+  filter?: InputMaybe<AuditEventFilter>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -1334,6 +1511,13 @@ export type ResendWebhookDeliveryPayload = {
   __typename?: 'ResendWebhookDeliveryPayload';
   /** The delivery, queued again. */
   delivery: WebhookDelivery;
+};
+
+/** The revoked key. */
+export type RevokeApiKeyPayload = {
+  __typename?: 'RevokeApiKeyPayload';
+  /** The key, with its `revokedAt`. */
+  apiKey: ApiKey;
 };
 
 /** Input of `rotateWebhookEndpointSecret`. */
@@ -2029,7 +2213,15 @@ export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = 
 export type ResolversTypes = ResolversObject<{
   AddTagsToReferenceInput: AddTagsToReferenceInput;
   AddTagsToReferencePayload: ResolverTypeWrapper<Omit<AddTagsToReferencePayload, 'reference'> & { reference: ResolversTypes['Reference'] }>;
+  ApiKey: ResolverTypeWrapper<ApiKeySummaryModel>;
+  ApiKeyScope: ResolverTypeWrapper<ApiKeyScopeModel>;
+  AuditEvent: ResolverTypeWrapper<AuditEventModel>;
+  AuditEventConnection: ResolverTypeWrapper<Omit<AuditEventConnection, 'edges'> & { edges: Array<ResolversTypes['AuditEventEdge']> }>;
+  AuditEventEdge: ResolverTypeWrapper<Omit<AuditEventEdge, 'node'> & { node: ResolversTypes['AuditEvent'] }>;
+  AuditEventFilter: AuditEventFilter;
   Boolean: ResolverTypeWrapper<Scalars['Boolean']['output']>;
+  CreateApiKeyInput: CreateApiKeyInput;
+  CreateApiKeyPayload: ResolverTypeWrapper<Omit<CreateApiKeyPayload, 'apiKey'> & { apiKey: ResolversTypes['ApiKey'] }>;
   CreateReferenceInput: CreateReferenceInput;
   CreateReferencePayload: ResolverTypeWrapper<Omit<CreateReferencePayload, 'reference'> & { reference: ResolversTypes['Reference'] }>;
   CreateTagInput: CreateTagInput;
@@ -2098,6 +2290,7 @@ export type ResolversTypes = ResolversObject<{
   ReportChildContainersPayload: ResolverTypeWrapper<Omit<ReportChildContainersPayload, 'children'> & { children: Array<ResolversTypes['Reference']> }>;
   ResendWebhookDeliveryInput: ResendWebhookDeliveryInput;
   ResendWebhookDeliveryPayload: ResolverTypeWrapper<Omit<ResendWebhookDeliveryPayload, 'delivery'> & { delivery: ResolversTypes['WebhookDelivery'] }>;
+  RevokeApiKeyPayload: ResolverTypeWrapper<Omit<RevokeApiKeyPayload, 'apiKey'> & { apiKey: ResolversTypes['ApiKey'] }>;
   RotateWebhookEndpointSecretInput: RotateWebhookEndpointSecretInput;
   RotateWebhookEndpointSecretPayload: ResolverTypeWrapper<Omit<RotateWebhookEndpointSecretPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversTypes['WebhookEndpoint'] }>;
   SendTestWebhookInput: SendTestWebhookInput;
@@ -2143,7 +2336,14 @@ export type ResolversTypes = ResolversObject<{
 export type ResolversParentTypes = ResolversObject<{
   AddTagsToReferenceInput: AddTagsToReferenceInput;
   AddTagsToReferencePayload: Omit<AddTagsToReferencePayload, 'reference'> & { reference: ResolversParentTypes['Reference'] };
+  ApiKey: ApiKeySummaryModel;
+  AuditEvent: AuditEventModel;
+  AuditEventConnection: Omit<AuditEventConnection, 'edges'> & { edges: Array<ResolversParentTypes['AuditEventEdge']> };
+  AuditEventEdge: Omit<AuditEventEdge, 'node'> & { node: ResolversParentTypes['AuditEvent'] };
+  AuditEventFilter: AuditEventFilter;
   Boolean: Scalars['Boolean']['output'];
+  CreateApiKeyInput: CreateApiKeyInput;
+  CreateApiKeyPayload: Omit<CreateApiKeyPayload, 'apiKey'> & { apiKey: ResolversParentTypes['ApiKey'] };
   CreateReferenceInput: CreateReferenceInput;
   CreateReferencePayload: Omit<CreateReferencePayload, 'reference'> & { reference: ResolversParentTypes['Reference'] };
   CreateTagInput: CreateTagInput;
@@ -2208,6 +2408,7 @@ export type ResolversParentTypes = ResolversObject<{
   ReportChildContainersPayload: Omit<ReportChildContainersPayload, 'children'> & { children: Array<ResolversParentTypes['Reference']> };
   ResendWebhookDeliveryInput: ResendWebhookDeliveryInput;
   ResendWebhookDeliveryPayload: Omit<ResendWebhookDeliveryPayload, 'delivery'> & { delivery: ResolversParentTypes['WebhookDelivery'] };
+  RevokeApiKeyPayload: Omit<RevokeApiKeyPayload, 'apiKey'> & { apiKey: ResolversParentTypes['ApiKey'] };
   RotateWebhookEndpointSecretInput: RotateWebhookEndpointSecretInput;
   RotateWebhookEndpointSecretPayload: Omit<RotateWebhookEndpointSecretPayload, 'webhookEndpoint'> & { webhookEndpoint: ResolversParentTypes['WebhookEndpoint'] };
   SendTestWebhookInput: SendTestWebhookInput;
@@ -2242,6 +2443,48 @@ export type ResolversParentTypes = ResolversObject<{
 
 export type AddTagsToReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AddTagsToReferencePayload'] = ResolversParentTypes['AddTagsToReferencePayload']> = ResolversObject<{
   reference?: Resolver<ResolversTypes['Reference'], ParentType, ContextType>;
+}>;
+
+export type ApiKeyResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ApiKey'] = ResolversParentTypes['ApiKey']> = ResolversObject<{
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  expiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  lastUsedAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  prefix?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  revokedAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  scopes?: Resolver<Array<ResolversTypes['ApiKeyScope']>, ParentType, ContextType>;
+  trustedDocumentsOnly?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+}>;
+
+export type ApiKeyScopeResolvers = { AUDIT_READ: 'audit:read', DOCUMENTS_READ: 'documents:read', DOCUMENTS_WRITE: 'documents:write', KEYS_READ: 'keys:read', KEYS_WRITE: 'keys:write', REFERENCES_READ: 'references:read', REFERENCES_WRITE: 'references:write', WEBHOOKS_READ: 'webhooks:read', WEBHOOKS_WRITE: 'webhooks:write' };
+
+export type AuditEventResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AuditEvent'] = ResolversParentTypes['AuditEvent']> = ResolversObject<{
+  action?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  actorApiKeyId?: Resolver<Maybe<ResolversTypes['ID']>, ParentType, ContextType>;
+  actorCli?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  actorKeyPrefix?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  changes?: Resolver<ResolversTypes['JSONObject'], ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  occurredAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  requestId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  targetId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  targetType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+}>;
+
+export type AuditEventConnectionResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AuditEventConnection'] = ResolversParentTypes['AuditEventConnection']> = ResolversObject<{
+  edges?: Resolver<Array<ResolversTypes['AuditEventEdge']>, ParentType, ContextType>;
+  pageInfo?: Resolver<ResolversTypes['PageInfo'], ParentType, ContextType>;
+}>;
+
+export type AuditEventEdgeResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['AuditEventEdge'] = ResolversParentTypes['AuditEventEdge']> = ResolversObject<{
+  cursor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  node?: Resolver<ResolversTypes['AuditEvent'], ParentType, ContextType>;
+}>;
+
+export type CreateApiKeyPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['CreateApiKeyPayload'] = ResolversParentTypes['CreateApiKeyPayload']> = ResolversObject<{
+  apiKey?: Resolver<ResolversTypes['ApiKey'], ParentType, ContextType>;
+  key?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
 }>;
 
 export type CreateReferencePayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['CreateReferencePayload'] = ResolversParentTypes['CreateReferencePayload']> = ResolversObject<{
@@ -2341,27 +2584,29 @@ export type LifecycleFeedConnectionResolvers<ContextType = GraphqlContext, Paren
 }>;
 
 export type MutationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Mutation'] = ResolversParentTypes['Mutation']> = ResolversObject<{
-  addTagsToReference?: Resolver<ResolversTypes['AddTagsToReferencePayload'], ParentType, ContextType, RequireFields<MutationAddTagsToReferenceArgs, 'input'>>;
-  createReference?: Resolver<ResolversTypes['CreateReferencePayload'], ParentType, ContextType, RequireFields<MutationCreateReferenceArgs, 'input'>>;
-  createTag?: Resolver<ResolversTypes['CreateTagPayload'], ParentType, ContextType, RequireFields<MutationCreateTagArgs, 'input'>>;
-  createWebhookEndpoint?: Resolver<ResolversTypes['CreateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationCreateWebhookEndpointArgs, 'input'>>;
-  deactivateReference?: Resolver<ResolversTypes['DeactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationDeactivateReferenceArgs, 'input'>>;
-  deleteTag?: Resolver<ResolversTypes['DeleteTagPayload'], ParentType, ContextType, RequireFields<MutationDeleteTagArgs, 'input'>>;
-  deleteWebhookEndpoint?: Resolver<ResolversTypes['DeleteWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationDeleteWebhookEndpointArgs, 'input'>>;
-  ingest?: Resolver<ResolversTypes['IngestPayload'], ParentType, ContextType, RequireFields<MutationIngestArgs, 'input'>>;
-  reactivateReference?: Resolver<ResolversTypes['ReactivateReferencePayload'], ParentType, ContextType, RequireFields<MutationReactivateReferenceArgs, 'input'>>;
-  recordExtraction?: Resolver<ResolversTypes['RecordExtractionPayload'], ParentType, ContextType, RequireFields<MutationRecordExtractionArgs, 'input'>>;
-  recordReferenceUpdate?: Resolver<ResolversTypes['RecordReferenceUpdatePayload'], ParentType, ContextType, RequireFields<MutationRecordReferenceUpdateArgs, 'input'>>;
-  recoverWebhookDeliveries?: Resolver<ResolversTypes['Int'], ParentType, ContextType, RequireFields<MutationRecoverWebhookDeliveriesArgs, 'dryRun' | 'endpointId' | 'since'>>;
-  registerTrustedDocuments?: Resolver<ResolversTypes['RegisterTrustedDocumentsPayload'], ParentType, ContextType, RequireFields<MutationRegisterTrustedDocumentsArgs, 'input'>>;
-  removeTagFromReference?: Resolver<ResolversTypes['RemoveTagFromReferencePayload'], ParentType, ContextType, RequireFields<MutationRemoveTagFromReferenceArgs, 'input'>>;
-  renameTag?: Resolver<ResolversTypes['RenameTagPayload'], ParentType, ContextType, RequireFields<MutationRenameTagArgs, 'input'>>;
-  replayWebhookEvents?: Resolver<ResolversTypes['Int'], ParentType, ContextType, RequireFields<MutationReplayWebhookEventsArgs, 'dryRun' | 'endpointId' | 'since'>>;
-  reportChildContainers?: Resolver<ResolversTypes['ReportChildContainersPayload'], ParentType, ContextType, RequireFields<MutationReportChildContainersArgs, 'input'>>;
-  resendWebhookDelivery?: Resolver<ResolversTypes['ResendWebhookDeliveryPayload'], ParentType, ContextType, RequireFields<MutationResendWebhookDeliveryArgs, 'input'>>;
-  rotateWebhookEndpointSecret?: Resolver<ResolversTypes['RotateWebhookEndpointSecretPayload'], ParentType, ContextType, RequireFields<MutationRotateWebhookEndpointSecretArgs, 'input'>>;
-  sendTestWebhook?: Resolver<ResolversTypes['SendTestWebhookPayload'], ParentType, ContextType, RequireFields<MutationSendTestWebhookArgs, 'input'>>;
-  updateWebhookEndpoint?: Resolver<ResolversTypes['UpdateWebhookEndpointPayload'], ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
+  addTagsToReference?: Resolver<Maybe<ResolversTypes['AddTagsToReferencePayload']>, ParentType, ContextType, RequireFields<MutationAddTagsToReferenceArgs, 'input'>>;
+  createApiKey?: Resolver<Maybe<ResolversTypes['CreateApiKeyPayload']>, ParentType, ContextType, RequireFields<MutationCreateApiKeyArgs, 'input'>>;
+  createReference?: Resolver<Maybe<ResolversTypes['CreateReferencePayload']>, ParentType, ContextType, RequireFields<MutationCreateReferenceArgs, 'input'>>;
+  createTag?: Resolver<Maybe<ResolversTypes['CreateTagPayload']>, ParentType, ContextType, RequireFields<MutationCreateTagArgs, 'input'>>;
+  createWebhookEndpoint?: Resolver<Maybe<ResolversTypes['CreateWebhookEndpointPayload']>, ParentType, ContextType, RequireFields<MutationCreateWebhookEndpointArgs, 'input'>>;
+  deactivateReference?: Resolver<Maybe<ResolversTypes['DeactivateReferencePayload']>, ParentType, ContextType, RequireFields<MutationDeactivateReferenceArgs, 'input'>>;
+  deleteTag?: Resolver<Maybe<ResolversTypes['DeleteTagPayload']>, ParentType, ContextType, RequireFields<MutationDeleteTagArgs, 'input'>>;
+  deleteWebhookEndpoint?: Resolver<Maybe<ResolversTypes['DeleteWebhookEndpointPayload']>, ParentType, ContextType, RequireFields<MutationDeleteWebhookEndpointArgs, 'input'>>;
+  ingest?: Resolver<Maybe<ResolversTypes['IngestPayload']>, ParentType, ContextType, RequireFields<MutationIngestArgs, 'input'>>;
+  reactivateReference?: Resolver<Maybe<ResolversTypes['ReactivateReferencePayload']>, ParentType, ContextType, RequireFields<MutationReactivateReferenceArgs, 'input'>>;
+  recordExtraction?: Resolver<Maybe<ResolversTypes['RecordExtractionPayload']>, ParentType, ContextType, RequireFields<MutationRecordExtractionArgs, 'input'>>;
+  recordReferenceUpdate?: Resolver<Maybe<ResolversTypes['RecordReferenceUpdatePayload']>, ParentType, ContextType, RequireFields<MutationRecordReferenceUpdateArgs, 'input'>>;
+  recoverWebhookDeliveries?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType, RequireFields<MutationRecoverWebhookDeliveriesArgs, 'dryRun' | 'endpointId' | 'since'>>;
+  registerTrustedDocuments?: Resolver<Maybe<ResolversTypes['RegisterTrustedDocumentsPayload']>, ParentType, ContextType, RequireFields<MutationRegisterTrustedDocumentsArgs, 'input'>>;
+  removeTagFromReference?: Resolver<Maybe<ResolversTypes['RemoveTagFromReferencePayload']>, ParentType, ContextType, RequireFields<MutationRemoveTagFromReferenceArgs, 'input'>>;
+  renameTag?: Resolver<Maybe<ResolversTypes['RenameTagPayload']>, ParentType, ContextType, RequireFields<MutationRenameTagArgs, 'input'>>;
+  replayWebhookEvents?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType, RequireFields<MutationReplayWebhookEventsArgs, 'dryRun' | 'endpointId' | 'since'>>;
+  reportChildContainers?: Resolver<Maybe<ResolversTypes['ReportChildContainersPayload']>, ParentType, ContextType, RequireFields<MutationReportChildContainersArgs, 'input'>>;
+  resendWebhookDelivery?: Resolver<Maybe<ResolversTypes['ResendWebhookDeliveryPayload']>, ParentType, ContextType, RequireFields<MutationResendWebhookDeliveryArgs, 'input'>>;
+  revokeApiKey?: Resolver<Maybe<ResolversTypes['RevokeApiKeyPayload']>, ParentType, ContextType, RequireFields<MutationRevokeApiKeyArgs, 'id'>>;
+  rotateWebhookEndpointSecret?: Resolver<Maybe<ResolversTypes['RotateWebhookEndpointSecretPayload']>, ParentType, ContextType, RequireFields<MutationRotateWebhookEndpointSecretArgs, 'input'>>;
+  sendTestWebhook?: Resolver<Maybe<ResolversTypes['SendTestWebhookPayload']>, ParentType, ContextType, RequireFields<MutationSendTestWebhookArgs, 'input'>>;
+  updateWebhookEndpoint?: Resolver<Maybe<ResolversTypes['UpdateWebhookEndpointPayload']>, ParentType, ContextType, RequireFields<MutationUpdateWebhookEndpointArgs, 'input'>>;
 }>;
 
 export type NatsDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['NatsDestination'] = ResolversParentTypes['NatsDestination']> = ResolversObject<{
@@ -2382,18 +2627,21 @@ export type PageInfoResolvers<ContextType = GraphqlContext, ParentType extends R
 }>;
 
 export type QueryResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = ResolversObject<{
-  lifecycleEvents?: Resolver<ResolversTypes['LifecycleFeedConnection'], ParentType, ContextType, Partial<QueryLifecycleEventsArgs>>;
+  apiKey?: Resolver<Maybe<ResolversTypes['ApiKey']>, ParentType, ContextType, RequireFields<QueryApiKeyArgs, 'id'>>;
+  apiKeys?: Resolver<Maybe<Array<ResolversTypes['ApiKey']>>, ParentType, ContextType>;
+  auditEvents?: Resolver<Maybe<ResolversTypes['AuditEventConnection']>, ParentType, ContextType, Partial<QueryAuditEventsArgs>>;
+  lifecycleEvents?: Resolver<Maybe<ResolversTypes['LifecycleFeedConnection']>, ParentType, ContextType, Partial<QueryLifecycleEventsArgs>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
-  nodes?: Resolver<Array<Maybe<ResolversTypes['Node']>>, ParentType, ContextType, RequireFields<QueryNodesArgs, 'ids'>>;
+  nodes?: Resolver<Maybe<Array<Maybe<ResolversTypes['Node']>>>, ParentType, ContextType, RequireFields<QueryNodesArgs, 'ids'>>;
   reference?: Resolver<Maybe<ResolversTypes['Reference']>, ParentType, ContextType, RequireFields<QueryReferenceArgs, 'id'>>;
-  references?: Resolver<ResolversTypes['ReferenceConnection'], ParentType, ContextType, Partial<QueryReferencesArgs>>;
+  references?: Resolver<Maybe<ResolversTypes['ReferenceConnection']>, ParentType, ContextType, Partial<QueryReferencesArgs>>;
   tag?: Resolver<Maybe<ResolversTypes['Tag']>, ParentType, ContextType, RequireFields<QueryTagArgs, 'id'>>;
-  tags?: Resolver<ResolversTypes['TagConnection'], ParentType, ContextType, Partial<QueryTagsArgs>>;
+  tags?: Resolver<Maybe<ResolversTypes['TagConnection']>, ParentType, ContextType, Partial<QueryTagsArgs>>;
   trustedDocument?: Resolver<Maybe<ResolversTypes['TrustedDocument']>, ParentType, ContextType, RequireFields<QueryTrustedDocumentArgs, 'documentId'>>;
-  trustedDocuments?: Resolver<ResolversTypes['TrustedDocumentConnection'], ParentType, ContextType, Partial<QueryTrustedDocumentsArgs>>;
+  trustedDocuments?: Resolver<Maybe<ResolversTypes['TrustedDocumentConnection']>, ParentType, ContextType, Partial<QueryTrustedDocumentsArgs>>;
   webhookDelivery?: Resolver<Maybe<ResolversTypes['WebhookDelivery']>, ParentType, ContextType, RequireFields<QueryWebhookDeliveryArgs, 'id'>>;
   webhookEndpoint?: Resolver<Maybe<ResolversTypes['WebhookEndpoint']>, ParentType, ContextType, RequireFields<QueryWebhookEndpointArgs, 'id'>>;
-  webhookEndpoints?: Resolver<ResolversTypes['WebhookEndpointConnection'], ParentType, ContextType, Partial<QueryWebhookEndpointsArgs>>;
+  webhookEndpoints?: Resolver<Maybe<ResolversTypes['WebhookEndpointConnection']>, ParentType, ContextType, Partial<QueryWebhookEndpointsArgs>>;
 }>;
 
 export type RabbitMqDestinationResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RabbitMqDestination'] = ResolversParentTypes['RabbitMqDestination']> = ResolversObject<{
@@ -2486,6 +2734,10 @@ export type ReportChildContainersPayloadResolvers<ContextType = GraphqlContext, 
 
 export type ResendWebhookDeliveryPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['ResendWebhookDeliveryPayload'] = ResolversParentTypes['ResendWebhookDeliveryPayload']> = ResolversObject<{
   delivery?: Resolver<ResolversTypes['WebhookDelivery'], ParentType, ContextType>;
+}>;
+
+export type RevokeApiKeyPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RevokeApiKeyPayload'] = ResolversParentTypes['RevokeApiKeyPayload']> = ResolversObject<{
+  apiKey?: Resolver<ResolversTypes['ApiKey'], ParentType, ContextType>;
 }>;
 
 export type RotateWebhookEndpointSecretPayloadResolvers<ContextType = GraphqlContext, ParentType extends ResolversParentTypes['RotateWebhookEndpointSecretPayload'] = ResolversParentTypes['RotateWebhookEndpointSecretPayload']> = ResolversObject<{
@@ -2664,6 +2916,12 @@ export type WebhookTagFilterStateResolvers = { ACTIVE: 'active', EMPTY: 'empty',
 
 export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   AddTagsToReferencePayload?: AddTagsToReferencePayloadResolvers<ContextType>;
+  ApiKey?: ApiKeyResolvers<ContextType>;
+  ApiKeyScope?: ApiKeyScopeResolvers;
+  AuditEvent?: AuditEventResolvers<ContextType>;
+  AuditEventConnection?: AuditEventConnectionResolvers<ContextType>;
+  AuditEventEdge?: AuditEventEdgeResolvers<ContextType>;
+  CreateApiKeyPayload?: CreateApiKeyPayloadResolvers<ContextType>;
   CreateReferencePayload?: CreateReferencePayloadResolvers<ContextType>;
   CreateTagPayload?: CreateTagPayloadResolvers<ContextType>;
   CreateWebhookEndpointPayload?: CreateWebhookEndpointPayloadResolvers<ContextType>;
@@ -2704,6 +2962,7 @@ export type Resolvers<ContextType = GraphqlContext> = ResolversObject<{
   RenameTagPayload?: RenameTagPayloadResolvers<ContextType>;
   ReportChildContainersPayload?: ReportChildContainersPayloadResolvers<ContextType>;
   ResendWebhookDeliveryPayload?: ResendWebhookDeliveryPayloadResolvers<ContextType>;
+  RevokeApiKeyPayload?: RevokeApiKeyPayloadResolvers<ContextType>;
   RotateWebhookEndpointSecretPayload?: RotateWebhookEndpointSecretPayloadResolvers<ContextType>;
   SendTestWebhookPayload?: SendTestWebhookPayloadResolvers<ContextType>;
   Subscription?: SubscriptionResolvers<ContextType>;

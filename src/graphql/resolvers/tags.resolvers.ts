@@ -1,3 +1,4 @@
+import { changeOf } from "../context.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
 import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
@@ -27,8 +28,8 @@ export const tagResolvers: Resolvers = {
     renameTag: async (_, { input }, { caller, services }) => ({
       tag: await services.tags.renameTag(caller.organizationId, input.id, input.name),
     }),
-    deleteTag: async (_, { input }, { caller, services }) => {
-      await services.tags.deleteTag(caller.organizationId, input.id);
+    deleteTag: async (_, { input }, { caller, services, requestId }) => {
+      await services.tags.deleteTag(caller.organizationId, input.id, changeOf({ caller, requestId }));
       // Ids are lower-case UUIDs everywhere; the service accepted this one in any case.
       return { deletedTagId: input.id.toLowerCase() };
     },

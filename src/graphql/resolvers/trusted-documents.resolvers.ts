@@ -1,3 +1,4 @@
+import { changeOf } from "../context.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
@@ -14,8 +15,12 @@ export const trustedDocumentResolvers: Resolvers = {
     operationNames: (document) => [...document.operationNames],
   },
   Mutation: {
-    registerTrustedDocuments: async (_, { input }, { caller, services }) => {
-      const { documents, registered } = await services.trustedDocuments.registerDocuments(caller, input.manifest);
+    registerTrustedDocuments: async (_, { input }, { caller, services, requestId }) => {
+      const { documents, registered } = await services.trustedDocuments.registerDocuments(
+        caller,
+        input.manifest,
+        changeOf({ caller, requestId }),
+      );
       return { documents: [...documents], registered };
     },
   },

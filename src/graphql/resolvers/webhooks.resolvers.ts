@@ -2,6 +2,7 @@ import { maskedDestination } from "../../domain/webhooks/webhook-destination.ts"
 import { tagFilterStateOf, type WebhookDeliveryWithAttempts } from "../../domain/webhooks/webhook-models.ts";
 import type { Resolvers, WebhookDestinationInput } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
+import { changeOf } from "../context.ts";
 import { underArgument, type InputLocator } from "../../pipeline/errors/graphql-errors.ts";
 import { forwardPage, toConnection } from "../pagination.ts";
 
@@ -43,29 +44,46 @@ export const webhookResolvers: Resolvers = {
         : loaders.webhookAttemptsByDeliveryId.load(delivery.id),
   },
   Mutation: {
-    createWebhookEndpoint: async (_, { input }, { caller, services }) => {
-      const { endpoint, secret } = await services.webhooks.createEndpoint(caller.organizationId, {
-        ...input,
-        url: input.url ?? undefined,
-        destination: destinationOf(input.destination),
-      });
+    createWebhookEndpoint: async (_, { input }, { caller, services, requestId }) => {
+      const { endpoint, secret } = await services.webhooks.createEndpoint(
+        caller.organizationId,
+        {
+          ...input,
+          url: input.url ?? undefined,
+          destination: destinationOf(input.destination),
+        },
+        changeOf({ caller, requestId }),
+      );
       return { webhookEndpoint: endpoint, secret };
     },
-    updateWebhookEndpoint: async (_, { input: { id, url, destination, ...changes } }, { caller, services }) => ({
+    updateWebhookEndpoint: async (
+      _,
+      { input: { id, url, destination, ...changes } },
+      { caller, services, requestId },
+    ) => ({
       // An explicit null means "every type" for eventTypes, "every reference" for tagIds and "none" for
       // description; a null url, destination or enabled changes nothing.
-      webhookEndpoint: await services.webhooks.updateEndpoint(caller.organizationId, id, {
-        ...changes,
-        url: url ?? undefined,
-        destination: destinationOf(destination),
-      }),
+      webhookEndpoint: await services.webhooks.updateEndpoint(
+        caller.organizationId,
+        id,
+        {
+          ...changes,
+          url: url ?? undefined,
+          destination: destinationOf(destination),
+        },
+        changeOf({ caller, requestId }),
+      ),
     }),
-    deleteWebhookEndpoint: async (_, { input }, { caller, services }) => {
-      await services.webhooks.deleteEndpoint(caller.organizationId, input.id);
+    deleteWebhookEndpoint: async (_, { input }, { caller, services, requestId }) => {
+      await services.webhooks.deleteEndpoint(caller.organizationId, input.id, changeOf({ caller, requestId }));
       return { deletedWebhookEndpointId: input.id.toLowerCase() };
     },
-    rotateWebhookEndpointSecret: async (_, { input }, { caller, services }) => {
-      const { endpoint, secret } = await services.webhooks.rotateSecret(caller.organizationId, input.id);
+    rotateWebhookEndpointSecret: async (_, { input }, { caller, services, requestId }) => {
+      const { endpoint, secret } = await services.webhooks.rotateSecret(
+        caller.organizationId,
+        input.id,
+        changeOf({ caller, requestId }),
+      );
       return { webhookEndpoint: endpoint, secret };
     },
     sendTestWebhook: async (_, { input }, { caller, services }) => ({
@@ -74,13 +92,23 @@ export const webhookResolvers: Resolvers = {
     resendWebhookDelivery: async (_, { input }, { caller, services }) => ({
       delivery: await services.webhooks.resendDelivery(caller.organizationId, null, input.deliveryId),
     }),
-    recoverWebhookDeliveries: (_, { endpointId, ...window }, { caller, services }) =>
-      services.webhookRecovery.recover(caller.organizationId, endpointId, {
-        ...window,
-        dryRun: window.dryRun ?? false,
-      }),
-    replayWebhookEvents: (_, { endpointId, ...window }, { caller, services }) =>
-      services.webhookRecovery.replay(caller.organizationId, endpointId, { ...window, dryRun: window.dryRun ?? false }),
+    recoverWebhookDeliveries: (_, { endpointId, ...window }, { caller, services, requestId }) =>
+      services.webhookRecovery.recover(
+        caller.organizationId,
+        endpointId,
+        {
+          ...window,
+          dryRun: window.dryRun ?? false,
+        },
+        changeOf({ caller, requestId }),
+      ),
+    replayWebhookEvents: (_, { endpointId, ...window }, { caller, services, requestId }) =>
+      services.webhookRecovery.replay(
+        caller.organizationId,
+        endpointId,
+        { ...window, dryRun: window.dryRun ?? false },
+        changeOf({ caller, requestId }),
+      ),
   },
 };
 

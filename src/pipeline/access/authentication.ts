@@ -1,4 +1,4 @@
-import type { Caller } from "../../domain/organizations/organization-service.ts";
+import type { Caller, KeyRefusal } from "../../domain/organizations/organization-service.ts";
 import type { Services } from "../../domain/services.ts";
 
 /**
@@ -23,10 +23,22 @@ export function presentedApiKey(headers: Record<string, unknown>): string | null
 export const AUTHENTICATION_CHALLENGE =
   'Bearer realm="reftrail", error_description="send the API key as Authorization: Bearer <key> or X-API-Key: <key>"';
 
+/** The caller of a request, or why there is none, in words for the 401 (`UNAUTHENTICATED`). */
+export type Authentication = { readonly caller: Caller } | { readonly caller: null; readonly message: string };
+
+/** What a refused key is told. An expired key says so (SPEC §3.1); unknown and revoked keys are not told apart. */
+export const REFUSAL_MESSAGES: Readonly<Record<KeyRefusal | "missing", string>> = {
+  missing: "Send an API key in X-API-Key or Authorization: Bearer",
+  invalid: "The API key is invalid or revoked",
+  expired: "The API key expired",
+};
+
 export async function authenticateHeaders(
   services: Pick<Services, "organizations">,
   headers: Record<string, unknown>,
-): Promise<Caller | null> {
+): Promise<Authentication> {
   const key = presentedApiKey(headers);
-  return key ? services.organizations.authenticate(key) : null;
+  if (key === null) return { caller: null, message: REFUSAL_MESSAGES.missing };
+  const outcome = await services.organizations.authenticateOrRefuse(key);
+  return typeof outcome === "string" ? { caller: null, message: REFUSAL_MESSAGES[outcome] } : { caller: outcome };
 }

@@ -112,6 +112,7 @@ export function toGraphqlError(
   if (existingTag) extensions.existingTag = { id: existingTag.id, name: existingTag.name };
   if (typeof error.meta.limit === "number") extensions.limit = error.meta.limit;
   if (typeof error.meta.matched === "number") extensions.matched = error.meta.matched;
+  if (typeof error.meta.requiredScope === "string") extensions.requiredScope = error.meta.requiredScope;
   return new GraphQLError(renderFieldNames(error.message, asGraphqlName), { extensions, originalError: error });
 }
 

@@ -1,3 +1,4 @@
+import { storedScopes } from "../../domain/organizations/api-key-scopes.ts";
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -58,9 +59,11 @@ export class ReadCache {
    * The key of `request` (what identifies the response within the organization) for this caller: the request
    * as a digest, a fixed size whatever the request's.
    */
-  keyOf(caller: Caller, request: string): string {
+  keyOf(caller: Pick<Caller, "organizationId" | "readVersion" | "scopes">, request: string): string {
     const digest = createHash("sha256").update(request).digest("base64url");
-    return `${caller.organizationId} ${caller.readVersion} ${digest}`;
+    // The scopes are part of the key: an answer computed for a key that may read a field is not one for a key
+    // that may not (its answer has a FORBIDDEN error in the field's place).
+    return `${caller.organizationId} ${caller.readVersion} ${storedScopes(caller.scopes)} ${digest}`;
   }
 
   /** The response kept under `key`, counted as a hit or a miss. */

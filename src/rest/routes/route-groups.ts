@@ -1,4 +1,5 @@
 import type { RouteGroup } from "../rest-api.ts";
+import { registerApiKeyRoutes } from "./api-keys.routes.ts";
 import { registerEventFeedRoutes } from "./event-feed.routes.ts";
 import { registerEventTypeRoutes } from "./event-types.routes.ts";
 import { registerIngestionRoutes } from "./ingestion.routes.ts";
@@ -22,4 +23,5 @@ export const REST_ROUTE_GROUPS: readonly RouteGroup[] = [
   registerWebhookRecoveryRoutes,
   registerEventTypeRoutes,
   registerTrustedDocumentRoutes,
+  registerApiKeyRoutes,
 ];

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import type { Services } from "../../domain/services.ts";
-import { callerOf } from "../rest-api.ts";
+import { callerOf, changeOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 import { serializeTag } from "../serializers.ts";
@@ -123,7 +123,7 @@ export function registerTagRoutes(app: FastifyInstance, services: Services): voi
       },
     },
     async (request, reply) => {
-      await services.tags.deleteTag(callerOf(request).organizationId, request.params.tagId);
+      await services.tags.deleteTag(callerOf(request).organizationId, request.params.tagId, changeOf(request));
       return reply.code(204).send();
     },
   );

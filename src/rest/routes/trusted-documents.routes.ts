@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { TrustedDocument } from "../../domain/models.ts";
 import type { Services } from "../../domain/services.ts";
-import { callerOf } from "../rest-api.ts";
+import { callerOf, changeOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, problems, success } from "../response-schemas.ts";
 import { pageQuery } from "../schemas.ts";
 
@@ -51,7 +51,11 @@ export function registerTrustedDocumentRoutes(app: FastifyInstance, services: Se
       },
     },
     async (request) => {
-      const result = await services.trustedDocuments.registerDocuments(callerOf(request), request.body);
+      const result = await services.trustedDocuments.registerDocuments(
+        callerOf(request),
+        request.body,
+        changeOf(request),
+      );
       return {
         registered: result.registered,
         already_registered: result.documents.length - result.registered,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Services } from "../../domain/services.ts";
 import { MAX_DELIVERIES_PER_CALL } from "../../domain/webhooks/webhook-recovery-service.ts";
-import { callerOf } from "../rest-api.ts";
+import { callerOf, changeOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, problems, success } from "../response-schemas.ts";
 import { uuidParam } from "../schemas.ts";
 
@@ -74,11 +74,16 @@ export function registerWebhookRecoveryRoutes(app: FastifyInstance, services: Se
     },
     async (request, reply) => {
       const { since, until, dry_run: dryRun } = request.body;
-      const count = await services.webhookRecovery.recover(callerOf(request).organizationId, request.params.webhookId, {
-        since,
-        until,
-        dryRun,
-      });
+      const count = await services.webhookRecovery.recover(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+        {
+          since,
+          until,
+          dryRun,
+        },
+        changeOf(request),
+      );
       return reply.code(dryRun ? 200 : 202).send({ count });
     },
   );
@@ -108,11 +113,16 @@ export function registerWebhookRecoveryRoutes(app: FastifyInstance, services: Se
     },
     async (request, reply) => {
       const { since, until, dry_run: dryRun } = request.body;
-      const count = await services.webhookRecovery.replay(callerOf(request).organizationId, request.params.webhookId, {
-        since,
-        until,
-        dryRun,
-      });
+      const count = await services.webhookRecovery.replay(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+        {
+          since,
+          until,
+          dryRun,
+        },
+        changeOf(request),
+      );
       return reply.code(dryRun ? 200 : 202).send({ count });
     },
   );

@@ -9,7 +9,7 @@ import {
 } from "../../domain/webhooks/webhook-models.ts";
 import { maskedDestination, type BrokerDestination } from "../../domain/webhooks/webhook-destination.ts";
 import { endpointProperties, toInput, type EndpointBody } from "./webhook-endpoint-body.ts";
-import { callerOf } from "../rest-api.ts";
+import { callerOf, changeOf } from "../rest-api.ts";
 import { BODY_PROBLEMS, noContent, problems, success } from "../response-schemas.ts";
 import { idempotencyKeyHeader, pageQuery, uuidParam } from "../schemas.ts";
 
@@ -111,6 +111,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       const { endpoint, secret } = await services.webhooks.createEndpoint(
         callerOf(request).organizationId,
         toInput(request.body),
+        changeOf(request),
       );
       return reply.code(201).send({ ...serializeWebhookEndpoint(endpoint), secret });
     },
@@ -173,6 +174,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
           callerOf(request).organizationId,
           request.params.webhookId,
           toInput(request.body),
+          changeOf(request),
         ),
       ),
   );
@@ -192,7 +194,11 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       },
     },
     async (request, reply) => {
-      await services.webhooks.deleteEndpoint(callerOf(request).organizationId, request.params.webhookId);
+      await services.webhooks.deleteEndpoint(
+        callerOf(request).organizationId,
+        request.params.webhookId,
+        changeOf(request),
+      );
       return reply.code(204).send();
     },
   );
@@ -217,6 +223,7 @@ export function registerWebhookRoutes(app: FastifyInstance, services: Services):
       const { endpoint, secret } = await services.webhooks.rotateSecret(
         callerOf(request).organizationId,
         request.params.webhookId,
+        changeOf(request),
       );
       return { ...serializeWebhookEndpoint(endpoint), secret };
     },

@@ -1,4 +1,5 @@
 import type { Organization } from "../../domain/models.ts";
+import { parseStoredScopes, storedScopes } from "../../domain/organizations/api-key-scopes.ts";
 import type {
   ApiKeyRecord,
   AuthenticatedApiKey,
@@ -17,7 +18,7 @@ import { isOneOf } from "./value-lists.ts";
 
 const API_KEY_COLUMNS = Prisma.raw(
   `"id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at", "trusted_documents_only", ` +
-    `"budget_maximum", "budget_restore_rate"`,
+    `"budget_maximum", "budget_restore_rate", "name", "scopes", "expires_at", "last_used_at"`,
 );
 
 interface ApiKeyRow {
@@ -30,6 +31,10 @@ interface ApiKeyRow {
   readonly trusted_documents_only: unknown;
   readonly budget_maximum: number | null;
   readonly budget_restore_rate: number | null;
+  readonly name: string;
+  readonly scopes: string;
+  readonly expires_at: unknown;
+  readonly last_used_at: unknown;
 }
 
 function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
@@ -42,6 +47,10 @@ function apiKeyFromRow(row: ApiKeyRow): ApiKeyRecord {
     revokedAt: toNullableDate(row.revoked_at),
     trustedDocumentsOnly: toBoolean(row.trusted_documents_only),
     budget: budgetFromRow(row),
+    name: row.name,
+    scopes: parseStoredScopes(row.scopes),
+    expiresAt: toNullableDate(row.expires_at),
+    lastUsedAt: toNullableDate(row.last_used_at),
   };
 }
 
@@ -106,9 +115,10 @@ export class SqlOrganizationRepository implements OrganizationRepository {
   async insertApiKey(key: ApiKeyRecord): Promise<void> {
     await this.sql.run(Prisma.sql`
       INSERT INTO "api_keys" ("id", "organization_id", "key_hash", "key_prefix", "created_at", "revoked_at",
-        "trusted_documents_only", "budget_maximum", "budget_restore_rate")
+        "trusted_documents_only", "budget_maximum", "budget_restore_rate", "name", "scopes", "expires_at", "last_used_at")
       VALUES (${key.id}, ${key.organizationId}, ${key.keyHash}, ${key.keyPrefix}, ${key.createdAt}, ${key.revokedAt},
-        ${key.trustedDocumentsOnly}, ${key.budget.maximum}, ${key.budget.restoreRate})`);
+        ${key.trustedDocumentsOnly}, ${key.budget.maximum}, ${key.budget.restoreRate}, ${key.name},
+        ${storedScopes(key.scopes)}, ${key.expiresAt}, ${key.lastUsedAt})`);
   }
 
   async findApiKey(id: string): Promise<ApiKeyRecord | null> {
@@ -140,9 +150,13 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       oldest_visible_event_at: unknown;
       budget_maximum: unknown;
       budget_restore_rate: unknown;
+      key_prefix: string;
+      scopes: string;
+      expires_at: unknown;
+      last_used_at: unknown;
     }>(Prisma.sql`
       SELECT k."id", k."key_hash", k."organization_id", k."trusted_documents_only", COALESCE(v."version", 0) AS "data_version",
-        k."budget_maximum", k."budget_restore_rate",
+        k."budget_maximum", k."budget_restore_rate", k."key_prefix", k."scopes", k."expires_at", k."last_used_at",
         (SELECT MIN(e."occurred_at") FROM "lifecycle_events" e
          WHERE ${this.eventOrganization()} AND e."occurred_at" >= ${retentionCutoff}) AS "oldest_visible_event_at"
       FROM "api_keys" k LEFT JOIN "organization_data_versions" v ON v."organization_id" = k."organization_id"
@@ -155,7 +169,17 @@ export class SqlOrganizationRepository implements OrganizationRepository {
       dataVersion: Number(row.data_version),
       oldestVisibleEventAt: toNullableDate(row.oldest_visible_event_at),
       budget: budgetFromRow(row),
+      keyPrefix: row.key_prefix,
+      scopes: parseStoredScopes(row.scopes),
+      expiresAt: toNullableDate(row.expires_at),
+      lastUsedAt: toNullableDate(row.last_used_at),
     }));
+  }
+
+  async recordApiKeyUse(id: string, at: Date, notBefore: Date): Promise<void> {
+    await this.sql.run(Prisma.sql`
+      UPDATE "api_keys" SET "last_used_at" = ${at}
+      WHERE "id" = ${id} AND ("last_used_at" IS NULL OR "last_used_at" < ${notBefore})`);
   }
 
   async revokeApiKey(id: string, at: Date): Promise<ApiKeyRecord | null> {

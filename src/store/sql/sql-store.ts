@@ -1,5 +1,7 @@
 import type { LifecycleEvent } from "../../domain/lifecycle/lifecycle-event.ts";
 import type { LifecycleRepository } from "../../domain/lifecycle/lifecycle-repository.ts";
+import type { AuditRepository } from "../../domain/audit/audit-repository.ts";
+import { SqlAuditRepository } from "./audit-repository.ts";
 import type { OrganizationRepository } from "../../domain/organizations/organization-repository.ts";
 import type { ReferenceRepository } from "../../domain/references/reference-repository.ts";
 import type { CommittedUnit, ContendedUnitOutcome, EventsCommittedListener, Store } from "../../domain/store.ts";
@@ -106,6 +108,11 @@ export class SqlStore implements Store {
     return this.organizationRepository;
   }
 
+  get audit(): AuditRepository {
+    this.auditRepository ??= new SqlAuditRepository(this.sql);
+    return this.auditRepository;
+  }
+
   get documents(): TrustedDocumentRepository {
     this.documentRepository ??= new SqlTrustedDocumentRepository(this.database, this.sql);
     return this.documentRepository;
@@ -173,6 +180,7 @@ export class SqlStore implements Store {
 
   private organizationRepository: OrganizationRepository | undefined;
   private documentRepository: TrustedDocumentRepository | undefined;
+  private auditRepository: AuditRepository | undefined;
   private tagRepository: TagRepository | undefined;
   private referenceRepository: ReferenceRepository | undefined;
   private lifecycleRepository: LifecycleRepository | undefined;

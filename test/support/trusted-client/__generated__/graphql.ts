@@ -31,14 +31,14 @@ export type TrustedClientTagsQueryVariables = Exact<{
 }>;
 
 
-export type TrustedClientTagsQuery = { tags: { edges: Array<{ node: { id: string, name: string } }> } };
+export type TrustedClientTagsQuery = { tags: { edges: Array<{ node: { id: string, name: string } }> } | null };
 
 export type TrustedClientCreateTagMutationVariables = Exact<{
   name: string;
 }>;
 
 
-export type TrustedClientCreateTagMutation = { createTag: { tag: { id: string, name: string } } };
+export type TrustedClientCreateTagMutation = { createTag: { tag: { id: string, name: string } } | null };
 
 export type TrustedClientLifecycleEventsSubscriptionVariables = Exact<{ [key: string]: never; }>;
 
