@@ -147,5 +147,5 @@ describe("the write lock held by another process past busy_timeout on sqlite", (
       other.close();
     }
     expect((await http(server, "POST", "/v1/tags", { body: { name: "after-outage" } })).status).toBe(201);
-  }, 30_000);
+  }, 60_000);
 });

@@ -21,7 +21,7 @@ const POLL_INTERVAL_MS = 50;
 const ENV = { WEBHOOK_POLL_INTERVAL: `${POLL_INTERVAL_MS}ms`, SUBSCRIPTION_POLL_INTERVAL: "100ms" };
 
 /** The worker's claim statement (src/store/sql/webhook-claim-repository.ts), on either database. */
-const isClaim = (sql: string) => sql.includes("WITH candidates AS") && sql.includes('"lease_owner" =');
+const isClaim = (sql: string) => sql.includes("candidates AS") && sql.includes('"lease_owner" =');
 
 const EVENTS = `subscription BackgroundEvents { lifecycleEvents { node { id type } } }`;
 

@@ -294,8 +294,9 @@ export class OrganizationService {
     this.keyUseWritten.delete(key.id);
     this.keyUseWritten.set(key.id, now.getTime());
     this.store.organizations.recordApiKeyUse(key.id, now, new Date(notBefore)).catch(() => {
-      // A lost use time is harmless (the next minute writes it); the request must not fail for it.
-      this.keyUseWritten.delete(key.id);
+      // A lost use time is harmless: the next minute writes it. It is not tried again sooner: while the database
+      // refuses writes (SQLite's write lock held elsewhere waits out its busy timeout on every try), retrying on
+      // each request would stall every request behind a write nobody asked for.
     });
   }
 

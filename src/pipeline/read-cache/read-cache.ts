@@ -60,10 +60,14 @@ export class ReadCache {
    * as a digest, a fixed size whatever the request's.
    */
   keyOf(caller: Pick<Caller, "organizationId" | "readVersion" | "scopes">, request: string): string {
-    const digest = createHash("sha256").update(request).digest("base64url");
     // The scopes are part of the key: an answer computed for a key that may read a field is not one for a key
-    // that may not (its answer has a FORBIDDEN error in the field's place).
-    return `${caller.organizationId} ${caller.readVersion} ${storedScopes(caller.scopes)} ${digest}`;
+    // that may not (its answer has a FORBIDDEN error in the field's place). In the digest, so that the key keeps
+    // its fixed size whatever the scopes.
+    const digest = createHash("sha256")
+      .update(`${storedScopes(caller.scopes)}\n`)
+      .update(request)
+      .digest("base64url");
+    return `${caller.organizationId} ${caller.readVersion} ${digest}`;
   }
 
   /** The response kept under `key`, counted as a hit or a miss. */
