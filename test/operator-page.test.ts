@@ -133,6 +133,32 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
       }
     }, 90_000);
 
+    it("names a broker endpoint by its destination in the deliveries and in the endpoint filter", async () => {
+      const context = await browser.newContext();
+      try {
+        const { apiKey } = await server.newOrganization(`operator-broker-${kind}`);
+        const caller: Caller = { url: server.url, apiKey };
+        // Nothing listens on port 9: the delivery fails, and its row stays on the page.
+        const endpoint = await createEndpoint(caller, {
+          destination: { kind: "rabbitmq", url: "amqp://127.0.0.1:9", exchange: "operator-page" },
+        });
+        await createReference(caller);
+        await eventually(async () => ((await listDeliveries(caller, endpoint.id)).length > 0 ? true : null), 15_000);
+        const page = await context.newPage();
+        await page.goto(`${server.url}/operator`);
+        await page.fill("#api-key", apiKey);
+        await page.click("#key-form button[type=submit]");
+        await page.waitForSelector("body[data-loaded=true]");
+        const option = await page.locator(`#filter-endpoint option[value="${endpoint.id}"]`).innerText();
+        expect(option).toContain("amqp://127.0.0.1:9");
+        expect(option).toContain("exchange operator-page");
+        const endpointCell = await page.locator("tr[data-delivery] td.url").first().innerText();
+        expect(endpointCell).toContain("amqp://127.0.0.1:9");
+      } finally {
+        await context.close();
+      }
+    }, 60_000);
+
     it("says that a delivery waits for its endpoint's throttle", async () => {
       const context = await browser.newContext();
       try {

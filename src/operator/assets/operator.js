@@ -169,7 +169,7 @@ function renderEndpoints() {
             endpoint.enabled ? "danger" : "ghost",
           ),
           action("Rotate secret", async () => {
-            if (!confirm(`Rotate the signing secret of ${endpoint.url}?`)) return;
+            if (!confirm(`Rotate the signing secret of ${target(endpoint)}?`)) return;
             const data = await graphql(
               `
                 mutation ($id: ID!) {
@@ -180,7 +180,7 @@ function renderEndpoints() {
               `,
               { id: endpoint.id },
             );
-            $("secret-endpoint").textContent = endpoint.url;
+            $("secret-endpoint").textContent = target(endpoint);
             $("secret-value").textContent = data.rotateWebhookEndpointSecret.secret;
             $("secret").hidden = false;
             await load();
@@ -194,7 +194,7 @@ function renderEndpoints() {
   const chosen = select.value;
   select.replaceChildren(
     el("option", { value: "" }, "all endpoints"),
-    ...state.endpoints.map((endpoint) => el("option", { value: endpoint.id }, endpoint.url)),
+    ...state.endpoints.map((endpoint) => el("option", { value: endpoint.id }, target(endpoint))),
   );
   select.value = state.endpoints.some((endpoint) => endpoint.id === chosen) ? chosen : "";
 }
@@ -250,7 +250,7 @@ function renderDeliveries() {
           el("div", {}, lower(delivery.eventType)),
           el("div", { class: "sub mono", title: "webhook-id" }, delivery.id),
         ),
-        el("td", { class: "url" }, endpoint.url),
+        el("td", { class: "url" }, target(endpoint)),
         el(
           "td",
           {},
