@@ -109,7 +109,7 @@ export async function buildApp({
     statementCaches: () => database.sql.statementCaches(),
   });
   const stopCountingContention = countContendedUnits(metricsRegistry, services.commits);
-  // Reads that the read cache cannot answer wait for admission; writes never do (src/admission/).
+  // Reads that the read cache cannot answer wait for admission; writes never do (src/pipeline/admission/).
   const readAdmission = new ReadAdmissionGate(
     {
       readsPerTurn: config.readsPerTurn,
@@ -121,7 +121,7 @@ export async function buildApp({
   registerReadAdmission(http, readAdmission);
   // After the admission's hooks, which may hold a read before its handler (src/tracing/http-spans.ts).
   if (tracer) traceHttpRequests(http, tracer, new Set([GRAPHQL_ENDPOINT]));
-  // One per instance, shared by REST and GraphQL; exact on every instance (src/read-cache/).
+  // One per instance, shared by REST and GraphQL; exact on every instance (src/pipeline/read-cache/).
   const readCache = new ReadCache({ maxBytes: config.readCacheMaxBytes, registry: metricsRegistry });
   const idempotency = new SqlIdempotencyRepository(database, clock, secretCipher);
   const budgets = withoutCostBudget ? null : services.budgets;

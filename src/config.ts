@@ -113,18 +113,18 @@ export interface Config {
   readonly subscriptionMaxStreamsPerOrganization: number;
   /** Long polls of `GET /v1/events` waiting at once per organization on one instance (then 429). */
   readonly eventFeedMaxWaitingPollsPerOrganization: number;
-  /** The bytes of responses the read cache keeps per instance (src/read-cache/); 0 turns it off. */
+  /** The bytes of responses the read cache keeps per instance (src/pipeline/read-cache/); 0 turns it off. */
   readonly readCacheMaxBytes: number;
   /** SQLite: whether pages of references are read on a thread of their own beside the event loop (SQLITE_READ_THREAD). */
   readonly sqliteReadThread: boolean;
   /**
-   * Reads admitted per event-loop turn, at most, and at once (src/admission/): the rest wait, so that writes and
+   * Reads admitted per event-loop turn, at most, and at once (src/pipeline/admission/): the rest wait, so that writes and
    * new connections are served between shares of the reads rather than behind all of them.
    */
   readonly readsPerTurn: number;
   readonly maxReadsInFlight: number;
   /**
-   * READ_TURN_TARGET: how long an event-loop turn serving waiting reads aims to last (src/admission/). Shorter on
+   * READ_TURN_TARGET: how long an event-loop turn serving waiting reads aims to last (src/pipeline/admission/). Shorter on
    * PostgreSQL, where a write waits for a turn at each of its three round trips; on SQLite it runs in one turn.
    */
   readonly readTurnTargetMs: number;

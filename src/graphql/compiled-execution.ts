@@ -16,7 +16,7 @@ import { execute, getVariableValues, GraphQLError } from "graphql";
  * - mutations and subscriptions (rare next to reads, and a mutation's order of side effects is graphql-js's);
  * - variable coercion: graphql-js coerces an operation's variables first and its errors are the answer (graphql-jit
  *   does not know `@oneOf` and words its errors differently); graphql-jit then coerces the same accepted values;
- * - the errors: graphql-jit's own error objects lack what Apollo and src/graphql/errors.ts read (`extensions` is
+ * - the errors: graphql-jit's own error objects lack what Apollo and src/pipeline/errors/graphql-errors.ts read (`extensions` is
  *   absent when the cause has none), so each is rebuilt as graphql-js builds a field error (message, path,
  *   locations, the thrown error as `originalError`, its `extensions`);
  * - a document graphql-jit cannot compile runs on graphql-js.

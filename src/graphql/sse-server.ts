@@ -217,7 +217,7 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
         .send(errorBody([{ message, extensions: { code: "UNAUTHENTICATED" } }]));
     }
     // A registered document named by id becomes the request with its text; a trusted-documents-only key's text
-    // that is not registered is refused (src/trusted-documents/), before the stream opens.
+    // that is not registered is refused (src/pipeline/trusted-documents/), before the stream opens.
     let operation: { readonly url: string; readonly body: unknown };
     try {
       const resolved = await resolveDocument(request, caller);

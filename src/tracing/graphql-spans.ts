@@ -18,7 +18,7 @@ import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
 /** The attributes of an operation span (graphql.* as OpenTelemetry's semantic conventions name them). */
 export const GRAPHQL_OPERATION_NAME = "graphql.operation.name";
 export const GRAPHQL_OPERATION_TYPE = "graphql.operation.type";
-/** The operation's estimated cost (src/graphql/limits.ts), the figure the cost limit is checked against. */
+/** The operation's estimated cost (src/pipeline/documents/limits.ts), the figure the cost limit is checked against. */
 export const GRAPHQL_ESTIMATED_COST = "reftrail.graphql.estimated_cost";
 
 type Gateway = NonNullable<ApolloServerOptionsWithGateway<BaseContext>["gateway"]>;

@@ -13,7 +13,7 @@ const BACKLOG_WHILE_READS_WAIT = 2;
  * Backlog yields to API reads (docs/decisions.md, "Backlog yields to reads"). Reads and the webhook worker share
  * one event loop: a replay of thousands of events, sent as fast as the process can, took it from the reads of
  * every organization (the soak: reads' p99 from 0.16 to 2.4 s while one endpoint replayed a minute of events).
- * So while reads wait for admission (src/admission/), at most BACKLOG_WHILE_READS_WAIT backlog requests are on the
+ * So while reads wait for admission (src/pipeline/admission/), at most BACKLOG_WHILE_READS_WAIT backlog requests are on the
  * wire; live deliveries never wait for reads, and the backlog goes on at full speed once no read waits.
  */
 export class ReadsFirst {

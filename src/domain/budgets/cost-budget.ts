@@ -1,6 +1,6 @@
 /*
  * Cost budgets (docs/decisions.md, "Cost budgets"). Glossary:
- * - cost: what a request may make the server read, in the units of GraphQL's cost estimate (src/graphql/limits.ts);
+ * - cost: what a request may make the server read, in the units of GraphQL's cost estimate (src/pipeline/documents/limits.ts);
  *   a REST request's cost is set by its route (src/rest/cost-budget-hooks.ts).
  * - bucket: each API key's budget, a leaky bucket. It holds at most `maximum`; it refills continuously at
  *   `restoreRate` per second. A request is charged its requested cost before it runs, refused when the bucket

@@ -14,10 +14,10 @@ import { documentIdOf, documentIdOfManifestKey, isDocumentId } from "./document-
  * The registry of trusted documents (glossary in document-id.ts). An organization registers the GraphQL documents
  * its clients send (the manifest GraphQL Code Generator's client preset writes, `persisted-documents.json`: an
  * object from hash to text); a GraphQL request may then name one by its id instead of sending its text, and an API
- * key marked trusted-documents-only may run no other (src/trusted-documents/ applies that to every transport).
+ * key marked trusted-documents-only may run no other (src/pipeline/trusted-documents/ applies that to every transport).
  */
 
-/** Reads what the registry keeps about a document's text: the GraphQL parser, behind a port (src/trusted-documents/). */
+/** Reads what the registry keeps about a document's text: the GraphQL parser, behind a port (src/pipeline/trusted-documents/). */
 export interface DocumentReader {
   /** The document's operation names (null for an anonymous one), or why the text is not an executable document. */
   operationNames(text: string): { readonly names: readonly (string | null)[] } | { readonly problem: string };

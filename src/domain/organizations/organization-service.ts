@@ -69,7 +69,7 @@ export interface Caller {
   readonly scopes: ReadonlySet<ApiKeyScope>;
   /**
    * The key runs registered (trusted) documents only: GraphQL text it sends is refused unless it is the text of
-   * a document its organization registered (src/trusted-documents/). REST is unaffected.
+   * a document its organization registered (src/pipeline/trusted-documents/). REST is unaffected.
    */
   readonly trustedDocumentsOnly: boolean;
   /**
@@ -78,7 +78,7 @@ export interface Caller {
    * with every commit that changes its tags, references or lifecycle log (migration 0007), and its oldest event
    * still inside the retention window, which changes when the window (moving with the clock) passes it. A
    * response computed under one read version stays exact for as long as the read version does: the read cache's
-   * key (src/read-cache/).
+   * key (src/pipeline/read-cache/).
    */
   readonly readVersion: string;
   /** The key's own cost budget, read with the key (null values: the server's defaults). */

@@ -3,7 +3,7 @@ import { Kind } from "graphql";
 
 /*
  * An operation's actual cost: what its execution really touched, counted on the data it returned, in the units of
- * the estimate (src/graphql/limits.ts, "cost"). Every field present in `data` counts 1, at every place it appears:
+ * the estimate (src/pipeline/documents/limits.ts, "cost"). Every field present in `data` counts 1, at every place it appears:
  * a list's fields count once per item returned, a field that resolved to null counts 1 and nothing below it.
  * Introspection fields (`__typename`, `__schema`, `__type`) count nothing, as in the estimate. So a page of 3
  * events where 50 were asked for costs what 3 cost, and a reference not found costs 1. A scalar's value is never

@@ -63,7 +63,7 @@ export function countExpandedSelections(document: DocumentNode): Map<OperationDe
 /**
  * The selection limit for a parsed document; null when every operation is within it. Run it before anything else
  * walks the document: Apollo's validation runs it first (limits.ts, `graphqlValidationRules`), graphql-ws before
- * validating (src/live/operation-preparation.ts).
+ * validating (src/pipeline/documents/prepared-documents.ts).
  */
 export function checkSelectionLimit(
   document: DocumentNode,

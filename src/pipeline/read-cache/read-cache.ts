@@ -17,8 +17,8 @@ import type { Caller } from "../../domain/organizations/organization-service.ts"
  * `lru-cache` keeps the entries, bounded in bytes: a response's bytes and its key's. The key holds a SHA-256
  * digest of the request, not the request itself, so that a request of any size (a GraphQL query with large
  * variables) costs the cache a few dozen bytes of key; what is ours is only the key.
- * The callers are one thin adapter per transport: rest-hooks.ts (REST GET routes) and graphql-http.ts with
- * graphql-plugin.ts (GraphQL over HTTP); what may be cached is listed once, in cacheable-types.ts. Both adapters
+ * The callers are REST's hook (src/rest/read-cache.hooks.ts, GET routes) and the GraphQL pipeline's look-up and
+ * publish stages (src/pipeline/graphql-pipeline.ts); what may be cached is listed once, in cacheable-types.ts. Both
  * receive an authenticated caller: the cache never authenticates.
  */
 export class ReadCache {
@@ -112,7 +112,7 @@ export interface CachedResponse {
   readonly cost?: CachedCost;
 }
 
-/** What a GraphQL response kept in the cache cost when it was computed (src/budget/cached-cost.ts). */
+/** What a GraphQL response kept in the cache cost when it was computed (src/pipeline/budget/cached-cost.ts). */
 export interface CachedCost {
   readonly requested: number;
   readonly actual: number;

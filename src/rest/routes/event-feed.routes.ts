@@ -95,7 +95,7 @@ export function registerEventFeedRoutes(app: FastifyInstance, services: Services
             // Not splitRepeatedValues: `type=` and `type=a,,b` are unknown types, not "every type".
             types: query.type?.flatMap((value) => value.split(",")).map((type) => type.trim()) ?? null,
           },
-          // A waiting poll gives its place among the reads in flight back (src/admission/): it holds no resource.
+          // A waiting poll gives its place among the reads in flight back (src/pipeline/admission/): it holds no resource.
           { signal: left.signal, onWait: () => releaseReadAdmission(reply.raw) },
         );
         return { data: page.events.map(serializeEvent), next_cursor: page.nextCursor, has_more: page.hasMore };
