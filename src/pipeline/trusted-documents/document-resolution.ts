@@ -5,8 +5,8 @@ import type { Caller } from "../../domain/organizations/organization-service.ts"
 /*
  * Trusted documents on every GraphQL transport: the core, which knows no transport. The pipeline's resolve stage
  * (src/pipeline/graphql-pipeline.ts: HTTP, graphql-ws) and SSE (through live-documents.ts) hand it what a request says
- * about its document, and run the text it returns, or answer its refusal. It never parses: what it decides needs the request's
- * fields and the registry only, and the document it returns is parsed once, by the transport's own pipeline
+ * about its document, and run the text it returns, or answer its refusal. It never parses: what it decides needs the
+ * request's fields and the registry only, and the document it returns is parsed once, by the transport's own pipeline
  * (Apollo keeps parsed documents by their text's hash, so a registered document is parsed once per instance).
  *
  * A request names its document in one of three ways:
