@@ -25,6 +25,7 @@ import { newOperationRequest } from "../pipeline/operation-request.ts";
 import { DocumentResolver } from "../pipeline/trusted-documents/document-resolution.ts";
 import { LiveDocuments } from "../pipeline/trusted-documents/live-documents.ts";
 import { createLoaders } from "./loaders.ts";
+import { isAsyncIterator, pacedBy, writeResponse } from "./sse-stream.ts";
 import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
 
 /** Seconds a client refused for its organization's stream limit is asked to wait (`Retry-After`). */
@@ -311,75 +312,6 @@ export async function registerSseSubscriptions(app: FastifyInstance, deps: SseDe
     clearInterval(recheckTimer);
     for (const stream of streams) stream.response.end();
   });
-}
-
-/**
- * Writes graphql-sse's response: a refusal at once, or the event stream as its messages come, each after the
- * last has been taken by the socket. Ends the operation when the client goes away.
- */
-async function writeResponse(response: ServerResponse, body: Response[0], init: Response[1]): Promise<void> {
-  response.writeHead(init.status, init.statusText, init.headers);
-  if (body === null || typeof body === "string") {
-    response.end(body ?? undefined);
-    return;
-  }
-  const stop = () => void body.return(undefined);
-  if (response.destroyed) return stop();
-  response.once("close", stop);
-  try {
-    for await (const message of body) {
-      if (!response.writable) break;
-      if (!response.write(message)) await drained(response);
-    }
-  } finally {
-    response.off("close", stop);
-    response.end();
-  }
-}
-
-/** Resolves once `response` may take more (or is gone). */
-function drained(response: ServerResponse): Promise<void> {
-  if (!response.writableNeedDrain || response.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      response.off("drain", done);
-      response.off("close", done);
-      resolve();
-    };
-    response.once("drain", done);
-    response.once("close", done);
-  });
-}
-
-/**
- * The subscription's results, each taken only once `response` has room: graphql-sse queues every result it takes
- * without bound, so what it is not yet able to send stays in the subscription, which bounds it. `return` reaches
- * the subscription at once, even while a result is awaited.
- */
-function pacedBy<T>(response: ServerResponse, source: AsyncIterator<T>): AsyncIterableIterator<T, undefined> {
-  // With `return` and `throw`: graphql-sse ends only what looks like an async generator.
-  const paced: Required<AsyncIterableIterator<T, undefined>> = {
-    async next() {
-      await drained(response);
-      return (await source.next()) as IteratorResult<T, undefined>;
-    },
-    async return() {
-      await source.return?.();
-      return { done: true, value: undefined };
-    },
-    async throw(error: unknown) {
-      await source.return?.();
-      throw error;
-    },
-    [Symbol.asyncIterator]() {
-      return paced;
-    },
-  };
-  return paced;
-}
-
-function isAsyncIterator(value: unknown): value is AsyncIterator<unknown> {
-  return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
 }
 
 function errorBody(errors: readonly GraphQLFormattedError[]): { errors: readonly GraphQLFormattedError[] } {

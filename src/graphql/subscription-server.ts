@@ -21,6 +21,7 @@ import type { GraphqlPipeline } from "../pipeline/graphql-pipeline.ts";
 import { newOperationRequest, type OperationRequest } from "../pipeline/operation-request.ts";
 import { GRAPHQL_ENDPOINT } from "./graphql-server.ts";
 import { createLoaders } from "./loaders.ts";
+import { closeSockets, refuseUpgrade } from "./websocket-sockets.ts";
 import type { SubscriptionContext } from "./resolvers/subscription.resolvers.ts";
 import { INEXACT_NUMBER, inexactNumberReason } from "../domain/shared/exact-json.ts";
 import { findUnderflowedNumbers } from "../domain/shared/underflow-scanner.ts";
@@ -55,8 +56,6 @@ export const SUBSCRIPTION_CLOSE_CODES = {
 const AUTH_GRACE_MS = 10_000;
 /** graphql-ws's keep-alive: a ping every interval; a socket that does not answer within one more is dropped. */
 const KEEP_ALIVE_MS = 12_000;
-/** How long shutdown waits for clients to answer the close handshake before dropping their sockets. */
-const CLOSE_HANDSHAKE_TIMEOUT_MS = 3_000;
 
 export interface SubscriptionDependencies {
   /** The executable schema GraphQL over HTTP serves (src/graphql/schema.ts, built once by the composition root). */
@@ -361,31 +360,6 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   });
 
   registerSubscriptionMetrics(deps.metrics, { sessions, subscriptions, deliveryActivity: deps.deliveryActivity });
-}
-
-/** Sends a close frame to each socket; drops the ones that have not completed the handshake in time. */
-async function closeSockets(sockets: readonly WebSocket[], code: number, reason: string): Promise<void> {
-  await Promise.all(
-    sockets.map(
-      (socket) =>
-        new Promise<void>((resolve) => {
-          if (socket.readyState === socket.CLOSED) return resolve();
-          const timer = setTimeout(() => {
-            socket.terminate();
-            resolve();
-          }, CLOSE_HANDSHAKE_TIMEOUT_MS);
-          socket.once("close", () => {
-            clearTimeout(timer);
-            resolve();
-          });
-          socket.close(code, reason);
-        }),
-    ),
-  );
-}
-
-function refuseUpgrade(socket: Duplex, status: number, text: string): void {
-  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
 }
 
 /** A refusal as graphql-ws sends it: its HTTP head means nothing on a socket. */

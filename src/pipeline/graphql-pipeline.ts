@@ -10,7 +10,8 @@ import { THROTTLED, throttledMessage, type PublishedCost } from "./budget/publis
 import type { PreparedDocuments } from "./documents/prepared-documents.ts";
 import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "./errors/error-masking.ts";
 import { unauthenticated } from "./errors/graphql-errors.ts";
-import type { OperationRequest } from "./operation-request.ts";
+import { persistedQueryOf, variablesOf, withoutPersistedQuery, type OperationRequest } from "./operation-request.ts";
+import { serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, type BytesAnswer, type EarlyAnswer } from "./answers.ts";
 import {
   refusesCachedResponse,
   type CachedCost,
@@ -45,28 +46,8 @@ import { DOCUMENT_REFUSALS, DocumentResolver, type DocumentRefusal } from "./tru
  * tells why). Nothing here knows a transport.
  */
 
-/** An answer decided before execution, with what the transport must say beside it over HTTP. */
-export interface EarlyAnswer {
-  readonly status: number;
-  readonly retryAfterSeconds: number;
-  readonly error: GraphQLError;
-  /** The cost it publishes (`extensions.cost`), when the budget could be read. */
-  readonly cost: PublishedCost | null;
-}
-
-/** An answer as bytes (a read cache hit), for the transport to send. */
-export interface BytesAnswer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly contentType: string;
-  readonly body: Buffer | string;
-}
-
 /** When the bench measures the stages: when each request's execution started (stage 7). */
 const executionStarts = new WeakMap<OperationRequest, bigint>();
-
-/** Seconds a client is asked to wait (`Retry-After`) when the database is unavailable. */
-export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
 export interface GraphqlPipelineDependencies {
   readonly services: Pick<Services, "organizations" | "trustedDocuments">;
@@ -407,34 +388,4 @@ export class GraphqlPipeline {
     request.log.error({ err: error }, "database unavailable");
     return serviceUnavailable();
   }
-}
-
-/** SERVICE_UNAVAILABLE, HTTP 503 with Retry-After (Apollo reads `extensions.http`). */
-export function serviceUnavailable(): GraphQLError {
-  return new GraphQLError(SERVICE_UNAVAILABLE_MESSAGE, {
-    extensions: {
-      code: SERVICE_UNAVAILABLE,
-      http: { status: 503, headers: new HeaderMap([["retry-after", String(UNAVAILABLE_RETRY_AFTER_SECONDS)]]) },
-    },
-  });
-}
-
-function variablesOf(request: OperationRequest): Readonly<Record<string, unknown>> | null {
-  const { variables } = request.source;
-  return typeof variables === "object" && variables !== null && !Array.isArray(variables)
-    ? (variables as Record<string, unknown>)
-    : null;
-}
-
-function persistedQueryOf(extensions: unknown): unknown {
-  return typeof extensions === "object" && extensions !== null
-    ? (extensions as { persistedQuery?: unknown }).persistedQuery
-    : undefined;
-}
-
-/** `extensions` without `persistedQuery` (consumed by the resolution), or undefined when nothing else is left. */
-function withoutPersistedQuery(extensions: unknown): Record<string, unknown> | undefined {
-  if (typeof extensions !== "object" || extensions === null || Array.isArray(extensions)) return undefined;
-  const { persistedQuery: _consumed, ...rest } = extensions as Record<string, unknown>;
-  return Object.keys(rest).length > 0 ? rest : undefined;
 }

@@ -97,3 +97,25 @@ export function newOperationRequest(init: {
     traceParent: init.traceParent,
   };
 }
+
+/** The request's variables when sent as an object (GET's text is Apollo's to parse). */
+export function variablesOf(request: OperationRequest): Readonly<Record<string, unknown>> | null {
+  const { variables } = request.source;
+  return typeof variables === "object" && variables !== null && !Array.isArray(variables)
+    ? (variables as Record<string, unknown>)
+    : null;
+}
+
+/** `extensions.persistedQuery`, as sent. */
+export function persistedQueryOf(extensions: unknown): unknown {
+  return typeof extensions === "object" && extensions !== null
+    ? (extensions as { persistedQuery?: unknown }).persistedQuery
+    : undefined;
+}
+
+/** `extensions` without `persistedQuery` (consumed by the resolution), or undefined when nothing else is left. */
+export function withoutPersistedQuery(extensions: unknown): Record<string, unknown> | undefined {
+  if (typeof extensions !== "object" || extensions === null || Array.isArray(extensions)) return undefined;
+  const { persistedQuery: _consumed, ...rest } = extensions as Record<string, unknown>;
+  return Object.keys(rest).length > 0 ? rest : undefined;
+}
