@@ -18,6 +18,8 @@
  *   subscriptions  live subscriptions (bench/subscriptions.bench.ts)
  *   polling        the feed to poll: 1,000 idle long polls' statements, commit -> long-poll answer
  *                  (bench/event-feed.bench.ts)
+ *   isolation      one organization's feed scans (8 a second, each up to the scan's bound) beside another
+ *                  organization's point reads: its p50 and p99 quiet and flooded (bench/feed-isolation.bench.ts)
  *   ingestion      single and bulk event writes (bench/ingestion.bench.ts)
  *   scale          PostgreSQL only: a 20-month log of BENCH_SCALE_EVENTS (5,000,000) events seeded in SQL; bytes
  *                  per event, page timings in process and over HTTP (the server in a child process, REST
@@ -72,6 +74,7 @@ const PARTS = [
   "webhooks",
   "subscriptions",
   "polling",
+  "isolation",
   "ingestion",
   "scale",
 ] as const;
@@ -192,6 +195,11 @@ async function main(): Promise<void> {
     console.log("\nPart D2 — the feed to poll");
     const { runEventFeedBench } = await import("./event-feed.bench.ts");
     await runEventFeedBench();
+  }
+  if (parts.has("isolation")) {
+    console.log("\nPart D3 — one organization's feed scans beside another's point reads");
+    const { runFeedIsolationBench } = await import("./feed-isolation.bench.ts");
+    await runFeedIsolationBench();
   }
   if (parts.has("ingestion")) {
     console.log("\nPart E — ingestion (single events and bulk)");

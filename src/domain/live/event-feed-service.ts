@@ -218,7 +218,8 @@ export class EventFeedService {
         ...(filter.types && { types: [...filter.types] }),
         limit: batch,
       });
-      const complete = read.events.length < batch;
+      // A short page ended the log unless the read says where it stopped short of it (live-feed-ports.ts).
+      const complete = read.events.length < batch && read.stoppedAt === undefined;
       for (const [index, live] of read.events.entries()) {
         position = live.position;
         if (!matchesStreamFilter(live.event, filter)) continue;
@@ -229,7 +230,8 @@ export class EventFeedService {
         }
       }
       if (complete) return { matched, position: laterOf(position, read.end), end: read.end, hasMore: false };
-      scanned += read.events.length;
+      if (read.stoppedAt) position = laterOf(position, read.stoppedAt);
+      scanned += read.rowsRead;
       if (scanned >= bounds.maxRows) return { matched, position, end: read.end, hasMore: true };
     }
   }

@@ -55,6 +55,14 @@ export interface FeedPageRead {
   readonly events: readonly LiveEvent[];
   /** The end of the settled log in the same snapshot as the events: none can appear at or before it later. */
   readonly end: LogPosition;
+  /**
+   * Set when the read stopped before the end of the log with fewer than `limit` events (it reads a bounded part of
+   * the log, see src/store/sql/live-log-store.ts): everything up to here was read; the next read starts here.
+   * Absent: a page shorter than `limit` reached the end of the log.
+   */
+  readonly stoppedAt?: LogPosition;
+  /** Rows of the log the read went through (at least its events): what the feed's scan bound counts. */
+  readonly rowsRead: number;
 }
 
 /** What the feed to poll reads (implemented in src/store/sql/live-log-store.ts). */
