@@ -61,7 +61,9 @@ export function buildServices(
     organizations,
     apiKeys: new ApiKeyService(store, clock, organizations, audit),
     audit,
-    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader, audit),
+    trustedDocuments: new TrustedDocumentService(store, clock, cursors, graphqlDocumentReader, audit, {
+      maxDocumentsPerOrganization: config.maxTrustedDocumentsPerOrganization,
+    }),
     tags,
     references: new ReferenceService(store, clock, cursors, tags, recorder, {
       maxTagsPerReference: config.maxTagsPerReference,

@@ -28,6 +28,8 @@ export interface Config {
   readonly bodyLimitBytes: number;
   readonly maxTagsPerReference: number;
   readonly maxTagsPerOrganization: number;
+  /** Trusted documents one organization may hold in all (LIMIT_EXCEEDED beyond; issue 49.3). */
+  readonly maxTrustedDocumentsPerOrganization: number;
   readonly extractionFailureThreshold: number;
   /**
    * `/metrics` access: a bearer token it requires (null: none), and a port of its own on HOST (null: served on
@@ -233,6 +235,7 @@ export function loadConfig(
     bodyLimitBytes: parseInteger(env, "BODY_LIMIT_BYTES", 1_048_576, 1),
     maxTagsPerReference: parseInteger(env, "MAX_TAGS_PER_REFERENCE", 50, 1),
     maxTagsPerOrganization: parseInteger(env, "MAX_TAGS_PER_ORGANIZATION", 10_000, 1),
+    maxTrustedDocumentsPerOrganization: parseInteger(env, "MAX_TRUSTED_DOCUMENTS_PER_ORGANIZATION", 20_000, 1),
     extractionFailureThreshold: parseInteger(env, "EXTRACTION_FAILURE_THRESHOLD", 10, 1),
     metricsToken: env.METRICS_TOKEN?.trim() || null,
     metricsPort:

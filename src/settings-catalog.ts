@@ -121,6 +121,13 @@ export const SETTINGS: readonly SettingDescription[] = [
     description: "tags in one organization",
   },
   {
+    name: "MAX_TRUSTED_DOCUMENTS_PER_ORGANIZATION",
+    group: "limits",
+    default: "`20000`",
+    description:
+      "trusted documents one organization may hold in all (422 `LIMIT_EXCEEDED` for a registration that would pass it; none of its documents is kept)",
+  },
+  {
     name: "EXTRACTION_FAILURE_THRESHOLD",
     group: "limits",
     default: "`10`",

@@ -160,6 +160,41 @@ describe.each(DATABASE_KINDS)("cost budget (%s)", (kind) => {
     expect(plain.headers.get("ratelimit-policy")).toBe('"default";q=100000;w=2');
   });
 
+  it("prices a feed poll by the rows it reads; a tag filter that names no tag reads none", async () => {
+    const org = await server.newOrganization("feed price");
+    const owner = { url: server.url, apiKey: org.apiKey };
+    expectStatus(await http(owner, "POST", "/v1/tags", { body: { name: "on-no-event" } }), 201);
+    const created = await http(owner, "POST", "/v1/references", {
+      body: { booking_number: "BK-PRICE", carrier_code: "MAEU" },
+    });
+    expectStatus(created, 201);
+    const referenceId = created.body.reference.id as string;
+    const items = Array.from({ length: 299 }, () => ({
+      kind: "extraction",
+      reference_id: referenceId,
+      status: "succeeded",
+    }));
+    expectStatus(await http(owner, "POST", "/v1/ingestions", { body: { items } }), 201);
+    const issued = await server.app.services.organizations.createApiKey(org.organizationId, {
+      budget: { maximum: 10_000, restoreRate: SLOW },
+    });
+    const key = { url: server.url, apiKey: issued.key };
+    // 300 events, none carrying the tag: the poll reads them all for a page of one.
+    const scan = await http(key, "GET", "/v1/events?limit=1&tag_names=on-no-event");
+    expectStatus(scan, 200);
+    expect(scan.body.data).toEqual([]);
+    expect(scan.headers.get("ratelimit")).toMatch(/^"default";r=9700;/);
+    // A name no tag bears matches nothing: the poll goes to the end of the log without reading it, for its page.
+    const nothing = await http(key, "GET", "/v1/events?limit=1&tag_names=no-such-tag");
+    expectStatus(nothing, 200);
+    expect(nothing.body).toMatchObject({ data: [], has_more: false });
+    expect(nothing.headers.get("ratelimit")).toMatch(/^"default";r=9699;/);
+    // A page that reads what it returns costs its size.
+    const page = await http(key, "GET", "/v1/events?limit=10");
+    expect(page.body.data).toHaveLength(10);
+    expect(page.headers.get("ratelimit")).toMatch(/^"default";r=9689;/);
+  });
+
   it("takes a key's own budget set from outside with the reftrail command", async () => {
     const key = await keyWithBudget(server, 1000, SLOW);
     const updated = await cli(

@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
+import type { BudgetHolder, CostBudgetService } from "../domain/budgets/cost-budget-service.ts";
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from "../domain/shared/page.ts";
 import { problem, sendProblem } from "./problem.ts";
 import {
@@ -16,26 +17,67 @@ import {
  * asks, never refunded:
  * - a page of a list (a route with a `limit` parameter) costs its page size, `limit` or its default (50): the rows
  *   it may read, as a GraphQL connection's `first` multiplies its estimate;
- * - a bulk ingestion costs its number of items;
+ * - a bulk ingestion costs its number of items, a trusted-document registration its number of documents;
+ * - a route whose reads depend on the data more than on what it asks (the feed to poll: a filter that matches
+ *   little reads up to 5,000 rows for a page of one) declares the most it may read (`config.costUpTo`): it is
+ *   charged that before it runs, and settles to what it read (`settleRestCost`), never less than its page size;
  * - every other request costs 1.
  * Every answer carries `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-11); a request the
  * bucket cannot pay for is 429 THROTTLED with `Retry-After`.
  */
 
-/** What `request` costs (above). */
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** The most this route's request may cost, charged up front and settled by the route (see the top). */
+    costUpTo?: number;
+  }
+}
+
+/** The charge each request paid, for the route to settle. */
+const charges = new WeakMap<
+  FastifyRequest,
+  { readonly budgets: CostBudgetService; readonly caller: BudgetHolder; readonly charge: BudgetCharge }
+>();
+
+/** What `request` costs before it runs (above). */
 export function restRequestCost(request: FastifyRequest): number {
+  const upTo = request.routeOptions.config.costUpTo;
+  if (upTo !== undefined) return upTo;
   const querystring = request.routeOptions.schema?.querystring as
     { readonly properties?: Readonly<Record<string, unknown>> } | undefined;
-  if (querystring?.properties?.limit !== undefined) {
-    const asked = Number((request.query as Record<string, unknown> | null)?.limit);
-    // An invalid limit is refused by validation right after; it is charged the default meanwhile.
-    return Number.isInteger(asked) && asked >= 1 && asked <= MAX_PAGE_SIZE ? asked : DEFAULT_PAGE_SIZE;
-  }
+  // An invalid limit is refused by validation right after; it is charged the default meanwhile.
+  if (querystring?.properties?.limit !== undefined) return pageSizeOf(request);
   const items = (request.body as { readonly items?: unknown } | null | undefined)?.items;
   if (request.method === "POST" && request.routeOptions.url === "/v1/ingestions" && Array.isArray(items)) {
     return Math.max(1, items.length);
   }
+  const body = request.body;
+  if (request.method === "POST" && request.routeOptions.url === "/v1/trusted-documents" && isObject(body)) {
+    return Math.max(1, Object.keys(body).length);
+  }
   return 1;
+}
+
+/** The page size a request asked for (`limit`), or the default: the least a page costs. */
+function pageSizeOf(request: FastifyRequest): number {
+  const asked = Number((request.query as Record<string, unknown> | null)?.limit);
+  return Number.isInteger(asked) && asked >= 1 && asked <= MAX_PAGE_SIZE ? asked : DEFAULT_PAGE_SIZE;
+}
+
+/**
+ * Gives back what a route that declared `costUpTo` did not use: it costs `actualCost`. The response's `RateLimit`
+ * field says what the bucket holds after the refund.
+ */
+export function settleRestCost(request: FastifyRequest, reply: FastifyReply, actualCost: number): void {
+  const paid = charges.get(request);
+  if (!paid) return;
+  charges.delete(request);
+  const status = paid.budgets.settle(paid.caller, paid.charge, actualCost);
+  void reply.header("ratelimit", rateLimitField(status));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Charges every authenticated /v1 request (register after authentication, before the read cache). */
@@ -45,6 +87,9 @@ export function registerRestCostBudget(app: FastifyInstance, budgets: CostBudget
     if (!caller) return;
     const cost = restRequestCost(request);
     const charge = await budgets.charge(caller, cost);
+    if (charge.granted && request.routeOptions.config.costUpTo !== undefined) {
+      charges.set(request, { budgets, caller, charge });
+    }
     void reply.header("ratelimit-policy", rateLimitPolicyField(charge.status));
     void reply.header("ratelimit", rateLimitField(charge.status));
     if (charge.granted) return;

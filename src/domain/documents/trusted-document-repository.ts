@@ -22,6 +22,8 @@ export interface TrustedDocumentRepository {
     createdAt: Date,
     documents: readonly Pick<TrustedDocument, "documentId" | "document" | "operationNames">[],
   ): Promise<string[]>;
+  /** How many documents the organization holds. */
+  countDocuments(organizationId: string): Promise<number>;
   /** The organization's documents among `documentIds` (one statement); unknown ids are absent. */
   findDocuments(organizationId: string, documentIds: readonly string[]): Promise<TrustedDocument[]>;
   /** A page of the organization's documents by (created_at, document_id), after `after` when given. */

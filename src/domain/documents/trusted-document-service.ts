@@ -43,6 +43,16 @@ export interface ListTrustedDocumentsInput {
 
 /** Documents one registration may carry (one statement writes them). */
 export const MAX_DOCUMENTS_PER_REGISTRATION = 5000;
+
+export interface TrustedDocumentLimits {
+  /**
+   * Documents one organization may hold in all (MAX_TRUSTED_DOCUMENTS_PER_ORGANIZATION, default 20,000; issue 49.3:
+   * nothing bounded it, and one organization had stored 75,002). A client's manifest holds its operations, a few
+   * hundred for a large application; documents are kept (an id is its text's hash), so each release adds its new
+   * operations to the ones before.
+   */
+  readonly maxDocumentsPerOrganization: number;
+}
 /** Bytes of document text the resolution cache keeps at most (the texts of one instance's busiest documents). */
 const RESOLVED_TEXT_CACHE_BYTES = 16 * 1024 * 1024;
 
@@ -70,6 +80,7 @@ export class TrustedDocumentService {
     private readonly reader: DocumentReader,
     /** Records registrations in their transaction. */
     private readonly audit: AuditLogService,
+    private readonly limits: TrustedDocumentLimits,
   ) {}
 
   /**
@@ -102,8 +113,25 @@ export class TrustedDocumentService {
     const ids = entries.map((entry) => entry.documentId);
     // The registration and its audit event in one transaction; a registration that adds nothing records nothing.
     const inserted = await this.store.transaction(async (store) => {
+      // The bound is decided under the organization's lock (PostgreSQL; SQLite runs one writer at a time): two
+      // registrations at once would otherwise both count what was there before either and both insert. The count
+      // is sent with the lock and runs after it, on a snapshot that sees every registration committed before.
+      const [, held] = await Promise.all([
+        store.organizations.lockOrganization(organizationId),
+        store.documents.countDocuments(organizationId),
+      ]);
       const added = await store.documents.insertDocumentsIfAbsent(organizationId, createdAt, entries);
       const addedIds = [...new Set(added)];
+      const max = this.limits.maxDocumentsPerOrganization;
+      if (held + addedIds.length > max) {
+        // Thrown inside the transaction: none of this manifest's documents stays.
+        throw new DomainError(
+          "LIMIT_EXCEEDED",
+          `An organization holds at most ${max} trusted documents (${held} held, ${addedIds.length} new in this manifest)`,
+          [],
+          { limit: max },
+        );
+      }
       if (addedIds.length > 0)
         await this.audit.record(store, change, {
           organizationId,

@@ -32,8 +32,11 @@ export const DEFAULT_FEED_PAGE_SIZE = 100;
 export const MAX_FEED_WAIT_SECONDS = 30;
 /** Rows per statement of a scan with tag filters (which run here, so a page may need more rows than events). */
 const SCAN_BATCH_SIZE = 500;
-/** Rows one poll scans at most: a filter that matches little answers with what it found so far, and a cursor. */
-const MAX_ROWS_SCANNED = 5_000;
+/**
+ * Rows one poll scans at most: a filter that matches little answers with what it found so far, and a cursor. What
+ * a poll may cost: REST charges it up front and gives back what the poll did not read (src/rest/cost-budget.hooks.ts).
+ */
+export const MAX_FEED_ROWS_SCANNED = 5_000;
 
 /** The feed's input as either surface gives it; the service checks every field. */
 export interface EventFeedInput extends StreamFilterInput {
@@ -53,6 +56,8 @@ export interface EventFeedPage {
   readonly nextCursor: string;
   /** True when the poll stopped before the end of the log (a full page, or the scan's bound): poll again at once. */
   readonly hasMore: boolean;
+  /** Rows of the log the poll read to answer (at least its events; a waiting poll's later reads included). */
+  readonly rowsRead: number;
 }
 
 export interface PollOptions {
@@ -76,6 +81,8 @@ interface Scan {
   /** The end of the settled log as the last statement saw it. */
   readonly end: LogPosition;
   readonly hasMore: boolean;
+  /** Rows of the log read (the store's count). */
+  readonly rowsRead: number;
 }
 
 export class EventFeedService {
@@ -134,11 +141,23 @@ export class EventFeedService {
     const waitMs = checkWait(input.waitSeconds) * 1_000;
     const filter = await this.resolveFilter(organizationId, input);
     const start = input.after ? await this.cursors.startAfter(organizationId, input.after, "after") : LOG_START;
-    const scan = await this.scan(organizationId, filter, start, limit);
+    const scan = matchesNothing(filter)
+      ? await this.skipToEnd(start)
+      : await this.scan(organizationId, filter, start, limit);
     if (scan.matched.length > 0 || scan.hasMore || waitMs === 0 || !this.waiters || this.stopped) {
       return this.pageOf(scan);
     }
     return this.waitForEvents(organizationId, filter, scan, limit, waitMs, options);
+  }
+
+  /**
+   * Where a poll that can match nothing (its tag filter named only tags that do not exist) goes: the end of the
+   * log, read without a row of it. Such a poll used to read the scan's bound of rows every time, priced as a
+   * page (issue 49.3).
+   */
+  private async skipToEnd(start: LogPosition): Promise<Scan> {
+    const end = await this.log.findSettledEnd();
+    return { matched: [], position: laterOf(start, end), end, hasMore: false, rowsRead: 0 };
   }
 
   private async waitForEvents(
@@ -175,18 +194,21 @@ export class EventFeedService {
       wait = this.waiters!.open(organizationId, filter.referenceId, scanned.position, scanned.end);
       options.onWait?.();
       let position = scanned.position;
+      let rowsRead = scanned.rowsRead;
       for (;;) {
         const next = await wait.next(signal);
-        if (next === "ended") return this.pageOf({ matched: [], position, end: position, hasMore: false });
+        if (next === "ended") return this.pageOf({ matched: [], position, end: position, hasMore: false, rowsRead });
         if (next === "read") {
           const scan = await this.scan(organizationId, filter, position, limit);
-          if (scan.matched.length > 0 || scan.hasMore) return this.pageOf(scan);
+          rowsRead += scan.rowsRead;
+          if (scan.matched.length > 0 || scan.hasMore) return this.pageOf({ ...scan, rowsRead });
           position = scan.position;
           wait.skipTo(position);
           continue;
         }
+        // Events the live feed delivered were read once for every waiter: they cost this poll no row.
         const found = takeMatching(next, filter, limit, position);
-        if (found.matched.length > 0) return this.pageOf(found);
+        if (found.matched.length > 0) return this.pageOf({ ...found, rowsRead });
         position = found.position;
       }
     } finally {
@@ -204,7 +226,7 @@ export class EventFeedService {
   /** Reads the log after `from` until `limit` events match, the log ends, or the scan's bound. */
   private async scan(organizationId: string, filter: StreamFilter, from: LogPosition, limit: number): Promise<Scan> {
     const filteredHere = filter.tagIds !== undefined || filter.excludedTagIds !== undefined;
-    const bounds = this.options.scan ?? { batchSize: SCAN_BATCH_SIZE, maxRows: MAX_ROWS_SCANNED };
+    const bounds = this.options.scan ?? { batchSize: SCAN_BATCH_SIZE, maxRows: MAX_FEED_ROWS_SCANNED };
     const batch = filteredHere ? Math.max(limit, bounds.batchSize) : limit;
     const matched: LiveEvent[] = [];
     let position = from;
@@ -226,13 +248,17 @@ export class EventFeedService {
         matched.push(live);
         if (matched.length === limit) {
           const hasMore = index < read.events.length - 1 || !complete;
-          return { matched, position: hasMore ? position : laterOf(position, read.end), end: read.end, hasMore };
+          const rowsRead = scanned + read.rowsRead;
+          const next = hasMore ? position : laterOf(position, read.end);
+          return { matched, position: next, end: read.end, hasMore, rowsRead };
         }
       }
-      if (complete) return { matched, position: laterOf(position, read.end), end: read.end, hasMore: false };
-      if (read.stoppedAt) position = laterOf(position, read.stoppedAt);
       scanned += read.rowsRead;
-      if (scanned >= bounds.maxRows) return { matched, position, end: read.end, hasMore: true };
+      if (complete) {
+        return { matched, position: laterOf(position, read.end), end: read.end, hasMore: false, rowsRead: scanned };
+      }
+      if (read.stoppedAt) position = laterOf(position, read.stoppedAt);
+      if (scanned >= bounds.maxRows) return { matched, position, end: read.end, hasMore: true, rowsRead: scanned };
     }
   }
 
@@ -250,6 +276,7 @@ export class EventFeedService {
       },
       nextCursor,
       hasMore: scan.hasMore,
+      rowsRead: scan.rowsRead,
     };
   }
 }
@@ -263,10 +290,15 @@ function takeMatching(delivered: readonly LiveEvent[], filter: StreamFilter, lim
     if (!matchesStreamFilter(live.event, filter)) continue;
     matched.push(live);
     if (matched.length === limit) {
-      return { matched, position, end: position, hasMore: index < delivered.length - 1 };
+      return { matched, position, end: position, hasMore: index < delivered.length - 1, rowsRead: 0 };
     }
   }
-  return { matched, position, end: position, hasMore: false };
+  return { matched, position, end: position, hasMore: false, rowsRead: 0 };
+}
+
+/** A filter no event can match: tags were asked for, and none of them exists (see StreamFilter.tagIds). */
+function matchesNothing(filter: StreamFilter): boolean {
+  return filter.tagIds !== undefined && filter.tagIds.size === 0;
 }
 
 function checkLimit(limit: number | null | undefined): number {

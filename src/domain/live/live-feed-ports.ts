@@ -70,6 +70,7 @@ export interface FeedLogStore {
   /** A page of the log and the end of the settled log, in one statement (one snapshot). */
   readFeedPage(query: FeedPageQuery): Promise<FeedPageRead>;
   findPosition: LiveLogStore["findPosition"];
+  findSettledEnd: LiveLogStore["findSettledEnd"];
 }
 
 /** What the live side reads from persistence (implemented in src/store/sql/live-log-store.ts). */

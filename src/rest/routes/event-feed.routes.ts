@@ -1,7 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { releaseReadAdmission } from "../../pipeline/admission/read-admission-gate.ts";
-import { MAX_FEED_WAIT_SECONDS } from "../../domain/live/event-feed-service.ts";
+import { MAX_FEED_ROWS_SCANNED, MAX_FEED_WAIT_SECONDS } from "../../domain/live/event-feed-service.ts";
 import type { Services } from "../../domain/services.ts";
+import { settleRestCost } from "../cost-budget.hooks.ts";
 import { callerOf } from "../rest-api.ts";
 import { problems, success } from "../response-schemas.ts";
 import { splitRepeatedValues } from "../schemas.ts";
@@ -27,6 +28,7 @@ export function registerEventFeedRoutes(app: FastifyInstance, services: Services
   app.get<{ Querystring: EventFeedQuery }>(
     "/events",
     {
+      config: { costUpTo: MAX_FEED_ROWS_SCANNED },
       schema: {
         tags: ["lifecycle"],
         operationId: "pollEvents",
@@ -98,6 +100,8 @@ export function registerEventFeedRoutes(app: FastifyInstance, services: Services
           // A waiting poll gives its place among the reads in flight back (src/pipeline/admission/): it holds no resource.
           { signal: left.signal, onWait: () => releaseReadAdmission(reply.raw) },
         );
+        // Priced by the rows it read, never below its page size (src/rest/cost-budget.hooks.ts).
+        settleRestCost(request, reply, Math.max(query.limit, page.rowsRead));
         return { data: page.events.map(serializeEvent), next_cursor: page.nextCursor, has_more: page.hasMore };
       } finally {
         reply.raw.off("close", abandon);

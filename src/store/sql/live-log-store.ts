@@ -132,7 +132,7 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
              (SELECT MAX("position")::text FROM read_commits) AS "read_to",
              (SELECT COUNT(*) FROM next_commits) = ${limit}
                OR (SELECT COUNT(*) FROM next_commits) > (SELECT COUNT(*) FROM read_commits) AS "commits_left",
-             (SELECT SUM("counted") FROM read_commits) AS "rows_read",
+             (SELECT SUM(LEAST("counted", ${limit})) FROM read_commits) AS "rows_read",
              page.*
       FROM (SELECT 1 AS "anchor") AS anchor
       LEFT JOIN (
@@ -149,8 +149,10 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
     const first = rows[0];
     const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
     const end = this.endPosition(first?.settled_end ?? null);
+    // A full page read what it returns; a short one went through its commits (each read up to `limit` rows).
+    if (events.length === limit) return { events, end, rowsRead: limit };
     const rowsRead = Math.max(events.length, Number(first?.rows_read ?? 0));
-    if (events.length === limit || !first?.commits_left || first.read_to === null) return { events, end, rowsRead };
+    if (!first?.commits_left || first.read_to === null) return { events, end, rowsRead };
     // Every commit up to read_to was read whole: the next read starts after it.
     return { events, end, rowsRead, stoppedAt: { commit: BigInt(first.read_to), sequence: MAX_SEQUENCE } };
   }

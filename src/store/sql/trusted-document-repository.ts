@@ -72,6 +72,12 @@ export class SqlTrustedDocumentRepository implements TrustedDocumentRepository {
     return inserted.map((row) => row.document_id);
   }
 
+  async countDocuments(organizationId: string): Promise<number> {
+    const [row] = await this.sql.all<{ count: number | bigint | string }>(Prisma.sql`
+      SELECT COUNT(*) AS "count" FROM "trusted_documents" WHERE "organization_id" = ${organizationId}`);
+    return Number(row?.count ?? 0);
+  }
+
   async findDocuments(organizationId: string, documentIds: readonly string[]): Promise<TrustedDocument[]> {
     if (documentIds.length === 0) return [];
     const rows = await this.sql.all<DocumentRow>(Prisma.sql`
