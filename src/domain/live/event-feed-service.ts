@@ -238,6 +238,8 @@ export class EventFeedService {
         notBefore: this.retentionCutoff(),
         ...(filter.referenceId !== undefined && { referenceId: filter.referenceId }),
         ...(filter.types && { types: [...filter.types] }),
+        ...(filter.tagIds && { tagIds: [...filter.tagIds] }),
+        ...(filter.excludedTagIds && { excludedTagIds: [...filter.excludedTagIds] }),
         limit: batch,
       });
       // A short page ended the log unless the read says where it stopped short of it (live-feed-ports.ts).

@@ -47,6 +47,13 @@ export interface FeedPageQuery {
   readonly notBefore: Date;
   readonly referenceId?: string;
   readonly types?: readonly LifecycleEventType[];
+  /**
+   * The reader's tag filters (StreamFilter's, at least one of / none of), which a store may apply where the rows
+   * are read: SQLite does, reading at most `limit` rows of the log and returning those that match; PostgreSQL
+   * returns the rows and leaves them to the caller, which checks every event it is given anyway.
+   */
+  readonly tagIds?: readonly string[];
+  readonly excludedTagIds?: readonly string[];
   readonly limit: number;
 }
 

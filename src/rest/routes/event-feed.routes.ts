@@ -22,6 +22,8 @@ interface EventFeedQuery {
   type?: string[];
 }
 
+const SCAN_BOUND = MAX_FEED_ROWS_SCANNED.toLocaleString("en-US");
+
 const repeatable = (description: string) => ({ type: "array", items: { type: "string" }, description }) as const;
 
 export function registerEventFeedRoutes(app: FastifyInstance, services: Services): void {
@@ -35,6 +37,12 @@ export function registerEventFeedRoutes(app: FastifyInstance, services: Services
         summary:
           "The organization's lifecycle log in live order (the subscriptions' order), to poll; optionally waits " +
           "for the next event",
+        description:
+          `A poll reads up to ${SCAN_BOUND} rows of the log (a filter that matches little answers with what it ` +
+          "found, `has_more` and a cursor past what it read). Its cost is the rows it read, never less than " +
+          `\`limit\`: it is charged ${SCAN_BOUND} before it runs and given back the rest (\`RateLimit\` on the ` +
+          "answer). Tag names that no tag bears match nothing: such a poll answers at once, with a cursor at the " +
+          "end of the log.",
         querystring: {
           type: "object",
           properties: {

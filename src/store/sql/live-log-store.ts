@@ -75,14 +75,45 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
       Prisma.sql`e."occurred_at" >= ${query.notBefore}`,
       ...this.eventFilters(query),
     ];
+    const tagFilters = this.tagFilters(query);
     // The page and the end of the log in one snapshot, as readSettled: a poller that finds nothing is handed
-    // that end as its cursor, and nothing can commit before it afterwards.
-    const rows = await this.database.sql.all<LiveEventRow & { readonly settled_end: string | null }>(Prisma.sql`
-      SELECT ${this.settledEnd()} AS "settled_end", page.* FROM (SELECT 1 AS "anchor") AS anchor
-      LEFT JOIN (${this.page(conditions, query.limit)}) AS page ON TRUE
-      ORDER BY page."commit_position", page."position"`);
+    // that end as its cursor, and nothing can commit before it afterwards. With tag filters, the next `limit`
+    // rows are read and only those that match are returned: a filter that matches little used to send every row
+    // to this thread to be parsed and dropped, and one organization's scans held the event loop (issue 49.3).
+    const rows = await this.database.sql.all<
+      LiveEventRow & {
+        readonly settled_end: string | null;
+        readonly rows_read: number | bigint;
+        readonly read_to: number | bigint | null;
+      }
+    >(Prisma.sql`
+      WITH "read" AS MATERIALIZED (${this.page(conditions, query.limit)})
+      SELECT ${this.settledEnd()} AS "settled_end", (SELECT COUNT(*) FROM "read") AS "rows_read",
+             (SELECT MAX("position") FROM "read") AS "read_to", page.*
+      FROM (SELECT 1 AS "anchor") AS anchor
+      LEFT JOIN (SELECT * FROM "read" e WHERE ${tagFilters.length > 0 ? Prisma.join(tagFilters, " AND ") : Prisma.sql`1 = 1`})
+        AS page ON TRUE
+      ORDER BY page."position"`);
+    const first = rows[0];
     const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
-    return { events, end: this.endPosition(rows[0]?.settled_end ?? null), rowsRead: events.length };
+    const end = this.endPosition(first?.settled_end ?? null);
+    const rowsRead = Number(first?.rows_read ?? 0);
+    // Fewer rows than asked: the log ended. All of them, fewer matching: the next read starts after the last row.
+    if (rowsRead < query.limit || events.length === query.limit || first?.read_to == null) {
+      return { events, end, rowsRead };
+    }
+    return { events, end, rowsRead, stoppedAt: { commit: 0n, sequence: BigInt(first.read_to) } };
+  }
+
+  /** SQLite: the tag filters on the event's snapshot of its reference's tags (a JSON array of `{ id, name }`). */
+  private tagFilters(query: FeedPageQuery): Prisma.Sql[] {
+    const hasTag = (ids: readonly string[]) => Prisma.sql`EXISTS (SELECT 1 FROM json_each(e."reference_tags") AS t
+      WHERE ${isOneOf(this.database.provider, Prisma.sql`json_extract(t."value", '$.id')`, ids)})`;
+    const conditions: Prisma.Sql[] = [];
+    if (query.tagIds) conditions.push(hasTag(query.tagIds));
+    if (query.excludedTagIds && query.excludedTagIds.length > 0)
+      conditions.push(Prisma.sql`NOT ${hasTag(query.excludedTagIds)}`);
+    return conditions;
   }
 
   /**
