@@ -188,7 +188,7 @@ export const SETTINGS: readonly SettingDescription[] = [
     group: "data",
     default: "`10s` (off when `NODE_ENV=test`)",
     description:
-      "PostgreSQL: how often each instance looks for its tables that autovacuum leaves alone (the server's `autovacuum = off`, or a table's `autovacuum_enabled = false`) and vacuums or analyzes those past 1,000 dead (or changed) rows and 5 % of their live rows; nothing where autovacuum is on; `0`/`off` disables",
+      "PostgreSQL: how often each instance looks for its tables that autovacuum leaves alone (the server's `autovacuum = off`, or a table's `autovacuum_enabled = false`) and vacuums those past 1,000 dead rows and 5 % of their live rows, analyzes those past 50 changed rows and 10 % (autovacuum's own threshold); nothing where autovacuum is on; `0`/`off` disables",
   },
   {
     name: "WEBHOOK_SECRET_KEY",

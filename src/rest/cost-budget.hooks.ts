@@ -13,8 +13,8 @@ import {
 /*
  * The cost budget of the REST API (docs/decisions.md, "Cost budgets"): each authenticated /v1 request draws from
  * its key's bucket, the same bucket as GraphQL, in preValidation (after authentication and body parsing, before
- * the read cache: a response the cache holds costs what computing it costs). A request's cost is fixed by what it
- * asks, never refunded:
+ * the read cache: a response the cache holds costs what computing it costs). A request's cost is set by what it
+ * asks, or, where the route says so, by what it read:
  * - a page of a list (a route with a `limit` parameter) costs its page size, `limit` or its default (50): the rows
  *   it may read, as a GraphQL connection's `first` multiplies its estimate;
  * - a bulk ingestion costs its number of items, a trusted-document registration its number of documents;

@@ -13,8 +13,8 @@ import type pg from "pg";
  *
  * So every VACUUM_CHECK_INTERVAL each instance reads the statistics of the schema's tables and, for each table
  * that autovacuum leaves alone, vacuums it once its dead rows pass the threshold below and analyzes it once enough
- * rows changed since its last analyze (autovacuum's own threshold, lower). `SKIP_LOCKED`: an instance never waits for another's vacuum (or an
- * operator's), it passes that table over until the next look. Where autovacuum is on, nothing is done here: tune
+ * rows changed since its last analyze (autovacuum's own threshold, lower). `SKIP_LOCKED`: an instance never waits
+ * for another's vacuum (or an operator's), it passes that table over until the next look. Where autovacuum is on, nothing is done here: tune
  * it there (docs/decisions.md, "Vacuum where autovacuum is off").
  */
 
