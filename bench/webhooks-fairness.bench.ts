@@ -10,7 +10,11 @@
  *                the small one's latency (p99 ratio to quiet), and the big one's deliveries/s
  *   beside held  the same while one ordered endpoint's failing reference holds BENCH_FAIR_HELD (20,000) deliveries
  *                back (all due): the small one's latency (p50 ratio to quiet)
+ *   beside silent the same while another organization's six endpoints accept the connection and never answer
+ *                (issue 49.1), each with BENCH_FAIR_SILENT (60) deliveries due: every attempt holds its slot until
+ *                WEBHOOK_TIMEOUT (15 s). The small one's latency (p99 ratio to quiet; goal p50 ≤ 200 ms, none > 1 s)
  */
+import { createServer, type Server, type Socket } from "node:net";
 import type { App } from "../src/app.ts";
 import { createTestDatabase } from "../test/support/test-server.ts";
 import { benchDatabases, intSetting } from "./settings.ts";
@@ -33,7 +37,29 @@ const settings = {
   databases: benchDatabases(),
   backlog: intSetting("BENCH_FAIR_BACKLOG", 30_000, 300),
   held: intSetting("BENCH_FAIR_HELD", 20_000, 1),
+  silent: intSetting("BENCH_FAIR_SILENT", 60, 1),
 };
+
+/** A receiver that accepts every connection and never answers (closed with `close`). */
+async function silentReceiver(): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (!address || typeof address === "string") throw new Error("the silent receiver did not bind a port");
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
 
 const SMALL_INTERVAL_MS = 100;
 
@@ -184,6 +210,25 @@ async function fairRows(kind: Kind, receiver: ReceiverThread, url: string): Prom
       () => false,
     );
     rows.push({ ...held, ratio: held.p50! / quiet.p50! });
+
+    log(`${kind}: the small organization beside six silent endpoints (load ${fmtLoad()})`);
+    const silent = await silentReceiver();
+    try {
+      const { organization: stalling } = await app.services.organizations.createOrganization("bench-fair-silent");
+      for (let index = 0; index < 6; index++)
+        await app.services.webhooks.createEndpoint(stalling.id, { url: `${silent.url}/silent/${index}` });
+      // Written by the sending instance: due at once, and every attempt holds its slot until the timeout.
+      await queue(app, stalling.id, `SILENT-${kind}`, settings.silent);
+      await sleep(1_000);
+      const besideSilent = await smallRow(
+        "SILENT",
+        `  same, beside 6 endpoints of another organization that never answer (p99 ratio)`,
+        () => false,
+      );
+      rows.push({ ...besideSilent, ratio: besideSilent.p99! / quiet.p99! });
+    } finally {
+      await silent.close();
+    }
   } finally {
     await app.close();
   }

@@ -194,6 +194,70 @@ describe.each(DATABASE_KINDS)("operator page on %s", (kind) => {
       }
     }, 60_000);
 
+    it("creates a key with the scopes ticked, shows it once, revokes it, and lists both in the audit log", async () => {
+      const { organizationId, apiKey } = await server.newOrganization("operator keys");
+      const page = await browser.newPage();
+      const pageErrors: string[] = [];
+      page.on("pageerror", (error) => pageErrors.push(error.message));
+      page.on("dialog", (dialog) => void dialog.accept());
+      try {
+        await page.goto(`${server.url}/operator`);
+        await page.fill("#api-key", apiKey);
+        await page.click("#key-form button[type=submit]");
+        await page.waitForSelector("body[data-loaded=true]");
+        await expectEventually(
+          () => page.locator("#keys tbody tr").count(),
+          (count) => expect(count).toBe(1),
+        );
+        await page.fill("#key-name", "dashboard");
+        for (const box of await page.locator("#key-scopes input").all()) {
+          if ((await box.getAttribute("value")) !== "REFERENCES_READ") await box.uncheck();
+        }
+        await page.click("#key-create button[type=submit]");
+        await page.waitForSelector("#new-key:not([hidden])");
+        const created = await page.locator("[data-testid=new-key]").innerText();
+        const dashboard = { url: server.url, apiKey: created };
+        expect((await http(dashboard, "GET", "/v1/references")).status).toBe(200);
+        const refused = await http(dashboard, "POST", "/v1/tags", { body: { name: "nope" } });
+        expect([refused.status, refused.body.code]).toEqual([403, "FORBIDDEN"]);
+
+        const row = page.locator("#keys tbody tr", { hasText: "dashboard" });
+        expect(await row.locator("[data-testid=key-scopes]").innerText()).toBe("references:read");
+        expect(await row.locator("[data-testid=key-prefix]").innerText()).toBe(`${created.slice(0, 8)}…`);
+        await row.getByRole("button", { name: "Revoke" }).click();
+        await expectEventually(
+          () => row.locator("[data-testid=key-state]").innerText(),
+          (value) => expect(value).toBe("revoked"),
+        );
+        expect((await http(dashboard, "GET", "/v1/references")).status).toBe(401);
+
+        await page.click("#refresh");
+        await expectEventually(
+          () => page.locator("#audit [data-testid=audit-action]").allInnerTexts(),
+          (actions) => expect(actions.slice(0, 2)).toEqual(["api_key.revoked", "api_key.created"]),
+        );
+        const actors = await page.locator("#audit [data-testid=audit-actor]").allInnerTexts();
+        expect(actors.slice(0, 2)).toEqual([`${apiKey.slice(0, 8)}…`, `${apiKey.slice(0, 8)}…`]);
+        expect(await page.locator("#audit").innerText()).not.toContain(created);
+
+        // A key without keys:read and audit:read still sees the endpoints; the two parts say what it lacks.
+        const narrow = await server.app.services.organizations.createApiKey(organizationId, {
+          name: "webhooks only",
+          scopes: new Set(["references:read", "webhooks:read"] as const),
+        });
+        await page.click("#change-key");
+        await page.fill("#api-key", narrow.key);
+        await page.click("#key-form button[type=submit]");
+        await page.waitForSelector("#keys-forbidden:not([hidden])");
+        expect(await page.locator("#keys-forbidden").innerText()).toContain("keys:read");
+        await page.waitForSelector("#audit-forbidden:not([hidden])");
+        expect(await page.locator("#audit-forbidden").innerText()).toContain("audit:read");
+        expect(pageErrors).toEqual([]);
+      } finally {
+        await page.close();
+      }
+    }, 60_000);
+
     it("shows a failing endpoint's failure, and the new successful attempt after the receiver is fixed and Resend clicked", async () => {
       const { apiKey } = await server.newOrganization("operator");
       const caller: Caller = { url: server.url, apiKey };

@@ -26,6 +26,7 @@ const GRAPHQL_WS_BROWSER_BUILD = join(
 const FILES: Readonly<Record<string, { readonly path: string; readonly type: string }>> = {
   "operator.js": { path: join(ASSETS, "operator.js"), type: "text/javascript; charset=utf-8" },
   "operator-window.js": { path: join(ASSETS, "operator-window.js"), type: "text/javascript; charset=utf-8" },
+  "operator-access.js": { path: join(ASSETS, "operator-access.js"), type: "text/javascript; charset=utf-8" },
   "operator.css": { path: join(ASSETS, "operator.css"), type: "text/css; charset=utf-8" },
   "graphql-ws.js": { path: GRAPHQL_WS_BROWSER_BUILD, type: "text/javascript; charset=utf-8" },
 };

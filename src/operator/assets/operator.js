@@ -14,6 +14,7 @@ const OVERVIEW = `query Operator($status: WebhookDeliveryStatus) {
     deliveries(first: 20, filter: { status: $status }) { edges { node { ${DELIVERY_FIELDS} } } } } } }
 }`;
 
+import { loadAccess, setUpAccess } from "./operator-access.js";
 import { ordering, target, windowAction } from "./operator-window.js";
 
 const $ = (id) => document.getElementById(id);
@@ -42,6 +43,7 @@ async function graphql(query, variables = {}) {
   if (body.errors?.length) {
     const error = new Error(body.errors.map((e) => e.message).join("; "));
     error.code = body.errors[0].extensions?.code;
+    error.requiredScope = body.errors[0].extensions?.requiredScope;
     throw error;
   }
   return body.data;
@@ -370,10 +372,21 @@ function askForKey(message = "") {
   $("api-key").focus();
 }
 
+/** The keys and the audit log change with administrative changes only: loaded at start and on Refresh. */
+async function loadKeysAndAudit() {
+  try {
+    await loadAccess(page);
+  } catch (error) {
+    notify(`Could not load the keys or the audit log: ${error.message}`);
+  }
+}
+
 function start() {
   $("key-form").hidden = true;
+  setUpAccess(page);
   subscribe();
   void load();
+  void loadKeysAndAudit();
 }
 
 $("key-form").addEventListener("submit", (event) => {
@@ -384,7 +397,10 @@ $("key-form").addEventListener("submit", (event) => {
   start();
 });
 $("change-key").addEventListener("click", () => askForKey());
-$("refresh").addEventListener("click", () => void load());
+$("refresh").addEventListener("click", () => {
+  void load();
+  void loadKeysAndAudit();
+});
 $("filter-endpoint").addEventListener("change", renderDeliveries);
 $("filter-status").addEventListener("change", () => void load());
 $("secret-dismiss").addEventListener("click", () => {
