@@ -284,6 +284,13 @@ describe.each(DATABASE_KINDS)("live subscriptions on %s", (kind) => {
     });
     const badBearer = watch({}, { connectionParams: { authorization: "Bearer rt_nope" } });
     expect((await badBearer.waitForClose()).code).toBe(4401);
+    // An expired key is told so, as over HTTP.
+    const expiring = await server.app.services.organizations.createApiKey(server.organizationId, {
+      expiresAt: new Date(Date.now() + 300),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const expired = watch({}, { connectionParams: { "x-api-key": expiring.key } });
+    expect(await expired.waitForClose()).toMatchObject({ code: 4401, reason: expect.stringMatching(/expired/) });
 
     const other = await server.newOrganization("another");
     const mixed = watch({}, { extensions: { headers: { "x-api-key": other.apiKey } } });

@@ -9,7 +9,7 @@ import type { Tracer } from "@opentelemetry/api";
 import type { Registry } from "prom-client";
 import { traceSubscriptionMessage } from "../tracing/subscription-spans.ts";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
-import { presentedApiKey } from "../pipeline/access/authentication.ts";
+import { presentedApiKey, REFUSAL_MESSAGES } from "../pipeline/access/authentication.ts";
 import type { Config } from "../config.ts";
 import type { LiveSubscriptions } from "../live/live-subscriptions.ts";
 import type { Caller } from "../domain/organizations/organization-service.ts";
@@ -35,8 +35,8 @@ import { variableIssueError } from "../pipeline/errors/graphql-errors.ts";
  * query or mutation publishes its `extensions.cost` with its result), and the same error masking and logging.
  *
  * Authentication. Close codes:
- *   4401  no key, an unknown key, or a revoked key (also when revoked while connected; keys are checked again
- *         every SUBSCRIPTION_AUTH_RECHECK_INTERVAL)
+ *   4401  no key, an unknown key, a revoked or an expired key (the reason says "expired"); also when revoked or
+ *         expired while connected (keys are checked again every SUBSCRIPTION_AUTH_RECHECK_INTERVAL)
  *   4403  an operation presented a key of another organization than the connection's
  *   1001  the server is shutting down (reconnect and resume with the last cursor)
  * The key comes in `connection_init`'s payload (`connectionParams`: `{ "x-api-key": key }` or
@@ -172,9 +172,10 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
 
   /** Authenticates a key presented by the connection or an operation; closes the socket and returns null if refused. */
   const admit = async (session: ConnectionSession, key: string): Promise<Caller | null> => {
-    const caller = await services.organizations.authenticate(key);
-    if (!caller) {
-      close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key is invalid or revoked");
+    const caller = await services.organizations.authenticateOrRefuse(key);
+    if (typeof caller === "string") {
+      // An expired key is told so, as over HTTP (SPEC §3.1); unknown and revoked keys are not told apart.
+      close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, `Unauthorized: ${REFUSAL_MESSAGES[caller]}`);
       return null;
     }
     if (session.caller && session.caller.organizationId !== caller.organizationId) {
@@ -331,10 +332,11 @@ export async function registerSubscriptions(app: FastifyInstance, deps: Subscrip
   async function recheckKeys(): Promise<void> {
     const keys = new Set([...sessions.values()].flatMap((session) => [...session.keys]));
     for (const key of keys) {
-      if (await services.organizations.authenticate(key)) continue;
+      const outcome = await services.organizations.authenticateOrRefuse(key);
+      if (typeof outcome !== "string") continue;
+      const reason = outcome === "expired" ? "the API key expired" : "the API key was revoked";
       for (const session of sessions.values()) {
-        if (session.keys.has(key))
-          close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, "Unauthorized: the API key was revoked");
+        if (session.keys.has(key)) close(session, SUBSCRIPTION_CLOSE_CODES.unauthorized, `Unauthorized: ${reason}`);
       }
     }
   }
