@@ -152,7 +152,7 @@ export async function buildApp({
     config,
     pipeline,
     isServiceUnavailable: isDatabaseUnavailableError,
-    waitForReadTurn: (_request, reply) => readAdmission.holdRead(reply.raw),
+    waitForReadTurn: (reply, organizationId) => readAdmission.holdRead(reply.raw, organizationId),
     tracer,
   });
   await registerOperatorPage(http);

@@ -4,7 +4,7 @@ import {
   ApolloServerPluginLandingPageDisabled,
 } from "@apollo/server/plugin/disabled";
 import { Readable } from "node:stream";
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply } from "fastify";
 import type { GraphQLSchema } from "graphql";
 import type { Tracer } from "@opentelemetry/api";
 import type { Config } from "../config.ts";
@@ -37,7 +37,7 @@ export interface GraphqlDependencies {
   /** Recognizes an error that means the database is unreachable right now (SERVICE_UNAVAILABLE, HTTP 503). */
   readonly isServiceUnavailable: (error: unknown) => boolean;
   /** Resolves once a read may run (the read admission), or never when its client left (src/pipeline/admission/). */
-  readonly waitForReadTurn: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+  readonly waitForReadTurn: (reply: FastifyReply, organizationId: string | undefined) => Promise<void>;
   /** When tracing is on: a span per operation (src/tracing/graphql-spans.ts). */
   readonly tracer?: Tracer;
 }
@@ -135,7 +135,7 @@ export async function registerGraphql(
           log: httpRequest.log,
           credentials: httpRequest.headers,
           source: operationSourceOf(httpRequest),
-          waitForTurn: () => waitForReadTurn(httpRequest, reply),
+          waitForTurn: (organizationId) => waitForReadTurn(reply, organizationId),
           traceParent: operationSpans ? requestTraceContext(httpRequest) : undefined,
         });
         // 1-3. A request that fails here is still handed to Apollo, whose context throws its failure: it is

@@ -205,11 +205,14 @@ export class GraphqlPipeline {
     }
   }
 
-  /** 5. A query waits for its turn among the instance's reads; a mutation or a subscription does not. */
+  /**
+   * 5. A query waits for its turn among the instance's reads, in turn with other organizations' (admission/); a
+   * mutation or a subscription does not.
+   */
   async admit(request: OperationRequest): Promise<void> {
     if (request.prepared?.kind === "query" && request.waitForTurn) {
       const started = this.timings?.start();
-      await request.waitForTurn();
+      await request.waitForTurn(request.caller?.organizationId);
       if (started !== undefined) this.timings!.record("admit", started);
     }
     // 7. Execution starts now (measured up to publish, by the bench only).

@@ -67,7 +67,7 @@ export interface OperationRequest {
   /** look up (HTTP): the read cache's slot of a request it could not answer. */
   cache: ReadCacheSlot | null;
   /** admit: resolves when a read may run (the transport knows when its client has gone). */
-  readonly waitForTurn: (() => Promise<void>) | null;
+  readonly waitForTurn: ((organizationId: string | undefined) => Promise<void>) | null;
   /** When traces are on: the request's trace context, the parent of the operation's span. */
   readonly traceParent: TraceContext | undefined;
 }
@@ -79,7 +79,7 @@ export function newOperationRequest(init: {
   readonly credentials: Readonly<Record<string, unknown>>;
   readonly source: OperationSource;
   readonly caller?: Caller | null;
-  readonly waitForTurn?: () => Promise<void>;
+  readonly waitForTurn?: (organizationId: string | undefined) => Promise<void>;
   readonly traceParent?: TraceContext;
 }): OperationRequest {
   return {

@@ -13,7 +13,7 @@ function isRestRead(request: FastifyRequest): boolean {
 export function registerReadAdmission(app: FastifyInstance, gate: ReadAdmissionGate): void {
   app.server.on("connection", () => gate.connectionAccepted());
   app.addHook("preHandler", (request, reply, next) => {
-    if (isRestRead(request)) gate.hold(reply.raw, next);
+    if (isRestRead(request)) gate.hold(reply.raw, next, request.caller?.organizationId);
     else next();
   });
 }

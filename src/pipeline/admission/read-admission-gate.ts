@@ -83,16 +83,19 @@ export class ReadAdmissionGate {
     this.admission.connectionAccepted();
   }
 
-  /** Resolves once the read that `response` answers may run; never when its client left meanwhile. */
-  holdRead(response: ServerResponse): Promise<void> {
-    return new Promise((resolve) => this.hold(response, resolve));
+  /**
+   * Resolves once the read that `response` answers may run; never when its client left meanwhile. `organizationId`:
+   * whose turn it waits for (reads wait per organization, read-admission.ts).
+   */
+  holdRead(response: ServerResponse, organizationId?: string): Promise<void> {
+    return new Promise((resolve) => this.hold(response, resolve, organizationId));
   }
 
   /**
    * `next` runs once the read is admitted, or never when its client left meanwhile: the request then stays
    * unanswered, as nothing can answer it, and is collected with its connection.
    */
-  hold(response: ServerResponse, next: () => void): void {
+  hold(response: ServerResponse, next: () => void, organizationId?: string): void {
     this.admission.admit((done) => {
       if (response.destroyed && !response.writableFinished) {
         done();
@@ -108,6 +111,6 @@ export class ReadAdmissionGate {
       }
       this.admitted?.inc();
       next();
-    });
+    }, organizationId);
   }
 }

@@ -83,6 +83,48 @@ describe("read admission", () => {
     expect(later.started).toEqual([0]);
   });
 
+  it("gives the places that free up to each organization in turn, each one's reads in arrival order", async () => {
+    const admission = new ReadAdmission({ readsPerTurn: 100, maxReadsInFlight: 2, turnTargetMs: 0 });
+    const started: string[] = [];
+    const dones: (() => void)[] = [];
+    const read = (name: string, party: string) =>
+      admission.admit((done) => {
+        started.push(name);
+        dones.push(done);
+      }, party);
+    // A floods: two run, eight wait. B sends one read after them, C two.
+    for (let index = 0; index < 10; index++) read(`a${index}`, "A");
+    read("b0", "B");
+    read("c0", "C");
+    read("c1", "C");
+    expect(started).toEqual(["a0", "a1"]);
+    expect(admission.queued).toBe(11);
+
+    dones[0]!();
+    dones[1]!();
+    await nextTurn();
+    // The two free places: A's next, then B's (not A's eight first).
+    expect(started).toEqual(["a0", "a1", "a2", "b0"]);
+    dones[2]!();
+    dones[3]!();
+    await nextTurn();
+    expect(started.slice(4)).toEqual(["c0", "a3"]);
+    dones[4]!();
+    dones[5]!();
+    await nextTurn();
+    expect(started.slice(6)).toEqual(["c1", "a4"]);
+    expect(admission.queued).toBe(5);
+  });
+
+  it("gives one busy organization every place while no other waits", async () => {
+    const admission = new ReadAdmission({ readsPerTurn: 3, maxReadsInFlight: 100, turnTargetMs: 0 });
+    const started: number[] = [];
+    for (let index = 0; index < 9; index++) admission.admit(() => started.push(index), "A");
+    await nextTurn();
+    await nextTurn();
+    expect(started).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
   it("refuses limits below one", () => {
     expect(() => new ReadAdmission({ readsPerTurn: 0, maxReadsInFlight: 1, turnTargetMs: 0 })).toThrow(RangeError);
     expect(() => new ReadAdmission({ readsPerTurn: 1, maxReadsInFlight: 0, turnTargetMs: 0 })).toThrow(RangeError);

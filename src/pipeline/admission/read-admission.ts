@@ -30,6 +30,13 @@
  * turn that accepted a connection, which means more may be queued, is followed by a turn that admits a single
  * read: turns stay short while connections are arriving, and the queue drains in a few milliseconds per
  * connection. Once a turn accepts none, `readsPerTurn` applies again.
+ *
+ * Waiting reads queue per organization, and the places that free up go to the organizations in turn, one read
+ * each, each organization's reads in arrival order. In one queue, an organization that sent a hundred slow reads
+ * (a flood of feed scans) had every other organization's next read wait behind all of them; now the next place
+ * goes to the next organization with a read waiting, so a quiet one waits for about one read, whatever another
+ * queued (issue 49.3). Nothing is held back while places are free: one busy organization alone still gets every
+ * place.
  */
 
 export interface ReadAdmissionLimits {
@@ -49,9 +56,37 @@ export interface ReadAdmissionLimits {
 /** Called once the read may run; the read calls `done` when it has been answered (or abandoned). */
 export type Admitted = (done: () => void) => void;
 
+/** One organization's waiting reads, first in first out. */
+class PartyQueue {
+  private readonly reads: Admitted[] = [];
+  private head = 0;
+
+  get size(): number {
+    return this.reads.length - this.head;
+  }
+
+  push(read: Admitted): void {
+    this.reads.push(read);
+  }
+
+  shift(): Admitted {
+    const read = this.reads[this.head]!;
+    this.reads[this.head++] = undefined as unknown as Admitted;
+    if (this.head > 1024 && this.head * 2 > this.reads.length) {
+      this.reads.splice(0, this.head);
+      this.head = 0;
+    }
+    return read;
+  }
+}
+
 export class ReadAdmission {
-  private readonly waiting: Admitted[] = [];
-  private waitingHead = 0;
+  /** Waiting reads by organization (`party`), and the organizations with reads waiting in the order they are served. */
+  private readonly queues = new Map<string, PartyQueue>();
+  private readonly rotation: string[] = [];
+  /** The next organization of `rotation` to serve. */
+  private nextParty = 0;
+  private waitingCount = 0;
   private inFlight = 0;
   private admittedThisTurn = 0;
   /** Reads a turn admits while its length is on target, from MIN_SHARE to `readsPerTurn` (see the top). */
@@ -90,7 +125,7 @@ export class ReadAdmission {
 
   /** Reads waiting for admission. */
   get queued(): number {
-    return this.waiting.length - this.waitingHead;
+    return this.waitingCount;
   }
 
   /** Reads admitted and not yet done. */
@@ -99,16 +134,40 @@ export class ReadAdmission {
   }
 
   /**
-   * Runs `admitted` now when this turn still has room and nothing waits before it, else later, in arrival order.
-   * Every admitted read must call its `done` exactly once (further calls are ignored).
+   * Runs `admitted` now when this turn still has room and nothing waits, else later: after the reads `party` (the
+   * organization) sent before it, in turn with the other organizations' (see the top). Every admitted read must call
+   * its `done` exactly once (further calls are ignored).
    */
-  admit(admitted: Admitted): void {
-    if (this.queued === 0 && this.hasRoom()) {
+  admit(admitted: Admitted, party = ""): void {
+    if (this.waitingCount === 0 && this.hasRoom()) {
       this.start(admitted);
       return;
     }
-    this.waiting.push(admitted);
+    let queue = this.queues.get(party);
+    if (!queue) {
+      queue = new PartyQueue();
+      this.queues.set(party, queue);
+      this.rotation.push(party);
+    }
+    queue.push(admitted);
+    this.waitingCount += 1;
     this.scheduleTurnEnd();
+  }
+
+  /** The next waiting read: the oldest of the next organization in turn. */
+  private takeNext(): Admitted {
+    if (this.nextParty >= this.rotation.length) this.nextParty = 0;
+    const party = this.rotation[this.nextParty]!;
+    const queue = this.queues.get(party)!;
+    const read = queue.shift();
+    this.waitingCount -= 1;
+    if (queue.size === 0) {
+      this.queues.delete(party);
+      this.rotation.splice(this.nextParty, 1);
+    } else {
+      this.nextParty += 1;
+    }
+    return read;
   }
 
   private hasRoom(): boolean {
@@ -147,20 +206,14 @@ export class ReadAdmission {
     this.turnLimit = this.connectionsThisTurn > 0 ? 1 : this.share;
     this.connectionsThisTurn = 0;
     let admitted = 0;
-    while (this.queued > 0 && this.hasRoom()) {
-      const next = this.waiting[this.waitingHead]!;
-      this.waiting[this.waitingHead++] = undefined as unknown as Admitted;
-      this.start(next);
+    while (this.waitingCount > 0 && this.hasRoom()) {
+      this.start(this.takeNext());
       admitted += 1;
     }
     // Reads admitted or left waiting keep an immediate pending (start() and done() schedule the next end), and
     // libuv does not block for I/O while one is: the time to the next check phase is then the next turn's work.
     // Otherwise the loop may wait for I/O meanwhile, and that wait is no turn's length.
     this.busySinceLastTurnEnd = admitted > 0 || this.queued > 0;
-    if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
-      this.waiting.splice(0, this.waitingHead);
-      this.waitingHead = 0;
-    }
     // start() scheduled the next turn's end when it admitted anything; a queue blocked by reads in flight
     // waits for one of them to finish (its done() schedules it).
   }
