@@ -22,13 +22,20 @@ export async function startBenchApp(
   env: Readonly<Record<string, string>> = {},
   stageTimings?: StageTimings,
 ): Promise<App> {
+  // BENCH_DEFAULTS=production (the soak): the server's own defaults for logs, the per-minute limit and budgets.
+  const measuringOnly =
+    env.BENCH_DEFAULTS === "production"
+      ? {}
+      : {
+          LOG_LEVEL: "silent",
+          RATE_LIMIT_PER_MINUTE: "off",
+          COST_BUDGET_MAXIMUM: "1e12",
+          COST_BUDGET_RESTORE_RATE: "1e12",
+        };
   const config = loadConfig({
     NODE_ENV: "production",
     WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
-    LOG_LEVEL: "silent",
-    RATE_LIMIT_PER_MINUTE: "off",
-    COST_BUDGET_MAXIMUM: "1e12",
-    COST_BUDGET_RESTORE_RATE: "1e12",
+    ...measuringOnly,
     DATABASE_URL: url,
     ...passedThrough(),
     ...env,

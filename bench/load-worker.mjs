@@ -51,7 +51,12 @@ async function main(spec) {
             {
               setupRequest: (request) => {
                 const variant = spec.variants[Math.floor(Math.random() * spec.variants.length)];
-                return { ...request, path: variant.path, body: variant.body };
+                return {
+                  ...request,
+                  path: variant.path,
+                  body: variant.body,
+                  ...(variant.headers && { headers: { ...spec.headers, ...variant.headers } }),
+                };
               },
             },
           ],

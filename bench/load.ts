@@ -14,7 +14,11 @@ export interface LoadSpec {
    * Each request goes to one of these, picked at random (the same method and headers), instead of `url`'s path
    * and `body`: writes spread over many references.
    */
-  readonly variants?: readonly { readonly path: string; readonly body?: string }[];
+  readonly variants?: readonly {
+    readonly path: string;
+    readonly body?: string;
+    readonly headers?: Record<string, string>;
+  }[];
   readonly connections: number;
   /** Run for this many seconds… */
   readonly durationSeconds?: number;

@@ -5,7 +5,7 @@
  * so each part of the bench reports its own peak rather than the process's lifetime peak.
  */
 import { fork, type ChildProcess } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface ServerChild {
@@ -30,6 +30,8 @@ export interface ServerChildOptions {
   /** Node flags; default `--import tsx` so that the child runs TypeScript. */
   readonly execArgv?: readonly string[];
   readonly cwd?: string;
+  /** Where the child's stdout and stderr go (its logs): a file, appended to; default this process's own. */
+  readonly logFile?: string;
 }
 
 /**
@@ -43,10 +45,11 @@ export function reftrailNodeFlags(): string[] {
 }
 
 /** The reftrail server, with `env` overriding bench/bench-app.ts's production settings. */
-export function startReftrailChild(databaseUrl: string, env: Readonly<Record<string, string>> = {}) {
+export function startReftrailChild(databaseUrl: string, env: Readonly<Record<string, string>> = {}, logFile?: string) {
   return startServerChild(join(import.meta.dirname, "server-process.ts"), ["reftrail", databaseUrl], {
     env: { BENCH_SERVER_ENV: JSON.stringify(env) },
     execArgv: reftrailNodeFlags(),
+    ...(logFile !== undefined && { logFile }),
   });
 }
 
@@ -62,12 +65,14 @@ export async function startServerChild(
   args: readonly string[],
   options: ServerChildOptions = {},
 ): Promise<ServerChild> {
+  const log = options.logFile === undefined ? "inherit" : openSync(options.logFile, "a");
   const child: ChildProcess = fork(entry, [...args], {
     execArgv: [...(options.execArgv ?? ["--import", "tsx"])],
     env: { ...process.env, NODE_ENV: "production", ...options.env },
     cwd: options.cwd,
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
+    stdio: ["ignore", log, log, "ipc"],
   });
+  if (typeof log === "number") closeSync(log);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${entry} did not start in time`)), START_TIMEOUT_MS);

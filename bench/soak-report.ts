@@ -135,6 +135,13 @@ export function verdicts(outcome: SoakOutcome): Verdict[] {
     },
     { goal: "0 out of order on the ordered endpoint", figure: `${outOfOrder}`, met: outOfOrder === 0 },
     {
+      // The server runs with its production limits (the per-minute limit, default budgets): a load that fits them
+      // is never refused.
+      goal: "0 × 429 (per-minute limit or budget, at production defaults)",
+      figure: `${statuses["429"] ?? 0}`,
+      met: (statuses["429"] ?? 0) === 0,
+    },
+    {
       goal: "0 × 500 (other 5xx reported beside)",
       figure: `${fiveHundreds}${other5xx.length ? `; ${other5xx.map(([s, n]) => `${n} × ${s}`).join(", ")}` : ""}`,
       met: fiveHundreds === 0,

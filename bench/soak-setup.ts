@@ -93,6 +93,32 @@ const toRow = (name: string, share: number, spec: Omit<LoadSpec, "connections">)
   variants: spec.variants ?? [{ path: new URL(spec.url).pathname, body: spec.body }],
 });
 
+/**
+ * The organization's API keys the load spreads over (`POST /v1/api-keys`, default budgets): a deployment's clients
+ * each hold their own, and the per-minute limit (600 a key, per instance) is meant for one client, not for the
+ * whole load. `count` keys at the soak's rates stay well under it.
+ */
+export async function createKeyPool(origin: string, apiKey: string, count: number): Promise<string[]> {
+  const keys: string[] = [];
+  for (let index = 0; index < count; index++) {
+    const created = await call(origin, apiKey, "POST", "/v1/api-keys", {
+      name: `soak client ${index}`,
+      scopes: ["references:read", "references:write"],
+    });
+    keys.push(created.key as string);
+  }
+  return keys;
+}
+
+/** `variants` with the pool's keys in turn (each request picks a variant at random, so the keys share the load). */
+export function overKeys<Variant extends { readonly path: string }>(
+  variants: readonly Variant[],
+  keys: readonly string[],
+) {
+  const spread = variants.length >= keys.length ? variants : keys.map((_, index) => variants[index % variants.length]!);
+  return spread.map((variant, index) => ({ ...variant, headers: { "X-API-Key": keys[index % keys.length]! } }));
+}
+
 /** The read mix (a third each, random keys, no cache) and its closed-loop specs for measuring capacity. */
 export async function readRows(origin: string, apiKey: string, seeded: SeededData) {
   const specs = await readSpecs(origin, apiKey, seeded);

@@ -11,7 +11,12 @@ export interface TrafficRow {
   readonly method: "GET" | "POST";
   readonly headers: Record<string, string>;
   /** Each request picks one at random: the random keys. */
-  readonly variants: readonly { readonly path: string; readonly body?: string }[];
+  /** Each request goes to one of these, picked at random; a variant's headers add to (or replace) the row's. */
+  readonly variants: readonly {
+    readonly path: string;
+    readonly body?: string;
+    readonly headers?: Record<string, string>;
+  }[];
 }
 
 export interface TrafficSpec {

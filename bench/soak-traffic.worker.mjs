@@ -50,7 +50,12 @@ function start(spec) {
     stats.sent += 1;
     const variant = row.variants[Math.floor(Math.random() * row.variants.length)];
     const request = pool
-      .request({ path: variant.path, method: row.method, headers: row.headers, body: variant.body })
+      .request({
+        path: variant.path,
+        method: row.method,
+        headers: variant.headers ? { ...row.headers, ...variant.headers } : row.headers,
+        body: variant.body,
+      })
       .then(async ({ statusCode, body }) => {
         await body.dump();
         // Counted in the interval running when the answer arrives.

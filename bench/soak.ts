@@ -17,6 +17,9 @@
  *   replay       every SOAK_REPLAY_MINUTES, the first endpoint replays the last SOAK_REPLAY_WINDOW_MINUTES
  *   PostgreSQL   every SOAK_TERMINATE_SECONDS, one of the server's database connections is terminated
  *                (pg_terminate_backend)
+ * The server runs with its production defaults (issue 50.8): logs at `info` (to a file), the per-minute limit of 600
+ * requests a key, the default cost budgets; the load spreads over SOAK_KEYS keys of the organization, as a
+ * deployment's clients each hold their own, so that nothing is refused (the table counts any 429).
  * Every few seconds the server's GET /metrics gives RSS, heap used, open descriptors, event-loop delay, the webhook
  * queue. After the load, the soak waits for the deliveries to drain (at most SOAK_DRAIN_SECONDS), then compares
  * what each receiver and subscription got with the events the database holds.
@@ -28,7 +31,8 @@
  *   SOAK_MINUTES 30, SOAK_DATABASES sqlite,postgres (one after the other), SOAK_READ_RATE (measured),
  *   SOAK_WRITE_RATE 100, SOAK_REPORT_MINUTES 5, SOAK_SAMPLE_SECONDS 5, SOAK_REPLAY_MINUTES 10,
  *   SOAK_REPLAY_WINDOW_MINUTES 1, SOAK_TERMINATE_SECONDS 60 (0: never), SOAK_SUBSCRIPTIONS 50, SOAK_REFERENCES 2000,
- *   SOAK_CAPACITY_SECONDS 5, SOAK_DRAIN_SECONDS 300, SOAK_OUTPUT bench/results-soak.json,
+ *   SOAK_CAPACITY_SECONDS 5, SOAK_DRAIN_SECONDS 300, SOAK_OUTPUT bench/results-soak.json, SOAK_KEYS 100,
+ *   SOAK_LOG bench/results-soak-server (the server's log: `<prefix>-<database>.log`),
  *   TEST_DATABASE_URL (PostgreSQL admin connection).
  * A short check that it all works: SOAK_MINUTES=3 SOAK_REPORT_MINUTES=1 SOAK_REPLAY_MINUTES=1 npm run soak
  */
@@ -40,7 +44,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as setTimeoutPromise } from "node:timers/promises";
 import { prepareDatabase, sampleIds } from "./data-path.bench.ts";
-import { LoadGenerator } from "./load.ts";
+import { LoadGenerator, type LoadSpec } from "./load.ts";
 import { startReftrailChild, type ServerChild } from "./server-child.ts";
 import { BENCH_WEBHOOK_SECRET_KEY, intSetting } from "./settings.ts";
 import type { Kind } from "./seed.ts";
@@ -49,6 +53,8 @@ import { SoakReceivers } from "./soak-receiver.ts";
 import { formatSoak, type EndpointOutcome, type IntervalRow, type SoakOutcome } from "./soak-report.ts";
 import {
   createEndpoints,
+  createKeyPool,
+  overKeys,
   eventsSince,
   matches,
   readRows,
@@ -78,6 +84,10 @@ const settings = {
   capacitySeconds: intSetting("SOAK_CAPACITY_SECONDS", 5, 1),
   drainSeconds: intSetting("SOAK_DRAIN_SECONDS", 300, 1),
   output: process.env.SOAK_OUTPUT ?? join(import.meta.dirname, "results-soak.json"),
+  /** The server's log, per database: `<prefix>-<database>.log`. */
+  logPrefix: process.env.SOAK_LOG ?? join(import.meta.dirname, "results-soak-server"),
+  /** API keys the load spreads over (the per-minute limit is 600 a key). */
+  keys: intSetting("SOAK_KEYS", 100, 1),
 };
 
 /**
@@ -102,7 +112,9 @@ async function serverMetric(origin: string, name: string): Promise<number> {
 }
 
 /** Closed-loop req/s of each read alone, combined as the mix's (a third each): the harmonic mean. */
-async function measureCapacity(specs: Awaited<ReturnType<typeof readRows>>["specs"]): Promise<number> {
+async function measureCapacity(
+  specs: Readonly<Record<"reference" | "restPage" | "graphqlPage", Omit<LoadSpec, "connections">>>,
+): Promise<number> {
   const loads = new LoadGenerator();
   try {
     let secondsPerRead = 0;
@@ -138,13 +150,24 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
   const pending: Promise<unknown>[] = [];
   const timers: NodeJS.Timeout[] = [];
   try {
-    server = await startReftrailChild(database.url, {
-      WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
-      METRICS_TOKEN,
-      WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
-      WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE,
-    });
+    // The server's production defaults (issue 50.8): logs at info, the per-minute limit, the default budgets. Its
+    // logs go to a file, as a deployment's go to its collector.
+    const logFile = `${settings.logPrefix}-${kind}.log`;
+    server = await startReftrailChild(
+      database.url,
+      {
+        BENCH_DEFAULTS: "production",
+        LOG_LEVEL: "info",
+        WEBHOOK_SECRET_KEY: BENCH_WEBHOOK_SECRET_KEY,
+        METRICS_TOKEN,
+        WEBHOOK_ALLOWED_CIDRS: "127.0.0.0/8",
+        WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE,
+      },
+      logFile,
+    );
+    log(`${kind}: the server logs to ${logFile}`);
     const origin = server.url;
+    const keys = await createKeyPool(origin, apiKey, settings.keys);
     const endpoints = await createEndpoints(origin, apiKey, (path) => receivers.url(path));
     const subscribed = sampleIds(seeded.referenceIds, settings.subscriptions);
     await clients.open(origin, apiKey, subscribed);
@@ -152,9 +175,21 @@ async function soakDatabase(kind: Kind): Promise<SoakOutcome> {
       if (waited > 600) throw new Error("the subscriptions did not open within a minute");
       await sleep(100);
     }
-    const { specs, rows: readRowList } = await readRows(origin, apiKey, seeded);
+    const { specs: oneKeySpecs, rows: oneKeyReads } = await readRows(origin, apiKey, seeded);
+    // Every request of the load goes with one of the pool's keys.
+    const overPool = <Spec extends Omit<LoadSpec, "connections">>(spec: Spec): Spec => ({
+      ...spec,
+      variants: overKeys(spec.variants ?? [{ path: new URL(spec.url).pathname, body: spec.body }], keys),
+    });
+    const specs = {
+      reference: overPool(oneKeySpecs.reference),
+      restPage: overPool(oneKeySpecs.restPage),
+      graphqlPage: overPool(oneKeySpecs.graphqlPage),
+    };
+    const readRowList = oneKeyReads.map((row) => ({ ...row, variants: overKeys(row.variants, keys) }));
+    const writeRowList = writeRows(apiKey, seeded).map((row) => ({ ...row, variants: overKeys(row.variants, keys) }));
     const writesStartedAt = Date.now();
-    await writes.start({ origin, ratePerSecond: settings.writeRate, rows: writeRows(apiKey, seeded), connections: 32 });
+    await writes.start({ origin, ratePerSecond: settings.writeRate, rows: writeRowList, connections: 32 });
     const capacity = settings.readRate === undefined ? await measureCapacity(specs) : undefined;
     const readRate = settings.readRate ?? Math.max(1, Math.round(capacity! / 2));
     if (capacity !== undefined && !(capacity >= 2)) {
