@@ -4,6 +4,8 @@ import type { ClaimedDelivery } from "../domain/webhooks/webhook-delivery-servic
 export interface ClaimRoom {
   /** Per endpoint with deliveries waiting or in flight: how many more it may have claimed (may be ≤ 0). */
   readonly limits: Map<string, number>;
+  /** Per organization with deliveries waiting or in flight: how many more its endpoints together may have claimed. */
+  readonly organizationLimits: Map<string, number>;
   /** The positive rooms added up: what a refill of the known endpoints could take. */
   readonly room: number;
   /** Some endpoint has room and fewer than the refill mark of deliveries waiting (or none is known at all). */
@@ -60,22 +62,32 @@ export class DeliverySlots {
    */
   claimRoom(perEndpointAhead: number, perOrganizationAhead: number, refillBelow: number): ClaimRoom {
     const limits = new Map<string, number>();
-    let room = 0;
+    const organizationLimits = new Map<string, number>();
     let refillDue = false;
     for (const [endpointId, organizationId] of this.organizationOf) {
       const waiting = this.waiting.get(organizationId)?.get(endpointId)?.length ?? 0;
       const organizationHeld =
         (this.sendingPerOrganization.get(organizationId) ?? 0) + (this.waitingPerOrganization.get(organizationId) ?? 0);
+      const organizationLeft = perOrganizationAhead - organizationHeld;
+      organizationLimits.set(organizationId, Math.max(0, organizationLeft));
       const left = Math.min(
         perEndpointAhead - (this.sendingPerEndpoint.get(endpointId) ?? 0) - waiting,
-        perOrganizationAhead - organizationHeld,
+        organizationLeft,
       );
       limits.set(endpointId, left);
-      room += Math.max(0, left);
       if (left > 0 && waiting < refillBelow) refillDue = true;
     }
+    // What a refill could take: each known endpoint's room, each organization's endpoints within its own.
+    const roomByOrganization = new Map<string, number>();
+    for (const [endpointId, organizationId] of this.organizationOf) {
+      const left = Math.max(0, limits.get(endpointId)!);
+      roomByOrganization.set(organizationId, (roomByOrganization.get(organizationId) ?? 0) + left);
+    }
+    let room = 0;
+    for (const [organizationId, endpointsRoom] of roomByOrganization)
+      room += Math.min(endpointsRoom, organizationLimits.get(organizationId)!);
     // Every request answered: the endpoints it sent to are no longer known, and may have more.
-    return { limits, room, refillDue: refillDue || limits.size === 0 };
+    return { limits, organizationLimits, room, refillDue: refillDue || limits.size === 0 };
   }
 
   enqueue(claimed: readonly ClaimedDelivery[]): void {

@@ -259,7 +259,7 @@ export class WebhookWorker {
       const perOrganizationAhead = (CLAIM_AHEAD_PER_ENDPOINT_FACTOR + 1) * this.options.concurrencyPerOrganization;
       const capacity = ahead - this.slots.held;
       if (capacity <= 0) return;
-      const { limits, room, refillDue } = this.slots.claimRoom(
+      const { limits, organizationLimits, room, refillDue } = this.slots.claimRoom(
         perEndpointAhead,
         perOrganizationAhead,
         REFILL_BELOW_ROUNDS * this.options.concurrencyPerEndpoint,
@@ -269,7 +269,10 @@ export class WebhookWorker {
       // it asks for, and a wider one would only read further into the same endpoints' backlogs.
       const refillOnly = !fromOutside && this.drained && limits.size > 0;
       const limit = refillOnly ? Math.min(capacity, room) : capacity;
-      const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead);
+      const claimed = await this.deliveries.claim(this.owner, limit, limits, perEndpointAhead, {
+        limits: organizationLimits,
+        defaultLimit: perOrganizationAhead,
+      });
       if (claimed.length === 0) this.drained = true;
       if (claimed.some((item) => item.slotAt !== null)) this.wakeForSchedule();
       this.slots.enqueue(claimed);

@@ -114,6 +114,7 @@ export class WebhookDeliveryService {
     limit: number,
     perEndpointLimit: ReadonlyMap<string, number>,
     defaultPerEndpointLimit: number,
+    perOrganization?: { readonly limits: ReadonlyMap<string, number>; readonly defaultLimit: number },
   ): Promise<ClaimedDelivery[]> {
     if (limit <= 0) return [];
     const now = this.clock.now();
@@ -125,6 +126,10 @@ export class WebhookDeliveryService {
       limit,
       perEndpointLimit,
       defaultPerEndpointLimit,
+      ...(perOrganization && {
+        perOrganizationLimit: perOrganization.limits,
+        defaultPerOrganizationLimit: perOrganization.defaultLimit,
+      }),
     });
     if (claimed.length === 0) return [];
     // Lost attempts are counted in the transaction that closes them: never closed without being counted.

@@ -36,6 +36,14 @@ export interface ClaimRequest {
   readonly perEndpointLimit: ReadonlyMap<string, number>;
   /** The same for every endpoint not listed. */
   readonly defaultPerEndpointLimit: number;
+  /**
+   * The most deliveries one organization's endpoints together may get from this claim, for organizations listed
+   * (0 excludes one), and for every other (absent: no limit per organization). Per endpoint alone, a claim gave an
+   * organization whose six endpoints never answer six times its endpoint's room, and with it every place the
+   * worker claims ahead: no other organization's delivery was claimed until those requests timed out (issue 49.1).
+   */
+  readonly perOrganizationLimit?: ReadonlyMap<string, number>;
+  readonly defaultPerOrganizationLimit?: number;
 }
 
 /**

@@ -103,6 +103,19 @@ export class SqlWebhookClaimRepository {
             " ",
           )} ELSE ${defaultLimit} END`
         : defaultLimit;
+    // An organization's rounds beyond its limit are not leased: its endpoints together get at most that many.
+    const organizationLimits = [...(request.perOrganizationLimit ?? new Map<string, number>())];
+    const perOrganizationFilter =
+      request.defaultPerOrganizationLimit === undefined
+        ? Prisma.empty
+        : Prisma.sql`WHERE c."round" <= ${
+            organizationLimits.length > 0
+              ? Prisma.sql`CASE c."organization_id" ${Prisma.join(
+                  organizationLimits.map(([id, max]) => Prisma.sql`WHEN ${id} THEN CAST(${max} AS INTEGER)`),
+                  " ",
+                )} ELSE CAST(${request.defaultPerOrganizationLimit} AS INTEGER) END`
+              : Prisma.sql`CAST(${request.defaultPerOrganizationLimit} AS INTEGER)`
+          }`;
     // Read per endpoint: the most any endpoint may get (the per-endpoint limits are applied to the ranks below).
     const readPerEndpoint = Math.min(
       limit,
@@ -181,14 +194,15 @@ export class SqlWebhookClaimRepository {
         SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c."endpoint_id" ORDER BY c."next_attempt_at", c."id") AS "rank"
         FROM candidates c
       ), by_organization AS (
-        SELECT c."id", c."next_attempt_at", ROW_NUMBER() OVER (
+        SELECT c."id", c."organization_id", c."next_attempt_at", ROW_NUMBER() OVER (
           PARTITION BY c."organization_id" ORDER BY c."rank", c."next_attempt_at", c."id") AS "round"
         FROM by_endpoint c WHERE c."rank" <= ${perEndpoint} AND (c."allowance" IS NULL OR c."rank" <= c."allowance")
       )`;
     const lease = Prisma.sql`
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
       WHERE "id" IN (
-        SELECT c."id" FROM by_organization c ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
+        SELECT c."id" FROM by_organization c ${perOrganizationFilter}
+        ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
       )`;
     let rows: (DeliveryColumns & { slot_us: number | bigint | string | null })[];
     if (this.provider === "postgres") {
