@@ -235,3 +235,53 @@ describe("the claim's reads beside a failing ordered reference on postgres", () 
     expect(after.read).toBe(before.read);
   }, 120_000);
 });
+
+// The soak of issue 50.8: beside a replay's 6,000 pending deliveries, SQLite (which keeps no statistics here) read
+// every pending row through the status index and sorted them at each step of the claim's skip scan: 55 ms a claim,
+// one claim per write commit, and the instance starved. Each read of the deliveries must go through the claim's
+// own index.
+describe("the claim's plan on sqlite", () => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+  let services: Services;
+  let claimStatement = "";
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("sqlite");
+    const config = loadConfig({
+      NODE_ENV: "test",
+      DATABASE_URL: testDatabase.url,
+      WEBHOOK_SECRET_KEY: TEST_WEBHOOK_SECRET_KEY,
+    });
+    database = await openDatabase(testDatabase.url, {
+      onQuery: (sql) => {
+        if (sql.includes("WITH RECURSIVE pending_endpoints")) claimStatement = sql;
+      },
+    });
+    services = buildServices(config, database);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  it("reads the deliveries through the due-heads index only", async () => {
+    const { organization } = await services.organizations.createOrganization("plan");
+    for (const path of ["a", "b"])
+      await services.webhooks.createEndpoint(organization.id, { url: `http://127.0.0.1:9/${path}` });
+    await queueEvents(services, organization.id, "PLAN", 2);
+    expect(await services.webhookDeliveries.claim("planner", 10, new Map(), 5)).not.toHaveLength(0);
+    expect(claimStatement).not.toBe("");
+    // The plan does not depend on the values bound (no statistics): each placeholder is bound to NULL.
+    const parts = claimStatement.split("?");
+    const plan = await database.sql.all<{ detail: string }>(
+      new Prisma.Sql(
+        ["EXPLAIN QUERY PLAN " + parts[0]!, ...parts.slice(1)],
+        parts.slice(1).map(() => null),
+      ),
+    );
+    const deliveryReads = plan.map((row) => row.detail).filter((detail) => /^(SCAN|SEARCH) x\b/.test(detail));
+    expect(deliveryReads.length).toBeGreaterThanOrEqual(3);
+    for (const detail of deliveryReads) expect(detail).toContain("webhook_deliveries_due_heads_idx");
+  }, 60_000);
+});
