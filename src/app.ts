@@ -154,6 +154,7 @@ export async function buildApp({
     isServiceUnavailable: isDatabaseUnavailableError,
     waitForReadTurn: (reply, organizationId) => readAdmission.holdRead(reply.raw, organizationId),
     tracer,
+    registry: metricsRegistry,
   });
   await registerOperatorPage(http);
   // The operator page's live feed: attempts recorded by any instance's worker, and deliveries queued by hand.

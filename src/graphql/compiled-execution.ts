@@ -53,6 +53,8 @@ const loadGraphqlJit = () => (graphqlJit ??= import("graphql-jit"));
 
 export class CompiledExecutor {
   private readonly compilations = new LRUCache<string, { compilation: Compilation }>({ max: MAX_COMPILED_OPERATIONS });
+  /** Compilations of prepared operations, by the operation's node: dropped with the document it belongs to. */
+  private readonly preparedCompilations = new WeakMap<OperationDefinitionNode, { compilation: Compilation }>();
 
   constructor(private readonly schema: GraphQLSchema) {}
 
@@ -93,6 +95,30 @@ export class CompiledExecutor {
     return { ...result, errors: result.errors.map(asGraphqlJsError) };
   }
 
+  /**
+   * A query the pipeline has prepared, with variables its prepare stage has already coerced and accepted (the
+   * direct route, direct-queries.ts): compiled once per operation, kept by its node (the prepared documents' cache
+   * bounds them; Apollo's documents are shared by the operations of one text), run like {@link execute}.
+   */
+  async runPrepared(
+    prepared: { readonly document: DocumentNode; readonly operation: OperationDefinitionNode },
+    operationName: string | null,
+    variables: Readonly<Record<string, unknown>>,
+    contextValue: unknown,
+  ): Promise<ExecutionResult> {
+    const { document, operation } = prepared;
+    let known = this.preparedCompilations.get(operation);
+    if (!known) {
+      known = { compilation: await this.compile(document, operationName) };
+      this.preparedCompilations.set(operation, known);
+    }
+    if (!known.compilation)
+      return execute({ schema: this.schema, document, contextValue, variableValues: variables, operationName });
+    const result = await known.compilation.query(undefined, contextValue, variables);
+    if (!result.errors) return result;
+    return { ...result, errors: result.errors.map(asGraphqlJsError) };
+  }
+
   /** `queryHash`: Apollo's SHA-256 of the query text, the key of its own document store. */
   private async compilationOf(
     queryHash: string,
@@ -102,13 +128,17 @@ export class CompiledExecutor {
     const key = `${queryHash} ${operationName ?? ""}`;
     const cached = this.compilations.get(key);
     if (cached) return cached.compilation;
+    const compilation = await this.compile(document, operationName);
+    this.compilations.set(key, { compilation });
+    return compilation;
+  }
+
+  private async compile(document: DocumentNode, operationName: string | null): Promise<Compilation> {
     const { compileQuery, isCompiledQuery } = await loadGraphqlJit();
     const compiled = compileQuery(this.schema, document, operationName ?? undefined, {
       // The errors are rebuilt (asGraphqlJsError), with the stack of what was thrown.
       disablingCapturingStackErrors: true,
     });
-    const compilation = isCompiledQuery(compiled) ? compiled : null;
-    this.compilations.set(key, { compilation });
-    return compilation;
+    return isCompiledQuery(compiled) ? compiled : null;
   }
 }

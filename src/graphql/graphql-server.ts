@@ -4,9 +4,10 @@ import {
   ApolloServerPluginLandingPageDisabled,
 } from "@apollo/server/plugin/disabled";
 import { Readable } from "node:stream";
-import type { FastifyError, FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { GraphQLSchema } from "graphql";
 import type { Tracer } from "@opentelemetry/api";
+import type { Registry } from "prom-client";
 import type { Config } from "../config.ts";
 import type { Services } from "../domain/services.ts";
 import { graphqlParseOptions, graphqlValidationRules } from "../pipeline/documents/limits.ts";
@@ -14,11 +15,12 @@ import { createGraphqlErrorMasking } from "../pipeline/errors/error-masking.ts";
 import { INTERNAL_SERVER_ERROR } from "../pipeline/errors/graphql-errors.ts";
 import { withPublishedCost } from "../pipeline/budget/published-cost.ts";
 import type { GraphqlPipeline } from "../pipeline/graphql-pipeline.ts";
-import { newOperationRequest } from "../pipeline/operation-request.ts";
+import { newOperationRequest, type OperationRequest } from "../pipeline/operation-request.ts";
 import { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
 import { requestTraceContext } from "../tracing/http-spans.ts";
 import { CompiledExecutor } from "./compiled-execution.ts";
 import { createGraphqlContext, type GraphqlContext } from "./context.ts";
+import { DirectQueries } from "./direct-queries.ts";
 import { registerExplorer } from "./explorer-assets.ts";
 import { renderExplorerPage, wantsExplorerPage } from "./explorer.ts";
 import { apolloRequestOf, operationSourceOf, readCacheKeyOf } from "./http-operation.ts";
@@ -40,6 +42,8 @@ export interface GraphqlDependencies {
   readonly waitForReadTurn: (reply: FastifyReply, organizationId: string | undefined) => Promise<void>;
   /** When tracing is on: a span per operation (src/tracing/graphql-spans.ts). */
   readonly tracer?: Tracer;
+  /** Where the route's metrics are registered (which engine answered each operation). */
+  readonly registry?: Registry;
 }
 
 /** The `extensions.code` of a request that failed before GraphQL saw it (body parsing, limits, rate limit). */
@@ -59,7 +63,7 @@ function transportErrorCode(error: FastifyError, status: number): string {
  */
 export async function registerGraphql(
   app: FastifyInstance,
-  { schema, services, config, pipeline, isServiceUnavailable, waitForReadTurn, tracer }: GraphqlDependencies,
+  { schema, services, config, pipeline, isServiceUnavailable, waitForReadTurn, tracer, registry }: GraphqlDependencies,
 ): Promise<void> {
   const masking = createGraphqlErrorMasking(isServiceUnavailable);
   const operationSpans = tracer
@@ -69,7 +73,8 @@ export async function registerGraphql(
         (context) => context.request?.traceParent,
       )
     : null;
-  const gateway = new CompiledExecutor(schema).gateway();
+  const executor = new CompiledExecutor(schema);
+  const gateway = executor.gateway();
   const apollo = new ApolloServer<GraphqlContext>({
     // The schema, served through a gateway whose executor runs queries compiled once per document.
     gateway: operationSpans ? operationSpans.gateway(gateway) : gateway,
@@ -102,6 +107,14 @@ export async function registerGraphql(
     ],
   });
   await apollo.start();
+  const contextOf = (request: OperationRequest, httpRequest: FastifyRequest) =>
+    createGraphqlContext(
+      services,
+      request as OperationRequest & { caller: NonNullable<OperationRequest["caller"]> },
+      httpRequest.log,
+      httpRequest.id,
+    );
+  const direct = new DirectQueries(pipeline, executor, contextOf, operationSpans, registry);
   app.addHook("onClose", async () => {
     await apollo.stop();
   });
@@ -149,18 +162,19 @@ export async function registerGraphql(
             httpRequest.headers["cache-control"],
           );
           if (hit) return reply.code(hit.status).headers(hit.headers).type(hit.contentType).send(hit.body);
+          // 4-8. A query of a document seen before, without Apollo (direct-queries.ts).
+          const answer = await direct.answer(httpRequest, request);
+          if (answer) {
+            pipeline.keep(request, 200, answer.body, answer.contentType);
+            return reply.header("cache-control", "no-store").type(answer.contentType).send(answer.body);
+          }
         }
         // 4-8. Apollo, with the pipeline's plugin.
         const response = await apollo.executeHTTPGraphQLRequest({
           httpGraphQLRequest: apolloRequestOf(httpRequest, request.source, resolved),
           context: async () => {
             if (request.failure) throw request.failure;
-            return createGraphqlContext(
-              services,
-              request as typeof request & { caller: NonNullable<typeof request.caller> },
-              httpRequest.log,
-              httpRequest.id,
-            );
+            return contextOf(request, httpRequest);
           },
         });
         for (const [name, value] of response.headers) void reply.header(name, value);
@@ -169,6 +183,7 @@ export async function registerGraphql(
           // Incremental delivery is not enabled; should Apollo stream, the stream is sent as it comes.
           return reply.send(Readable.from(response.body.asyncIterator));
         }
+        direct.learn(httpRequest.headers.accept, reply.statusCode, response.headers.get("content-type"));
         let answer = response.body.string;
         // A document refused before Apollo is answered from its context, where no plugin runs: its cost is added
         // here, as the publish stage adds it to every other refusal.

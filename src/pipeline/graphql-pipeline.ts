@@ -156,8 +156,9 @@ export class GraphqlPipeline {
   }
 
   /**
-   * 4. Over graphql-ws and SSE: the document parsed, validated and checked (once per document), then the
-   * request's variables; the refusals, or null with `prepared` and the estimate set.
+   * 4. Over graphql-ws and SSE, and for queries over HTTP that run without Apollo: the document parsed, validated
+   * and checked (once per document), then the request's variables; the refusals, or null with `prepared` and the
+   * estimate set.
    */
   prepare(request: OperationRequest): readonly GraphQLError[] | null {
     const started = this.timings?.start();
@@ -167,6 +168,7 @@ export class GraphqlPipeline {
       const prepared = this.documents.prepare(text, operationName, request.log);
       if (Array.isArray(prepared)) return prepared;
       request.prepared = prepared as Exclude<typeof prepared, readonly GraphQLError[]>;
+      if (request.cache) request.cache.read = prepared.kind === "query";
       const checked = this.documents.checkVariables(request.prepared, operationName, variablesOf(request), true);
       if ("errors" in checked) return checked.errors;
       request.cost.requested = checked.cost;
@@ -286,6 +288,17 @@ export class GraphqlPipeline {
     } finally {
       if (started !== undefined) this.timings!.record("publish", started);
     }
+  }
+
+  /**
+   * Undoes a granted charge (all of it given back) for a request that will be run again from its start: GraphQL over
+   * HTTP hands a query whose direct run met errors to Apollo (src/graphql/direct-queries.ts), which charges anew.
+   */
+  giveBack(request: OperationRequest): void {
+    const { budgets } = this.deps;
+    const { caller, cost } = request;
+    if (budgets && caller && cost.charge?.granted) budgets.settle(caller, cost.charge, 0);
+    cost.charge = null;
   }
 
   /** 8. Keeps the bytes of an answer marked cacheable (HTTP): up to its published cost, which a hit replaces. */

@@ -43,30 +43,60 @@ export class GraphqlOperationSpans<Context extends BaseContext> {
     const listeners: GraphQLRequestListener<Context> = {
       didResolveOperation: async ({ operation, operationName, contextValue }) => {
         // Typed as present, but absent when the document names no operation Apollo could pick.
-        const type = (operation as typeof operation | undefined)?.operation ?? "unknown";
-        // Attributes set on the started span, not given to `startSpan`: see src/store/sql/traced-executor.ts.
-        const span = this.tracer
-          .startSpan(
-            operationName ? `${type} ${operationName}` : type,
-            undefined,
-            this.parentOf(contextValue) ?? context.active(),
-          )
-          .setAttribute(GRAPHQL_OPERATION_TYPE, type);
-        if (operationName) span.setAttribute(GRAPHQL_OPERATION_NAME, operationName);
-        this.open.set(contextValue, span);
+        this.open.set(contextValue, this.start(contextValue, operation?.operation ?? "unknown", operationName));
       },
       willSendResponse: async ({ contextValue, errors }) => {
         const span = this.open.get(contextValue);
         if (!span) return;
         this.open.delete(contextValue);
-        const cost = this.estimatedCost(contextValue);
-        if (cost !== undefined) span.setAttribute(GRAPHQL_ESTIMATED_COST, cost);
-        const code = errors?.[0]?.extensions.code;
-        if (typeof code === "string") span.setAttribute(ATTR_ERROR_TYPE, code);
-        span.end();
+        this.end(span, contextValue, errors?.[0]?.extensions.code);
       },
     };
     return { requestDidStart: async () => listeners };
+  }
+
+  /**
+   * The same span around a query that runs without Apollo (src/graphql/direct-queries.ts): `execute` runs with it
+   * active; it ends once `execute` has settled.
+   */
+  async around<T>(
+    contextValue: Context,
+    operationName: string | null,
+    execute: () => Promise<T>,
+    errorCode: (result: T) => unknown,
+  ): Promise<T> {
+    const span = this.start(contextValue, "query", operationName);
+    let code: unknown;
+    try {
+      const result = await context.with(trace.setSpan(context.active(), span), execute);
+      code = errorCode(result);
+      return result;
+    } catch (error) {
+      code = "INTERNAL_SERVER_ERROR";
+      throw error;
+    } finally {
+      this.end(span, contextValue, code);
+    }
+  }
+
+  private start(contextValue: Context, type: string, operationName: string | null | undefined): Span {
+    // Attributes set on the started span, not given to `startSpan`: see src/store/sql/traced-executor.ts.
+    const span = this.tracer
+      .startSpan(
+        operationName ? `${type} ${operationName}` : type,
+        undefined,
+        this.parentOf(contextValue) ?? context.active(),
+      )
+      .setAttribute(GRAPHQL_OPERATION_TYPE, type);
+    if (operationName) span.setAttribute(GRAPHQL_OPERATION_NAME, operationName);
+    return span;
+  }
+
+  private end(span: Span, contextValue: Context, errorCode: unknown): void {
+    const cost = this.estimatedCost(contextValue);
+    if (cost !== undefined) span.setAttribute(GRAPHQL_ESTIMATED_COST, cost);
+    if (typeof errorCode === "string") span.setAttribute(ATTR_ERROR_TYPE, errorCode);
+    span.end();
   }
 
   /** `gateway`, its executor run with the request's operation span active. */

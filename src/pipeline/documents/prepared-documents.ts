@@ -113,6 +113,11 @@ export class PreparedDocuments {
     return prepared;
   }
 
+  /** Whether the operation of this text has been prepared already (and is kept): nothing is parsed or counted. */
+  has(text: string, operationName: string | null): boolean {
+    return this.prepared.has(keyOf(text, operationName));
+  }
+
   /**
    * Parses and validates like Apollo, with the same options and rules, for the transports Apollo does not serve
    * (graphql-ws, SSE); errors carry the codes Apollo gives them. Only documents that pass are kept.
