@@ -158,7 +158,7 @@ export async function registerGraphql(
           resolved = await pipeline.resolveDocument(request, { liveOnly: false });
           const hit = await pipeline.lookUp(
             request,
-            readCacheKeyOf(httpRequest, request.source),
+            () => readCacheKeyOf(httpRequest, request.source),
             httpRequest.headers["cache-control"],
           );
           if (hit) return reply.code(hit.status).headers(hit.headers).type(hit.contentType).send(hit.body);

@@ -129,17 +129,20 @@ export class GraphqlPipeline {
   }
 
   /**
-   * 3. The kept answer of `operationKey` (what identifies the operation as sent, the transport's to spell) for
+   * 3. The kept answer of the operation key (what identifies the operation as sent, the transport's to spell) for
    * the caller, charged and published like the answer it repeats; null when there is none, the slot then ready for
    * the answer to be kept. A request with `Cache-Control: no-cache` is computed afresh.
    */
   async lookUp(
     request: OperationRequest,
-    operationKey: string | null,
+    operationKeyOf: () => string | null,
     cacheControl: unknown,
   ): Promise<BytesAnswer | null> {
     const { caller } = request;
-    if (!caller || request.failure || operationKey === null || refusesCachedResponse(cacheControl)) return null;
+    if (!caller || request.failure || refusesCachedResponse(cacheControl)) return null;
+    // Spelt only for a request the cache may answer: it serializes the whole operation.
+    const operationKey = operationKeyOf();
+    if (operationKey === null) return null;
     const started = this.timings?.start();
     const key = this.deps.readCache.keyOf(caller, operationKey);
     const hit = this.deps.readCache.findHit(key);
