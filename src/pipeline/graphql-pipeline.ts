@@ -5,13 +5,13 @@ import type { BudgetCharge } from "../domain/budgets/cost-budget.ts";
 import type { Services } from "../domain/services.ts";
 import { authenticateHeaders } from "./access/authentication.ts";
 import { actualOperationCost } from "./budget/actual-cost.ts";
-import { joinPublishedCost, splitPublishedCost } from "./budget/cached-cost.ts";
+import { splitPublishedCost } from "./budget/cached-cost.ts";
 import { THROTTLED, throttledMessage, type PublishedCost } from "./budget/published-cost.ts";
 import type { PreparedDocuments } from "./documents/prepared-documents.ts";
-import { SERVICE_UNAVAILABLE, SERVICE_UNAVAILABLE_MESSAGE } from "./errors/error-masking.ts";
 import { unauthenticated } from "./errors/graphql-errors.ts";
 import { persistedQueryOf, variablesOf, withoutPersistedQuery, type OperationRequest } from "./operation-request.ts";
 import { serviceUnavailable, UNAVAILABLE_RETRY_AFTER_SECONDS, type BytesAnswer, type EarlyAnswer } from "./answers.ts";
+import { answerFromCache } from "./cached-answers.ts";
 import {
   refusesCachedResponse,
   type CachedCost,
@@ -146,13 +146,17 @@ export class GraphqlPipeline {
     const started = this.timings?.start();
     const key = this.deps.readCache.keyOf(caller, operationKey);
     const hit = this.deps.readCache.findHit(key);
-    if (!hit?.cost || !this.deps.budgets) {
+    const budgets = this.deps.budgets;
+    if (!hit?.cost || !budgets) {
       request.cache = { key, read: false, cacheable: false };
       if (started !== undefined) this.timings!.record("look up the read cache", started);
       return null;
     }
     try {
-      return await this.answerFromCache(request, hit as CachedResponse & { readonly cost: CachedCost });
+      return await answerFromCache(request, hit as CachedResponse & { readonly cost: CachedCost }, {
+        budgets,
+        isServiceUnavailable: this.deps.isServiceUnavailable,
+      });
     } finally {
       if (started !== undefined) this.timings!.record("look up the read cache", started);
     }
@@ -328,58 +332,6 @@ export class GraphqlPipeline {
     } catch {
       return null;
     }
-  }
-
-  private async answerFromCache(
-    request: OperationRequest,
-    hit: CachedResponse & { readonly cost: CachedCost },
-  ): Promise<BytesAnswer> {
-    const budgets = this.deps.budgets!;
-    const caller = request.caller!;
-    const { requested, actual } = hit.cost;
-    let charge: BudgetCharge;
-    try {
-      charge = await budgets.charge(caller, requested);
-    } catch (error) {
-      if (!this.deps.isServiceUnavailable(error)) throw error;
-      request.log.error({ err: error }, "database unavailable");
-      return {
-        status: 503,
-        headers: { "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS), "cache-control": "no-store" },
-        contentType: "application/json; charset=utf-8",
-        body: JSON.stringify({
-          errors: [{ message: SERVICE_UNAVAILABLE_MESSAGE, extensions: { code: SERVICE_UNAVAILABLE } }],
-        }),
-      };
-    }
-    if (!charge.granted) {
-      const cost: PublishedCost = { requestedQueryCost: requested, actualQueryCost: 0, throttleStatus: charge.status };
-      return {
-        status: 429,
-        headers: { "retry-after": String(charge.retryAfterSeconds), "cache-control": "no-store" },
-        contentType: hit.contentType,
-        body: `${JSON.stringify({
-          errors: [
-            {
-              message: throttledMessage(requested, charge),
-              extensions: { code: THROTTLED, retryAfterSeconds: charge.retryAfterSeconds },
-            },
-          ],
-          extensions: { cost },
-        })}\n`,
-      };
-    }
-    const cost: PublishedCost = {
-      requestedQueryCost: requested,
-      actualQueryCost: actual,
-      throttleStatus: budgets.settle(caller, charge, actual),
-    };
-    return {
-      status: 200,
-      headers: { "cache-control": "no-store" },
-      contentType: hit.contentType,
-      body: joinPublishedCost(hit.body, cost),
-    };
   }
 
   /** The request now runs `query`: the id or persisted query that named it is consumed. */
