@@ -9,11 +9,12 @@ import type { CompiledExecutor } from "./compiled-execution.ts";
 import type { GraphqlContext } from "./context.ts";
 
 /*
- * Queries over HTTP that run without Apollo Server's request pipeline (docs/architecture.md, "GraphQL over HTTP").
+ * Queries over HTTP that run without Apollo Server's request pipeline (docs/architecture.md, "Apollo over HTTP";
+ * decision 0113).
  *
  * Apollo's executeHTTPGraphQLRequest redoes, on every request, work the pipeline already does once per document: it
  * hashes the text for its document store, copies the headers into its HeaderMap, negotiates the media type, and
- * calls every plugin hook. Profiled on the data path's GraphQL reference (SQLite), that was about a fifth of the
+ * calls every plugin hook. Profiled on the data path's GraphQL reference (SQLite), that was about a sixth of the
  * main thread's time per request. So a query sent as a JSON POST runs the pipeline's stages itself, in the same
  * order (prepare, charge, admit, execute with the compiled executor, publish), and its answer is written as Apollo
  * writes it: the same bytes (`{"data":…,"extensions":{"cost":…}}` and a newline), status and headers.
@@ -76,9 +77,9 @@ export class DirectQueries {
     if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
     if (variables !== undefined && variables !== null && !isPlainObject(variables)) return null;
 
-    // Only a document Apollo has parsed and validated before: no text is parsed twice.
-    if (!this.pipeline.documents.has(query, operationName ?? null)) return null;
-    if (this.pipeline.prepare(request) !== null || request.prepared?.kind !== "query") return null;
+    // Only a query of a document Apollo has parsed and validated before: no text is parsed twice.
+    if (this.pipeline.documents.peek(query, operationName ?? null)?.kind !== "query") return null;
+    if (this.pipeline.prepare(request) !== null || !request.prepared) return null;
     if ((await this.pipeline.charge(request)) !== null) return null;
     await this.pipeline.admit(request);
     const prepared = request.prepared;

@@ -113,9 +113,9 @@ export class PreparedDocuments {
     return prepared;
   }
 
-  /** Whether the operation of this text has been prepared already (and is kept): nothing is parsed or counted. */
-  has(text: string, operationName: string | null): boolean {
-    return this.prepared.has(keyOf(text, operationName));
+  /** The operation of this text when it has been prepared already (and is kept): nothing is parsed or counted. */
+  peek(text: string, operationName: string | null): PreparedDocument | undefined {
+    return this.prepared.peek(keyOf(text, operationName));
   }
 
   /**
