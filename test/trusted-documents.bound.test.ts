@@ -1,7 +1,18 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "@jest/globals";
 import { expectStatus, http } from "./support/http.ts";
-import { DATABASE_KINDS, startInstanceOn, startTestServer, type TestServer } from "./support/test-server.ts";
+import Sqlite from "better-sqlite3";
+import { openDatabase, sqliteFilePath, type Database } from "../src/store/database.ts";
+import { SqlOrganizationRepository } from "../src/store/sql/organization-repository.ts";
+import { Prisma } from "../src/store/sql/sql-template.ts";
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  startInstanceOn,
+  startTestServer,
+  type TestDatabase,
+  type TestServer,
+} from "./support/test-server.ts";
 
 /*
  * What registering trusted documents costs an organization (issue 49.3): a registration is priced by its number
@@ -105,5 +116,50 @@ describe("the trusted documents' bound across two instances on postgres", () => 
     // Whole registrations only: 3 of 3 documents each, and no more than the bound allows.
     expect(accepted).toBe(Math.floor(MAX / 3));
     expect(await documentsHeld(first, org.organizationId)).toBe(accepted * 3);
+  });
+});
+
+// The reftrail command writes beside the server: another process on the same SQLite file. A transaction that counts
+// and then writes must hold the write lock from its first statement, or a commit of the other process in between
+// makes its write fail at once (SQLITE_BUSY_SNAPSHOT; seen in CI as "reftrail: database is locked" from
+// `documents register` while the server ran).
+describe("the organization's lock on sqlite, beside another process", () => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+  let other: Sqlite.Database;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("sqlite");
+    database = await openDatabase(testDatabase.url);
+    other = new Sqlite(sqliteFilePath(testDatabase.url));
+    // The other process waits briefly for the lock, then gives up (the reftrail command waits longer).
+    other.pragma("busy_timeout = 50");
+  });
+  afterAll(async () => {
+    other?.close();
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  it("is the write lock, taken before the count: no other writer commits between the count and the write", async () => {
+    const organizationId = "01890000-0000-7000-8000-00000000000a";
+    await database.sql.run(Prisma.sql`
+      INSERT INTO "organizations" ("id", "name", "created_at") VALUES (${organizationId}, 'locked', ${new Date()})`);
+    const renameElsewhere = () =>
+      other.prepare(`UPDATE "organizations" SET "name" = 'renamed' WHERE "id" = ?`).run(organizationId);
+    await database.sql.transaction(async (unit) => {
+      await new SqlOrganizationRepository(database, unit, true).lockOrganization(organizationId);
+      await unit.all(Prisma.sql`SELECT COUNT(*) AS "held" FROM "trusted_documents"`);
+      // The other process cannot write now: it waits, then is refused...
+      expect(renameElsewhere).toThrow(/locked|busy/i);
+      // ...and this transaction's write, after its count, goes through.
+      await unit.run(Prisma.sql`UPDATE "organizations" SET "name" = 'kept' WHERE "id" = ${organizationId}`);
+    });
+    const [row] = await database.sql.all<{ name: string }>(
+      Prisma.sql`SELECT "name" FROM "organizations" WHERE "id" = ${organizationId}`,
+    );
+    expect(row!.name).toBe("kept");
+    // Once committed, the other process writes again.
+    expect(renameElsewhere().changes).toBe(1);
   });
 });

@@ -105,10 +105,17 @@ export class SqlOrganizationRepository implements OrganizationRepository {
 
   async lockOrganization(organizationId: string): Promise<void> {
     this.assertInTransaction("lockOrganization");
-    // SQLite runs one write transaction at a time (the driver adapter queues them), so there is nothing to lock.
+    if (this.database.provider !== "postgres") {
+      // SQLite runs one write transaction at a time, but a transaction starts as a reader: one that counts first
+      // and writes after fails at once (SQLITE_BUSY_SNAPSHOT, no busy timeout) when another process — the server
+      // beside the reftrail command — committed in between. A write that changes nothing takes the write lock
+      // first (waiting out the busy timeout), so the count that follows sees the last commit and nothing can come
+      // between it and the write. It must be the transaction's first statement.
+      await this.sql.run(Prisma.sql`UPDATE "organizations" SET "id" = "id" WHERE 0`);
+      return;
+    }
     // NO KEY UPDATE, not UPDATE: it still serializes lockers but lets inserts that reference the organization
     // (API keys) check their foreign key without waiting.
-    if (this.database.provider !== "postgres") return;
     await this.sql.all(Prisma.sql`SELECT 1 FROM "organizations" WHERE "id" = ${organizationId} FOR NO KEY UPDATE`);
   }
 
