@@ -1,7 +1,9 @@
-import ms, { type StringValue } from "ms";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { ConfigError, parseDuration, parseInteger, parsePositiveNumber, parseSwitch } from "./config-values.ts";
+
+export { ConfigError, parseDuration };
 
 /**
  * The only reader of `process.env`. Every setting has a working default so that `npm start` runs with no
@@ -134,33 +136,6 @@ export interface Config {
   readonly tracing: TracingSettings | null;
 }
 
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
-}
-
-/**
- * Parses `250ms`, `5s`, `5m`, `2h`, `1d` (anything `ms` reads: also `1.5h`, `10 minutes`, `1w`). A number without a
- * unit is refused although `ms` would read it as milliseconds: `WEBHOOK_TIMEOUT=15` almost surely meant seconds.
- */
-export function parseDuration(text: string, name: string): number {
-  const trimmed = text.trim();
-  // ms throws on an empty string and returns undefined for text it cannot read.
-  const value = trimmed === "" || /^\d+(\.\d+)?$/.test(trimmed) ? undefined : ms(trimmed as StringValue);
-  if (value === undefined || !Number.isFinite(value) || value < 0) {
-    throw new ConfigError(`${name}: "${text}" is not a duration such as 500ms, 5s, 5m, 2h or 1d`);
-  }
-  return Math.round(value);
-}
-
-/** A number above 0 (a fraction allowed), or `fallback` when unset. */
-function parsePositiveNumber(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${name}: "${raw}" is not a number above 0`);
-  return value;
-}
-
 /**
  * Half the worker's slots, so that one organization's dead receivers leave the other half free; at least two
  * endpoints' worth, so that one of its endpoints that never answers leaves another of its own a slot (never more
@@ -168,14 +143,6 @@ function parsePositiveNumber(env: NodeJS.ProcessEnv, name: string, fallback: num
  */
 function defaultConcurrencyPerOrganization(concurrency: number, perEndpoint: number): number {
   return Math.min(concurrency, Math.max(Math.ceil(concurrency / 2), 2 * perEndpoint));
-}
-
-function parseInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) throw new ConfigError(`${name}: "${raw}" is not an integer >= ${min}`);
-  return value;
 }
 
 export type LogFormat = "json" | "pretty";
@@ -337,14 +304,6 @@ function parseLogFormat(raw: string | undefined, stdoutIsTerminal: boolean): Log
   if (value === undefined || value === "") return stdoutIsTerminal ? "pretty" : "json";
   if (value === "json" || value === "pretty") return value;
   throw new ConfigError(`LOG_FORMAT: "${raw}" is not json or pretty`);
-}
-
-function parseSwitch(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
-  const raw = env[name]?.trim().toLowerCase();
-  if (raw === undefined || raw === "") return fallback;
-  if (["on", "true", "1"].includes(raw)) return true;
-  if (["off", "false", "0"].includes(raw)) return false;
-  throw new ConfigError(`${name}: "${env[name]}" is not on or off`);
 }
 
 const SECRET_KEY_BYTES = 32;

@@ -7,6 +7,7 @@ import type { OperationRequest } from "../pipeline/operation-request.ts";
 import type { GraphqlOperationSpans } from "../tracing/graphql-spans.ts";
 import type { CompiledExecutor } from "./compiled-execution.ts";
 import type { GraphqlContext } from "./context.ts";
+import { isJsonObject } from "../domain/shared/json-input.ts";
 
 /*
  * Queries over HTTP that run without Apollo Server's request pipeline (docs/architecture.md, "Apollo over HTTP";
@@ -36,10 +37,6 @@ const DEFAULT_MEDIA_TYPE = "application/json; charset=utf-8";
 export interface DirectAnswer {
   readonly contentType: string;
   readonly body: string;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 export class DirectQueries {
@@ -75,7 +72,7 @@ export class DirectQueries {
     const { query, operationName, variables, extensions } = request.source;
     if (typeof query !== "string" || query === "" || extensions !== undefined) return null;
     if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
-    if (variables !== undefined && variables !== null && !isPlainObject(variables)) return null;
+    if (variables !== undefined && variables !== null && !isJsonObject(variables)) return null;
 
     // Only a query of a document Apollo has parsed and validated before: no text is parsed twice.
     if (this.pipeline.documents.peek(query, operationName ?? null)?.kind !== "query") return null;

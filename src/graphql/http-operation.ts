@@ -1,6 +1,7 @@
 import { HeaderMap, type HTTPGraphQLRequest } from "@apollo/server";
 import type { FastifyRequest } from "fastify";
 import type { OperationSource } from "../pipeline/operation-request.ts";
+import { isJsonObject } from "../domain/shared/json-input.ts";
 
 /*
  * GraphQL over HTTP as the pipeline sees it: what a GET or POST request says about its operation (its source),
@@ -10,16 +11,12 @@ import type { OperationSource } from "../pipeline/operation-request.ts";
 
 type Parameters = Record<string, unknown>;
 
-function isObject(value: unknown): value is Parameters {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** A GET request's `extensions` parameter, when it is a JSON object (anything else is Apollo's to refuse). */
 function parsedExtensions(text: unknown): Parameters | undefined {
   if (typeof text !== "string") return undefined;
   try {
     const value: unknown = JSON.parse(text);
-    return isObject(value) ? value : undefined;
+    return isJsonObject(value) ? value : undefined;
   } catch {
     return undefined;
   }
@@ -28,7 +25,7 @@ function parsedExtensions(text: unknown): Parameters | undefined {
 /** The parameters of the request (GET: its query string; POST: its body), when they are one operation. */
 function parametersOf(request: FastifyRequest): Parameters | null {
   const parameters = request.method === "GET" ? request.query : request.body;
-  return isObject(parameters) ? parameters : null;
+  return isJsonObject(parameters) ? parameters : null;
 }
 
 /** What the request says about its operation; a body that is not one operation (a batch) says nothing. */
@@ -92,7 +89,7 @@ export function apolloRequestOf(
   // Repeated parameters stay repeated, for Apollo to refuse as it would have.
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(source)) {
-    const text = name === "extensions" && isObject(value) ? JSON.stringify(value) : value;
+    const text = name === "extensions" && isJsonObject(value) ? JSON.stringify(value) : value;
     for (const each of [text].flat()) if (typeof each === "string") search.append(name, each);
   }
   return { method, headers, search: `?${search.toString()}`, body: undefined };

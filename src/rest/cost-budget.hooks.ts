@@ -9,6 +9,7 @@ import {
   THROTTLED,
   throttledMessage,
 } from "../pipeline/budget/published-cost.ts";
+import { isJsonObject } from "../domain/shared/json-input.ts";
 
 /*
  * The cost budget of the REST API (docs/decisions.md, "Cost budgets"): each authenticated /v1 request draws from
@@ -52,7 +53,7 @@ export function restRequestCost(request: FastifyRequest): number {
     return Math.max(1, items.length);
   }
   const body = request.body;
-  if (request.method === "POST" && request.routeOptions.url === "/v1/trusted-documents" && isObject(body)) {
+  if (request.method === "POST" && request.routeOptions.url === "/v1/trusted-documents" && isJsonObject(body)) {
     return Math.max(1, Object.keys(body).length);
   }
   return 1;
@@ -74,10 +75,6 @@ export function settleRestCost(request: FastifyRequest, reply: FastifyReply, act
   charges.delete(request);
   const status = paid.budgets.settle(paid.caller, paid.charge, actualCost);
   void reply.header("ratelimit", rateLimitField(status));
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Charges every authenticated /v1 request (register after authentication, before the read cache). */

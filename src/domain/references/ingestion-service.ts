@@ -16,6 +16,7 @@ import {
   type EstimateChange,
   type TrackingChange,
 } from "./tracking-rules.ts";
+import { isJsonObject } from "../shared/json-input.ts";
 
 /*
  * Bulk ingestion (issue 8): one request of the tracking side carrying up to MAX_INGESTION_ITEMS reports
@@ -261,7 +262,7 @@ function checkItemList(raw: unknown): readonly unknown[] {
 }
 
 function referenceIdOf(raw: unknown): string | null {
-  const id = isObject(raw) ? raw.referenceId : undefined;
+  const id = isJsonObject(raw) ? raw.referenceId : undefined;
   return typeof id === "string" ? id : null;
 }
 
@@ -270,7 +271,7 @@ function referenceIdOf(raw: unknown): string | null {
  * @throws VALIDATION_FAILED with paths from the request (`["items", index, ...]`).
  */
 function parseItem(raw: unknown, index: number): ParsedItem {
-  if (!isObject(raw)) {
+  if (!isJsonObject(raw)) {
     throw validationFailed([{ path: ["items", index], code: "INVALID_TYPE", message: "an item must be an object" }]);
   }
   const item = raw as IngestionItemInput;
@@ -321,7 +322,7 @@ function parseItem(raw: unknown, index: number): ParsedItem {
         if (item.update === undefined || item.update === null) {
           throw validationFailed([{ path: ["update"], code: "REQUIRED", message: "update is required" }]);
         }
-        if (!isObject(item.update)) {
+        if (!isJsonObject(item.update)) {
           throw validationFailed([{ path: ["update"], code: "INVALID_TYPE", message: "update must be a JSON object" }]);
         }
         const document = item.update;
@@ -386,8 +387,4 @@ function withPaths(
 /** An error about one field of an item (its path relative to the item), which a single-item path has no need to name. */
 function itemError(code: "NOT_FOUND", message: string, path: readonly (string | number)[]): DomainError {
   return new DomainError(code, message, [{ path, code, message }]);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

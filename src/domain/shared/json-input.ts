@@ -19,6 +19,11 @@ import { INEXACT_NUMBER, inexactNumberReason } from "./exact-json.ts";
 /** How many levels of objects and arrays a JSON input may nest; the input itself is level 1. */
 export const MAX_JSON_DEPTH = 32;
 
+/** A JSON object (not null, not an array): what a body, a set of variables or `extensions` must be. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 /** An unpaired surrogate: with the `u` flag, a well-formed pair is one code point and does not match. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
