@@ -257,6 +257,47 @@ describe.each(DATABASE_KINDS)("hot paths cost a fixed number of statements on %s
     expect(refused.statements).toHaveLength(1);
   });
 
+  it("writes every LIMIT into the statement's text, so that no statement is compiled again on each execution", async () => {
+    // SQLite compiles a statement anew on every execution when its LIMIT is bound (src/store/sql/literal-limit.ts),
+    // and PostgreSQL plans it anew: the listings of every kind, with and without a cursor, send none.
+    const endpoints = await http(server, "GET", "/v1/webhooks");
+    expectStatus(endpoints, 200);
+    const endpointId = endpoints.body.data[0].id as string;
+    const noCache = { headers: { "cache-control": "no-cache" } };
+    const firstPage = await http(
+      server,
+      "GET",
+      "/v1/references?limit=7&tag_names=lane&tag_names=priority&tag_match=any",
+    );
+    expectStatus(firstPage, 200);
+    const paths = [
+      "/v1/references?limit=7",
+      `/v1/references?limit=7&tag_names=lane&tag_names=priority&tag_match=any&cursor=${firstPage.body.next_cursor}`,
+      `/v1/references?limit=7&tag_ids=${tagIds["lane"]}&exclude_tag_names=priority`,
+      `/v1/tags/${tagIds["priority"]}/references?limit=3`,
+      "/v1/tags?limit=2",
+      `/v1/references/${referenceIds[0]}/events?limit=5`,
+      `/v1/references/${referenceIds[0]}/updates?limit=5`,
+      `/v1/webhooks/${endpointId}/deliveries?limit=5`,
+      "/v1/events?limit=5",
+      "/v1/audit-events?limit=5",
+    ];
+    const { statements } = await measure(async () => {
+      for (const path of paths) {
+        const response = await http(server, "GET", path, noCache);
+        withLabel(path, () => expectStatus(response, 200));
+      }
+      const graphql = await gqlData(
+        server,
+        `{ references(first: 4) { edges { node { id events(first: 3) { edges { cursor } } } } } }`,
+      );
+      expect(graphql.references.edges).toHaveLength(4);
+    });
+    const bound = statements.filter((sql) => /\bLIMIT\s+(\?|\$\d+)/i.test(sql));
+    expect(bound).toEqual([]);
+    expect(statements.filter((sql) => /\bLIMIT\s+\d+/i.test(sql)).length).toBeGreaterThanOrEqual(paths.length);
+  });
+
   it("creates a reference with 10 new tags in as many statements as with 1", async () => {
     const create = (serial: number, tagCount: number) =>
       measure(() =>

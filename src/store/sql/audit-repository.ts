@@ -3,6 +3,7 @@ import type { AuditEventQuery, AuditRepository } from "../../domain/audit/audit-
 import type { SqlExecutor } from "./executor.ts";
 import { toDate } from "./rows.ts";
 import { Prisma } from "./sql-template.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The audit_events table (migration 0024). Changes are stored as JSON text on both databases: they are only ever
@@ -62,7 +63,7 @@ export class SqlAuditRepository implements AuditRepository {
         AND (CAST(${query.action} AS TEXT) IS NULL OR "action" = ${query.action})
         AND (CAST(${query.apiKeyId} AS TEXT) IS NULL OR "actor_api_key_id" = ${query.apiKeyId})
       ORDER BY "id" DESC
-      LIMIT ${query.limit}`);
+      LIMIT ${literalLimit(query.limit)}`);
     return rows.map(auditEventFromRow);
   }
 

@@ -3,6 +3,7 @@ import type { IdempotencyRecord, IdempotencyStore } from "../../domain/idempoten
 import type { Database } from "../database.ts";
 import type { SecretCipher } from "../secret-cipher.ts";
 import { Prisma } from "./sql-template.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 interface IdempotencyRow {
   readonly organization_id: string;
@@ -66,6 +67,6 @@ export class SqlIdempotencyRepository implements IdempotencyStore {
     // Row values: one statement, the same on both databases; the batch is found through the created_at index.
     return this.database.sql.run(Prisma.sql`
       DELETE FROM "idempotency_records" WHERE ("organization_id", "key") IN (
-        SELECT "organization_id", "key" FROM "idempotency_records" WHERE "created_at" < ${cutoff} LIMIT ${batchSize})`);
+        SELECT "organization_id", "key" FROM "idempotency_records" WHERE "created_at" < ${cutoff} LIMIT ${literalLimit(batchSize)})`);
   }
 }

@@ -1,4 +1,8 @@
-import type { LifecycleEvent, TagSnapshot } from "../../domain/lifecycle/lifecycle-event.ts";
+import {
+  TAG_SNAPSHOTS_NOT_READ,
+  type LifecycleEvent,
+  type TagSnapshot,
+} from "../../domain/lifecycle/lifecycle-event.ts";
 import type {
   EventListQuery,
   LifecycleRepository,
@@ -13,6 +17,7 @@ import { REFERENCE_COLUMN_COUNT, REFERENCE_COLUMNS, taggedReferenceFromValues } 
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
 import { isUuid } from "../../domain/shared/ids.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The lifecycle_events table. Built by the unit of work (src/store/sql/sql-store.ts) on its executor: inside
@@ -48,6 +53,18 @@ const EVENT_COLUMN_NAMES = ["id", "organization_id", "reference_id", "type", "oc
 /** The columns an event is read with, in this order (see `eventFromValues`). */
 const EVENT_COLUMNS = Prisma.raw(EVENT_COLUMN_NAMES.map((column) => `e."${column}"`).join(", "));
 
+/** EVENT_COLUMNS with NULL for the tag snapshot, in its place (EventListQuery.withoutTagSnapshots). */
+const EVENT_COLUMNS_WITHOUT_TAGS = Prisma.raw(
+  EVENT_COLUMN_NAMES.map((column) => (column === "reference_tags" ? `NULL AS "${column}"` : `e."${column}"`)).join(
+    ", ",
+  ),
+);
+
+/** The columns a page of `query` reads. */
+function eventColumns(query: EventListQuery): Prisma.Sql {
+  return query.withoutTagSnapshots ? EVENT_COLUMNS_WITHOUT_TAGS : EVENT_COLUMNS;
+}
+
 /** EVENT_COLUMNS of a subquery aliased `page`. */
 const EVENT_PAGE_COLUMNS = Prisma.raw(EVENT_COLUMN_NAMES.map((column) => `page."${column}"`).join(", "));
 
@@ -57,7 +74,8 @@ const EVENT_PAGE_COLUMNS = Prisma.raw(EVENT_COLUMN_NAMES.map((column) => `page."
  * one snapshot array, which every reader only reads (`readonly`). On SQLite that parsing was half of the row
  * conversion of an events page. PostgreSQL's driver hands the JSON over parsed already.
  */
-function tagSnapshotReader(): (value: unknown) => readonly TagSnapshot[] {
+function tagSnapshotReader(read = true): (value: unknown) => readonly TagSnapshot[] {
+  if (!read) return () => TAG_SNAPSHOTS_NOT_READ;
   let lastText: string | undefined;
   let last: readonly TagSnapshot[] = [];
   return (value) => {
@@ -87,25 +105,12 @@ function eventFromValues(row: unknown[], readTags: (value: unknown) => readonly 
   } as unknown as LifecycleEvent;
 }
 
-/** Events read as EVENT_COLUMNS' values, one array of them each. */
-function eventsFromValues(rows: readonly unknown[][]): LifecycleEvent[] {
-  const readTags = tagSnapshotReader();
+/** Events read as EVENT_COLUMNS' values, one array of them each; their tag snapshots unread with `withoutTags`. */
+function eventsFromValues(rows: readonly unknown[][], withoutTags = false): LifecycleEvent[] {
+  const readTags = tagSnapshotReader(!withoutTags);
   const events: LifecycleEvent[] = new Array(rows.length);
   for (let index = 0; index < rows.length; index++) events[index] = eventFromValues(rows[index]!, readTags);
   return events;
-}
-
-/**
- * A page's LIMIT written into the statement's text rather than bound. PostgreSQL plans a prepared statement for
- * its values at first, then keeps one generic plan when that costs about the same; with the LIMIT a parameter,
- * the generic plan of the reference-with-events statement is costed for an unknown number of rows (70 against
- * 38) and was never chosen: every execution was planned anew, 0.47 ms of planning for 0.2 ms of execution, on
- * the same 2 cores as the server. With the LIMIT in the text the generic plan (cost 16) is chosen after five
- * executions. A page size is an integer from 1 to the API's maximum plus one, so the texts stay few.
- */
-function literalLimit(limit: number): Prisma.Sql {
-  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`a page limit must be an integer: ${limit}`);
-  return Prisma.raw(String(limit));
 }
 
 export class SqlLifecycleRepository implements LifecycleRepository {
@@ -245,7 +250,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       );
     }
     return Prisma.sql`
-      SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
+      SELECT ${eventColumns(query)} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
       ORDER BY e."reference_id" ${direction}, e."occurred_at" ${direction}, e."id" ${direction}
       LIMIT ${literalLimit(query.limit)}`;
   }
@@ -278,13 +283,13 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       );
     }
     return Prisma.sql`
-      SELECT ${EVENT_COLUMNS} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
+      SELECT ${eventColumns(query)} FROM "lifecycle_events" e WHERE ${Prisma.join(conditions, " AND ")}
       ORDER BY e."reference_id"::uuid ${direction}, e."occurred_at" ${direction}, e."id"::uuid ${direction}
       LIMIT ${literalLimit(query.limit)}`;
   }
 
   async listEvents(query: EventListQuery): Promise<LifecycleEvent[]> {
-    return eventsFromValues(await this.sql.values(this.eventPage(query)));
+    return eventsFromValues(await this.sql.values(this.eventPage(query)), query.withoutTagSnapshots);
   }
 
   async listEventsOfReference(organizationId: string, query: EventListQuery): Promise<LifecycleEvent[] | null> {
@@ -299,7 +304,10 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       ORDER BY page."occurred_at" ${direction}, ${this.pageId()} ${direction}`);
     if (rows.length === 0) return null;
     // `page.*` is EVENT_COLUMNS, the event's id first.
-    return eventsFromValues(rows.filter((row) => row[0] !== null));
+    return eventsFromValues(
+      rows.filter((row) => row[0] !== null),
+      query.withoutTagSnapshots,
+    );
   }
 
   async findReferenceWithEvents(organizationId: string, query: EventListQuery): Promise<ReferenceWithEvents | null> {
@@ -329,7 +337,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
     const [row] = rows;
     if (row === undefined) return null;
     const events = (row[REFERENCE_COLUMN_COUNT] ?? []) as unknown[][];
-    return { reference: taggedReferenceFromValues(row), events: eventsFromValues(events) };
+    return { reference: taggedReferenceFromValues(row), events: eventsFromValues(events, query.withoutTagSnapshots) };
   }
 
   /** A page's id in the page's order: as uuid on PostgreSQL, as eventPage orders it. */
@@ -345,7 +353,7 @@ export class SqlLifecycleRepository implements LifecycleRepository {
       DELETE FROM "lifecycle_events" WHERE "id" IN (
         SELECT "id" FROM "lifecycle_events"
         WHERE "organization_id" IN (SELECT "id" FROM "organizations") AND "occurred_at" < ${cutoff}
-        LIMIT ${batchSize})`);
+        LIMIT ${literalLimit(batchSize)})`);
   }
 
   // ---------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import type { Database } from "../database.ts";
 import { eventFromRow, type EventRow } from "./lifecycle-repository.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * Reads of the lifecycle log in live order (see src/domain/live/log-position.ts), one statement each.
@@ -152,7 +153,7 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
         FROM "lifecycle_commits" c
         WHERE c."organization_id" = ${query.organizationId} AND ${firstCommit}
           AND c."last_occurred_at" >= ${query.notBefore}
-        ORDER BY c."position" LIMIT ${limit}
+        ORDER BY c."position" LIMIT ${literalLimit(limit)}
       ), read_commits AS MATERIALIZED (
         SELECT * FROM (
           SELECT n.*, SUM(n."counted") OVER (ORDER BY n."position") - n."counted" AS "counted_before"
@@ -174,8 +175,8 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
             AND e."occurred_at" BETWEEN c."first_occurred_at" AND c."last_occurred_at"
             AND e."transaction_id" = c."transaction_id"
             AND ${Prisma.join(eventConditions, " AND ")}
-          ORDER BY e."position" LIMIT ${limit}) AS e
-        ORDER BY c."position", e."position" LIMIT ${limit}) AS page ON TRUE
+          ORDER BY e."position" LIMIT ${literalLimit(limit)}) AS e
+        ORDER BY c."position", e."position" LIMIT ${literalLimit(limit)}) AS page ON TRUE
       ORDER BY page."commit_position", page."position"`);
     const first = rows[0];
     const events = rows.filter((row) => row.id !== null).map(liveEventFromRow);
@@ -252,10 +253,10 @@ export class SqlLiveLogStore implements LiveLogStore, FeedLogStore {
                 AND e."occurred_at" BETWEEN c."first_occurred_at" AND c."last_occurred_at"
                 AND e."transaction_id" = c."transaction_id"
               OFFSET 0) AS e
-            WHERE ${where} ORDER BY c."position", e."position" LIMIT ${limit}`
+            WHERE ${where} ORDER BY c."position", e."position" LIMIT ${literalLimit(limit)}`
       : Prisma.sql`
             SELECT ${COLUMNS}, 0 AS "commit_position" FROM "lifecycle_events" e
-            WHERE ${where} ORDER BY e."position" LIMIT ${limit}`;
+            WHERE ${where} ORDER BY e."position" LIMIT ${literalLimit(limit)}`;
   }
 
   /** Strictly after `position` in live order (SQLite has no commit number: it is always 0 there). */

@@ -6,6 +6,7 @@ import type {
 import type { DatabaseProvider } from "../database.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf, valueTable } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The pages of references (ReferenceRepository.listReferences) as one statement each: `referencePage` gives what
@@ -50,7 +51,7 @@ export function referencePage(
     if (query.beforeId) conditions.push(Prisma.sql`r."id" < ${query.beforeId}`);
     return Prisma.sql`
       FROM "shipping_references" r WHERE ${Prisma.join(conditions, " AND ")}
-      ORDER BY r."id" DESC LIMIT ${query.limit}`;
+      ORDER BY r."id" DESC LIMIT ${literalLimit(query.limit)}`;
   }
   // With a tag filter, walk the (tag_id, reference_id) index of a listed tag newest first and check the rest per
   // candidate. Walking all references newest first and probing each one's tags would take about 33,000 probes to
@@ -129,7 +130,7 @@ function referenceIdsByTags(
     return Prisma.sql`
       SELECT DISTINCT rt."reference_id" FROM ${links}
       WHERE ${where(Prisma.sql`rt."tag_id" IN (${tagsOf(provider, organizationId, filter)})`)}
-      ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
+      ORDER BY rt."reference_id" DESC LIMIT ${literalLimit(limit)}`;
   }
   if (filter.match === "any") {
     // The first `limit` carriers of any listed tag are among the first `limit` carriers of each: walk each
@@ -139,11 +140,11 @@ function referenceIdsByTags(
     const walks = entries.map(
       (entry, index) => Prisma.sql`SELECT "reference_id" FROM (
         SELECT rt."reference_id" FROM ${links} WHERE ${where(Prisma.sql`rt."tag_id" = ${tagOf(entry)}`)}
-        ORDER BY rt."reference_id" DESC LIMIT ${limit}) AS ${Prisma.raw(`"walk_${index}"`)}`,
+        ORDER BY rt."reference_id" DESC LIMIT ${literalLimit(limit)}) AS ${Prisma.raw(`"walk_${index}"`)}`,
     );
     // UNION with the page's order and limit: SQLite merges the walks as they come (MERGE (UNION)) instead of
     // collecting them all in a temporary B-tree for DISTINCT and sorting them again.
-    return Prisma.sql`${Prisma.join(walks, " UNION ")} ORDER BY "reference_id" DESC LIMIT ${limit}`;
+    return Prisma.sql`${Prisma.join(walks, " UNION ")} ORDER BY "reference_id" DESC LIMIT ${literalLimit(limit)}`;
   }
   // `all`: the first listed tag drives the walk; the candidate must carry each other one: no other listed id or
   // name lacks a link on it (a probe of the (reference_id, tag_id) key per listed tag). A listed tag that does
@@ -168,7 +169,7 @@ function referenceIdsByTags(
   }
   return Prisma.sql`
     SELECT rt."reference_id" FROM ${links} WHERE ${where(Prisma.join(all, " AND "))}
-    ORDER BY rt."reference_id" DESC LIMIT ${limit}`;
+    ORDER BY rt."reference_id" DESC LIMIT ${literalLimit(limit)}`;
 }
 
 /**

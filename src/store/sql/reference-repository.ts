@@ -15,6 +15,7 @@ import {
 import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf, valueTable } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The shipping_references, reference_tags and reference_updates tables. Built by the unit of work
@@ -134,7 +135,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
           Prisma.sql`
             WITH "found" AS MATERIALIZED (${referencePageIds(this.database.provider, organizationId, asked)})
             SELECT CAST(string_agg(r."rest_json", ',') AS BLOB), min(r."id"), (SELECT count(*) FROM "found")
-            FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${query.limit}) AS "shown"
+            FROM (SELECT "id" FROM "found" ORDER BY "id" DESC LIMIT ${literalLimit(query.limit)}) AS "shown"
             CROSS JOIN "shipping_references" r WHERE r."id" = "shown"."id"`
         : // Numbered by a window over the page's rows, once its LIMIT has applied. The SQLite form costs a lone
           // PostgreSQL the same, but under the bench's load it served 1,621 against 2,423 pages a second
@@ -245,7 +246,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
     const rows = await this.sql.all<ReferenceUpdateRow>(Prisma.sql`
       SELECT ${REFERENCE_UPDATE_COLUMNS} FROM "reference_updates"
       WHERE "reference_id" = ${referenceId} ${before}
-      ORDER BY "id" DESC LIMIT ${limit}`);
+      ORDER BY "id" DESC LIMIT ${literalLimit(limit)}`);
     return rows.map(referenceUpdateFromRow);
   }
 

@@ -8,6 +8,7 @@ import { lockCarriers, rewriteTagListsOfCarriers, tagsFromList } from "./tag-lis
 import { isUniqueViolation } from "./unique-violation.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The tags table (and the reference_tags links as seen from tags). Built by the unit of work
@@ -209,7 +210,7 @@ export class SqlTagRepository implements TagRepository {
     const rows = await this.sql.all<TagRow & { name_key: string }>(Prisma.sql`
       SELECT ${TAG_COLUMNS} FROM "tags" t
       WHERE t."organization_id" = ${organizationId} ${prefix} ${after}
-      ORDER BY t."name_key", t."id" LIMIT ${query.limit}`);
+      ORDER BY t."name_key", t."id" LIMIT ${literalLimit(query.limit)}`);
     return rows.map(keyedTagFromRow);
   }
 

@@ -8,6 +8,7 @@ import type { SqlExecutor } from "./executor.ts";
 import { fromJson, timestampParameter, toDate } from "./rows.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The trusted_documents table (migration 0017). A registration is one statement whatever the manifest's length:
@@ -99,7 +100,7 @@ export class SqlTrustedDocumentRepository implements TrustedDocumentRepository {
     const rows = await this.sql.all<DocumentRow>(Prisma.sql`
       SELECT ${COLUMNS} FROM "trusted_documents"
       WHERE "organization_id" = ${organizationId} ${afterClause}
-      ORDER BY "created_at", "document_id" LIMIT ${limit}`);
+      ORDER BY "created_at", "document_id" LIMIT ${literalLimit(limit)}`);
     return rows.map(documentFromRow);
   }
 }

@@ -15,6 +15,7 @@ import { timestampParameter } from "./rows.ts";
 import { DELIVERY_COLUMNS, toDeliveryFromColumns, type DeliveryColumns } from "./webhook-delivery-rows.ts";
 import { Prisma } from "./sql-template.ts";
 import { lockOrdersInSortedOrder } from "./webhook-ordering-queries.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The delivery worker's side of "webhook_deliveries": leasing due deliveries (the claim), recording their
@@ -124,7 +125,7 @@ export class SqlWebhookClaimRepository {
     const dueHeads = (endpoint: Prisma.Sql) => Prisma.sql`
       x."endpoint_id" = ${endpoint} AND x."status" = 'pending' AND NOT x."held" AND x."next_attempt_at" <= ${now}
         AND (x."lease_expires_at" IS NULL OR x."lease_expires_at" < ${now})
-      ORDER BY x."next_attempt_at", x."id" LIMIT ${readPerEndpoint}`;
+      ORDER BY x."next_attempt_at", x."id" LIMIT ${literalLimit(readPerEndpoint)}`;
     // The throttle (docs/decisions/0100-webhook-throttle-gcra.md, throttle-schedule.ts): a throttled endpoint's
     // deliveries get slots from its theoretical arrival time (TAT, its schedule row), one emission interval apart,
     // up to the horizon; "allowance" is how many slots are left before it (NULL for an unthrottled endpoint, whose
@@ -206,7 +207,7 @@ export class SqlWebhookClaimRepository {
       UPDATE "webhook_deliveries" SET "lease_owner" = ${owner}, "lease_expires_at" = ${leaseExpiresAt}
       WHERE "id" IN (
         SELECT c."id" FROM by_organization c ${perOrganizationFilter}
-        ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${limit}
+        ORDER BY c."round", c."next_attempt_at", c."id" LIMIT ${literalLimit(limit)}
       )`;
     let rows: (DeliveryColumns & { slot_us: number | bigint | string | null })[];
     if (this.provider === "postgres") {

@@ -19,6 +19,7 @@ import {
 import { lockOrdersInSortedOrder, orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The outbox, "webhook_deliveries", with the attempts of each delivery ("webhook_attempts"), as the API and
@@ -85,7 +86,7 @@ export class SqlWebhookDeliveryRepository {
     const rows = await this.sql.all<DeliveryViewColumns>(Prisma.sql`
       SELECT ${DELIVERY_VIEW_COLUMNS} FROM "webhook_deliveries" d ${DELIVERY_VIEW_JOINS}
       WHERE d."endpoint_id" = ${query.endpointId} ${status} ${before}
-      ORDER BY d."id" DESC LIMIT ${query.limit}`);
+      ORDER BY d."id" DESC LIMIT ${literalLimit(query.limit)}`);
     return rows.map((row) => toDeliveryViewFromColumns(row));
   }
 
@@ -134,7 +135,7 @@ export class SqlWebhookDeliveryRepository {
     return this.sql.run(Prisma.sql`
       DELETE FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "id" IN (
         SELECT "id" FROM "webhook_deliveries" WHERE "status" = 'succeeded' AND "updated_at" < ${cutoff}
-        LIMIT ${batchSize})`);
+        LIMIT ${literalLimit(batchSize)})`);
   }
 
   async countPendingDeliveries(): Promise<number> {

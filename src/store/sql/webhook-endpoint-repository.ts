@@ -14,6 +14,7 @@ import {
 import type { EndpointChange } from "./endpoint-start-gate.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * The "webhook_endpoints" table with its tag filter rows ("webhook_endpoint_tags"): the endpoints an
@@ -181,7 +182,7 @@ export class SqlWebhookEndpointRepository {
     return this.findEndpointsWithTags(
       Prisma.sql`e."id" IN (
         SELECT "id" FROM "webhook_endpoints" WHERE "organization_id" = ${organizationId} ${before}
-        ORDER BY "id" DESC LIMIT ${limit})`,
+        ORDER BY "id" DESC LIMIT ${literalLimit(limit)})`,
       Prisma.sql`e."id" DESC`,
     );
   }

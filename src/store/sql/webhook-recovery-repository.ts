@@ -17,6 +17,7 @@ import type { SqlExecutor } from "./executor.ts";
 import { eventOfDelivery, orderingKeyWhenSentAgain } from "./webhook-ordering-queries.ts";
 import { Prisma } from "./sql-template.ts";
 import { isOneOf } from "./value-lists.ts";
+import { literalLimit } from "./literal-limit.ts";
 
 /*
  * Recovery, replay and the ordering summary, in raw SQL on the store's executor (in the unit of work's transaction
@@ -173,7 +174,7 @@ export class SqlWebhookRecoveryRepository implements WebhookRecoveryRepository {
       FROM "lifecycle_events" e
       WHERE ${this.selected(selection)} ${keyset}
       ORDER BY e."occurred_at", ${id}
-      LIMIT ${limit}`);
+      LIMIT ${literalLimit(limit)}`);
     return rows.map(eventFromRow);
   }
 
