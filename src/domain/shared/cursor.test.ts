@@ -41,6 +41,15 @@ describe("CursorCodec", () => {
     expect(codeOf(() => codec.decode(`${payload}.${otherKey}`, filters, isPosition))).toBe("INVALID_CURSOR");
   });
 
+  it("accepts a cursor signed with SHA3-256 of the secret and the payload, the signature before BLAKE2b", () => {
+    const [payload, signature] = codec.encode({ i: "x" }, filters).split(".");
+    expect(signature).toBe(hash("blake2b512", `secret${payload}`, "base64url").slice(0, 22));
+    const sha3 = hash("sha3-256", `secret${payload}`, "base64url").slice(0, 22);
+    expect(codec.decode(`${payload}.${sha3}`, filters, isPosition)).toEqual({ i: "x" });
+    const otherKey = hash("sha3-256", `other${payload}`, "base64url").slice(0, 22);
+    expect(codeOf(() => codec.decode(`${payload}.${otherKey}`, filters, isPosition))).toBe("INVALID_CURSOR");
+  });
+
   it("accepts a cursor with the HMAC-SHA256 fingerprint of cursors issued before, for its own filters only", () => {
     const hmacFingerprint = createHmac("sha256", "secret")
       .update('{"order":"asc","types":["a"]}')

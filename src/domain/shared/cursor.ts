@@ -6,10 +6,11 @@ import { DomainError } from "./errors.ts";
  * position and a fingerprint of the filters it was issued for, so that a tampered cursor, or one reused with
  * other filters, is rejected with a precise error instead of silently returning the wrong page.
  *
- * The MAC is SHA3-256 of the secret followed by the payload, in one call: SHA-3 has no length extension, so a
- * secret prefix makes it a MAC (the construction KMAC standardizes), and a connection signs one cursor per edge,
- * where HMAC-SHA256's key object, two passes and three calls cost about twice as much. Cursors signed with
- * HMAC-SHA256 (the MAC before this one) are still accepted, so that no client's cursor stops working.
+ * The MAC is BLAKE2b-512 of the secret followed by the payload, in one call: BLAKE2 has no length extension (its
+ * last block is flagged), so a secret prefix makes it a MAC, and a connection signs one cursor per edge, where
+ * HMAC-SHA256's key object, two passes and three calls cost about twice as much. BLAKE2b took 0.66 µs a signature
+ * here against SHA3-256's 1.0–1.4 µs, a fifth of a GraphQL events page's twenty edges. Cursors signed with the MACs
+ * before it (SHA3-256 the same way, then HMAC-SHA256) are still accepted, so that no client's cursor stops working.
  *
  * The filters' fingerprint is made the same way (SHA3-256 of the secret and the filters' JSON, in one call): a
  * page's filters are new with each request, so every page paid one HMAC for it, which cost more than all of
@@ -110,7 +111,11 @@ export class CursorCodec {
     const [payload, signature, ...rest] = cursor.split(".");
     if (!payload || !signature || rest.length > 0) throw invalid();
     const given = Buffer.from(signature);
-    if (!matches(given, this.sign(payload)) && !matches(given, this.hmacSign(payload))) throw invalid();
+    const genuine =
+      matches(given, this.sign(payload)) ||
+      matches(given, this.sha3Sign(payload)) ||
+      matches(given, this.hmacSign(payload));
+    if (!genuine) throw invalid();
     let envelope: CursorEnvelope<unknown>;
     try {
       envelope = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as CursorEnvelope<unknown>;
@@ -122,6 +127,11 @@ export class CursorCodec {
   }
 
   private sign(payload: string): string {
+    return hash("blake2b512", this.secret + payload, "base64url").slice(0, SIGNATURE_LENGTH);
+  }
+
+  /** The signature of cursors issued before {@link sign}: truncated SHA3-256 of the secret and the payload. */
+  private sha3Sign(payload: string): string {
     return hash("sha3-256", this.secret + payload, "base64url").slice(0, SIGNATURE_LENGTH);
   }
 
