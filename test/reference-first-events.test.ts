@@ -23,9 +23,11 @@ describe.each(DATABASE_KINDS)("a reference with its first events on %s", (kind) 
   let server: TestServer;
   let id: string;
   const clock = new ManualClock(new Date("2026-11-22T12:00:00.000Z"));
+  /** Every statement the server sent, for the test that looks at what the page reads. */
+  const statements: string[] = [];
 
   beforeAll(async () => {
-    server = await startTestServer(kind, { clock });
+    server = await startTestServer(kind, { clock, onQuery: (sql) => statements.push(sql) });
     const created = await gql(
       server,
       `mutation($input: CreateReferenceInput!) { createReference(input: $input) { reference { id } } }`,
@@ -113,6 +115,37 @@ describe.each(DATABASE_KINDS)("a reference with its first events on %s", (kind) 
     );
     expect(result.errors).toBeUndefined();
     expect(result.data.reference.events.edges).toHaveLength(2);
+  });
+
+  it("reads the events' tag snapshots only for a selection that asks for them, in fragments too", async () => {
+    const snapshotsUnread = (sql: string) => sql.includes(`NULL AS "reference_tags"`);
+    const read = async (selection: string, fragments = "") => {
+      statements.length = 0;
+      const result = await gql(
+        server,
+        `query($id: ID!) { reference(id: $id) { events(first: 3) { edges { node { id ${selection} } } } } } ${fragments}`,
+        { id },
+      );
+      expect(result.errors).toBeUndefined();
+      return { events: result.data.reference.events, unread: statements.some(snapshotsUnread) };
+    };
+    const plain = await read("type");
+    expect(plain.unread).toBe(true);
+    expect(plain.events.edges.map((edge: any) => edge.node.type)).toEqual([
+      "REFERENCE_CREATED",
+      "EXTRACTION_SUCCEEDED",
+      "EXTRACTION_SUCCEEDED",
+    ]);
+    const snapshot = [{ name: "a" }, { name: "b" }].sort((x, y) => x.name.localeCompare(y.name));
+    const named = await read("...Snapshot", "fragment Snapshot on LifecycleEvent { referenceTags { name } }");
+    expect(named.unread).toBe(false);
+    const inline = await read("... on LifecycleEvent { referenceTags { name } }");
+    expect(inline.unread).toBe(false);
+    for (const { events } of [named, inline]) {
+      for (const edge of events.edges) {
+        expect([...edge.node.referenceTags].sort((x: any, y: any) => x.name.localeCompare(y.name))).toEqual(snapshot);
+      }
+    }
   });
 
   it("keeps the errors of a page on the events field and those of the reference on the reference", async () => {

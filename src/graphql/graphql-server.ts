@@ -166,7 +166,7 @@ export async function registerGraphql(
           const answer = await direct.answer(httpRequest, request);
           if (answer) {
             pipeline.keep(request, 200, answer.body, answer.contentType);
-            return reply.header("cache-control", "no-store").type(answer.contentType).send(answer.body);
+            return reply.header("cache-control", "no-store").type(answer.contentType).send(answer.bytes);
           }
         }
         // 4-8. Apollo, with the pipeline's plugin.

@@ -76,6 +76,13 @@ export interface TagSnapshot {
   readonly name: string;
 }
 
+/**
+ * The `referenceTags` of an event read without its tag snapshot (`EventListQuery.withoutTagSnapshots`): a read
+ * that knows nobody will look at them (a GraphQL selection without `referenceTags`) leaves the column unread. Told
+ * apart by identity, so that a reader that does look at them can refuse it as the bug it would be.
+ */
+export const TAG_SNAPSHOTS_NOT_READ: readonly TagSnapshot[] = Object.freeze([]);
+
 /** A committed log entry. `referenceTags` are the reference's tags when the event was written. */
 export type LifecycleEvent = LifecycleEventBody & {
   readonly id: string;

@@ -29,7 +29,10 @@ export interface ListEventsInput {
 }
 
 /** A first page of a reference's whole log: what `getReferenceWithFirstEvents` takes of ListEventsInput. */
-export type FirstEventsInput = Pick<ListEventsInput, "order" | "backward" | "limit">;
+export type FirstEventsInput = Pick<ListEventsInput, "order" | "backward" | "limit"> & {
+  /** false: the events' tag snapshots are not read (see EventListQuery.withoutTagSnapshots). */
+  readonly tagSnapshots?: boolean;
+};
 
 /** The keyset position inside an event cursor: `occurred_at` (ISO) and id. Also read by live subscriptions. */
 export type EventPosition = { readonly t: string; readonly i: string };
@@ -113,7 +116,10 @@ export class LifecycleLogService {
   ): Promise<{ reference: TaggedReference; events: Page<LifecycleEvent> }> {
     if (!isUuid(referenceId)) throw notFound("reference");
     const { query, filters } = this.eventQuery(referenceId, [], input);
-    const found = await this.store.lifecycle.findReferenceWithEvents(organizationId, query);
+    const found = await this.store.lifecycle.findReferenceWithEvents(organizationId, {
+      ...query,
+      withoutTagSnapshots: input.tagSnapshots === false,
+    });
     if (found === null) throw notFound("reference");
     return {
       reference: found.reference,

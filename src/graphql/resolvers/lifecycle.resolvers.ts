@@ -1,3 +1,4 @@
+import { TAG_SNAPSHOTS_NOT_READ, type TagSnapshot } from "../../domain/lifecycle/lifecycle-event.ts";
 import { DEFAULT_PAGE_SIZE } from "../../domain/shared/page.ts";
 import type { Resolvers } from "../__generated__/resolvers-types.ts";
 import { withoutNulls } from "../arguments.ts";
@@ -54,6 +55,14 @@ export const lifecycleResolvers: Resolvers = {
     },
   },
   LifecycleEvent: {
+    // A page read without its tag snapshots (prefetched-events.ts) is only taken by a selection without this field.
+    referenceTags: (event) => {
+      if (event.referenceTags === TAG_SNAPSHOTS_NOT_READ) {
+        throw new Error(`event ${event.id} was read without its tag snapshot for a selection that asks for it`);
+      }
+      // Read only by the executor: the codegen's type asks for a mutable list.
+      return event.referenceTags as TagSnapshot[];
+    },
     reference: async (event, _, { loaders }) => {
       const reference = await loaders.referenceById.load(event.referenceId);
       // References are never deleted, so an event always has one; a miss is a bug, reported as such.

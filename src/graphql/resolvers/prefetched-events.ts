@@ -101,9 +101,27 @@ export function selectedFirstEvents(info: GraphQLResolveInfo): FirstEventsInput 
     }
   };
   for (const node of info.fieldNodes) collect(node.selectionSet);
-  const input = firstPageOf(fields, eventsField, info.variableValues);
+  const page = firstPageOf(fields, eventsField, info.variableValues);
+  const input = page && { ...page, tagSnapshots: fields.some((field) => selectsField(field, "referenceTags", info)) };
   if (!fields.some(hasVariableArgument)) answersByFieldNodes.set(info.fieldNodes, { input });
   return input;
+}
+
+/**
+ * Whether a field named `name` is selected anywhere under `field`, through fragments, at any depth and on any type:
+ * a yes for a field that is not the event's is only a column read for nothing, a no must never be wrong.
+ */
+function selectsField(field: FieldNode, name: string, info: GraphQLResolveInfo): boolean {
+  const visited = new Set<string>();
+  const search = (selectionSet: SelectionSetNode | undefined): boolean =>
+    (selectionSet?.selections ?? []).some((selection) => {
+      if (selection.kind === Kind.FIELD) return selection.name.value === name || search(selection.selectionSet);
+      if (selection.kind === Kind.INLINE_FRAGMENT) return search(selection.selectionSet);
+      if (visited.has(selection.name.value)) return false;
+      visited.add(selection.name.value);
+      return search(info.fragments[selection.name.value]?.selectionSet);
+    });
+  return search(field.selectionSet);
 }
 
 /** The one first page that all of `fields` ask for, or undefined. */
