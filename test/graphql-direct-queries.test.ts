@@ -36,7 +36,11 @@ describe.each(DATABASE_KINDS)("queries over HTTP without Apollo's request pipeli
       env: { WEBHOOK_WORKER: "off", COST_BUDGET_MAXIMUM: "1000000", COST_BUDGET_RESTORE_RATE: "0.0001" },
     });
     const created = await http(server, "POST", "/v1/references", {
-      body: { container_id: containerNumber("DIRU", 7), carrier_code: "MAEU", tags: [{ name: "direct" }] },
+      body: {
+        container_id: containerNumber("DIRU", 7),
+        carrier_code: "MAEU",
+        tags: [{ name: "direct" }, { name: "dïrect-☃-😀" }],
+      },
     });
     expect(created.status).toBe(201);
     referenceId = (created.body as { reference: { id: string } }).reference.id;
@@ -108,7 +112,9 @@ describe.each(DATABASE_KINDS)("queries over HTTP without Apollo's request pipeli
     expect(second.text.endsWith("}\n")).toBe(true);
     expect(withoutBudgetFigures(second.text)).toBe(withoutBudgetFigures(first.text));
     const body = JSON.parse(second.text);
-    expect(body.data.reference).toMatchObject({ id: referenceId, tags: [{ name: "direct" }] });
+    // A name beyond ASCII (two, three and four bytes of UTF-8): the bytes sent are the text's, whole.
+    expect(body.data.reference.id).toBe(referenceId);
+    expect(body.data.reference.tags).toEqual(expect.arrayContaining([{ name: "direct" }, { name: "dïrect-☃-😀" }]));
     expect(Object.keys(body)).toEqual(["data", "extensions"]);
     // Charged as Apollo charges: the estimate, settled to the actual cost.
     const [firstCost, secondCost] = [JSON.parse(first.text).extensions.cost, body.extensions.cost];
