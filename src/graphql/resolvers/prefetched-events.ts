@@ -22,8 +22,10 @@ import { bidirectionalPage } from "../pagination.ts";
  * cursor), it reads the reference and that page together (LifecycleLogService.getReferenceWithFirstEvents) and
  * leaves the page here, beside the reference object it returns. Reference.events takes the page when its own
  * arguments ask for exactly that page, and reads as before otherwise: the lookahead only saves a round trip, it
- * never decides an answer. graphql-js has no lookahead of its own; the resolve info carries the field's nodes,
- * the document's fragments and the coerced variables, which is what Reference.events' arguments are made of.
+ * never decides an answer. The same lookahead tells whether the events' tag snapshots (`referenceTags`) are
+ * selected anywhere under those fields; when they are not, the page is read without them. graphql-js has no
+ * lookahead of its own; the resolve info carries the field's nodes, the document's fragments and the coerced
+ * variables, which is what Reference.events' arguments are made of.
  */
 
 /** The first page of events left for one reference object by the Query.reference that read it. */
