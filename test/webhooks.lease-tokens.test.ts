@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "@jest/globals";
-import type { AttemptReport } from "../src/domain/webhooks/webhook-delivery-service.ts";
+import type { AttemptReport } from "../src/domain/webhooks/delivery-attempts.ts";
 import { DATABASE_KINDS, ManualClock, startTestServices, type TestServices } from "./support/test-server.ts";
 
 /*

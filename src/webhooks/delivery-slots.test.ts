@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@jest/globals";
-import type { ClaimedDelivery } from "../domain/webhooks/webhook-delivery-service.ts";
+import type { ClaimedDelivery } from "../domain/webhooks/delivery-attempts.ts";
 import { DeliverySlots } from "./delivery-slots.ts";
 
 /* The worker's slots shared per organization, then per endpoint (issue 49.1). */

@@ -1,4 +1,4 @@
-import type { ClaimedDelivery } from "../domain/webhooks/webhook-delivery-service.ts";
+import type { ClaimedDelivery } from "../domain/webhooks/delivery-attempts.ts";
 
 /** What the next claim may take: room per endpoint already known, and whether a refill of them is due. */
 export interface ClaimRoom {

@@ -1,11 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../domain/shared/clock.ts";
-import {
-  withoutReceiverText,
-  type AttemptResult,
-  type AttemptToRecord,
-  type WebhookDeliveryService,
-} from "../domain/webhooks/webhook-delivery-service.ts";
+import { withoutReceiverText, type AttemptResult, type AttemptToRecord } from "../domain/webhooks/delivery-attempts.ts";
+import type { WebhookDeliveryService } from "../domain/webhooks/webhook-delivery-service.ts";
 
 /** Outcomes are recorded in batches of at most this many... */
 const RECORD_BATCH_SIZE = 128;

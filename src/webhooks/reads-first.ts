@@ -1,4 +1,4 @@
-import type { ClaimedDelivery } from "../domain/webhooks/webhook-delivery-service.ts";
+import type { ClaimedDelivery } from "../domain/webhooks/delivery-attempts.ts";
 
 /**
  * A delivery whose event occurred longer ago than this is backlog: a replay, a recovery, a re-send, a retry, a
