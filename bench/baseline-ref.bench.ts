@@ -23,6 +23,7 @@ import type { LoadGenerator, LoadResult, LoadSpec } from "./load.ts";
 import { prepareDatabase, readSpecs, ROW_NAMES, sampleIds } from "./data-path.bench.ts";
 import type { SeededData } from "./data-seed.ts";
 import { HELLO_QUERY } from "./baseline.ts";
+import { WriteFeed } from "./feed.ts";
 import { fmtInt, fmtRatio, table } from "./report-format.ts";
 import { startAnchorsChild, startReftrailChild, startServerChild, type ServerChild } from "./server-child.ts";
 import type { Kind } from "./seed.ts";
@@ -38,6 +39,8 @@ export interface BaselineSettings {
   readonly durationSeconds: number;
   readonly warmupSeconds: number;
   readonly rounds: number;
+  /** Extraction outcomes a second the feed rows POST beside the saturating GraphQL reads; 0: no feed rows. */
+  readonly feedRate: number;
 }
 
 /** The main of the round before this one (issue 47's comparison). */
@@ -135,6 +138,24 @@ export interface BaselineRow {
   readonly baseline: readonly number[];
 }
 
+/** A write feed's latency beside saturating reads, per round, on each side. */
+export interface FeedRow {
+  readonly kind: Kind;
+  readonly reads: string;
+  readonly current: readonly FeedRound[];
+  readonly baseline: readonly FeedRound[];
+}
+
+export interface FeedRound {
+  /** The reads' req/s while the feed wrote. */
+  readonly readsPerSecond: number;
+  /** The feed's latency, ms, from each write's scheduled time (no coordinated omission). */
+  readonly p50: number;
+  readonly p99: number;
+  /** Writes answered with something other than 2xx, or not at all. */
+  readonly failed: number;
+}
+
 export interface StageRow {
   readonly kind: Kind;
   readonly stage: string;
@@ -147,6 +168,7 @@ export interface BaselineReport {
   readonly sha: string;
   readonly anchors: Record<Kind, { readonly apollo: readonly number[]; readonly fastify: readonly number[] }>;
   readonly rows: BaselineRow[];
+  readonly feeds: FeedRow[];
   readonly stages: StageRow[];
 }
 
@@ -160,7 +182,9 @@ export async function runBaselineBench(settings: BaselineSettings, loads: LoadGe
       warmupSeconds: settings.warmupSeconds,
     });
   const rows: BaselineRow[] = [];
+  const feeds: FeedRow[] = [];
   const stages: StageRow[] = [];
+  const feed = new WriteFeed();
   const anchors = {} as BaselineReport["anchors"];
   for (const kind of settings.databases) {
     const anchorChild = await startAnchorsChild();
@@ -224,6 +248,7 @@ export async function runBaselineBench(settings: BaselineSettings, loads: LoadGe
         }
       }
       for (const [row, figures] of results) rows.push({ kind, row, ...figures });
+      if (settings.feedRate > 0) feeds.push(await feedRounds(kind, sides, specsOf, settings, feed, measure));
       // The stages of this checkout's server, one request at a time (no request waits for another, so each
       // stage's time is its own: the main thread's, and its database round trip where it has one).
       const timed = sides[0]!;
@@ -254,7 +279,50 @@ export async function runBaselineBench(settings: BaselineSettings, loads: LoadGe
       await anchorChild.stop();
     }
   }
-  return { ref: settings.ref, sha, anchors, rows, stages };
+  await feed.close();
+  return { ref: settings.ref, sha, anchors, rows, feeds, stages };
+}
+
+/**
+ * The GraphQL reference row again on each side, rounds alternating, while an open-loop feed POSTs extraction
+ * outcomes into random references of that side (as the data part's mixed rows): what a write waits for while
+ * reads saturate the server, on both builds in the same run.
+ */
+async function feedRounds(
+  kind: Kind,
+  sides: readonly Side[],
+  specsOf: ReadonlyMap<Side, Awaited<ReturnType<typeof readSpecs>>>,
+  settings: BaselineSettings,
+  feed: WriteFeed,
+  measure: (spec: Omit<LoadSpec, "connections">) => Promise<LoadResult>,
+): Promise<FeedRow> {
+  const figures = { current: [] as FeedRound[], baseline: [] as FeedRound[] };
+  for (let round = 0; round < settings.rounds; round++) {
+    for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
+      await feed.start({
+        origin: side.server.url,
+        paths: sampleIds(side.seeded.referenceIds).map((id) => `/v1/references/${id}/extractions`),
+        headers: { "X-API-Key": side.apiKey, "Content-Type": "application/json" },
+        body: JSON.stringify({ status: "succeeded" }),
+        ratePerSecond: settings.feedRate,
+      });
+      const reads = await measure(specsOf.get(side)!.reference).catch(async (error: unknown) => {
+        await feed.stop();
+        throw error;
+      });
+      const written = await feed.stop();
+      figures[side.label as "current" | "baseline"].push({
+        readsPerSecond: reads.rps,
+        p50: written.p50,
+        p99: written.p99,
+        failed: written.sent - written.ok,
+      });
+      log(
+        `${kind} round ${round + 1} ${side.label}: + ${settings.feedRate} writes/s, feed p99 ${written.p99.toFixed(1)} ms`,
+      );
+    }
+  }
+  return { kind, reads: ROW_NAMES.reference, ...figures };
 }
 
 const mean = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / Math.max(1, values.length);
@@ -289,6 +357,39 @@ export function formatBaseline(report: BaselineReport): string {
       [false, false, true, true, true, true, true],
     ),
   );
+  if (report.feeds.length > 0) {
+    lines.push(
+      "",
+      "Writes beside saturating reads: an open-loop feed of extraction outcomes while the GraphQL reference row " +
+        "runs; feed latency in ms from each write's scheduled time, per round",
+    );
+    const rounds = (figures: readonly FeedRound[], pick: (round: FeedRound) => string) => figures.map(pick).join(" / ");
+    lines.push(
+      table(
+        [
+          "db",
+          "current p50",
+          "current p99",
+          "baseline p50",
+          "baseline p99",
+          "current ÷ baseline p99",
+          "reads req/s, current; baseline",
+          "writes failed, current; baseline",
+        ],
+        report.feeds.map((row) => [
+          row.kind,
+          rounds(row.current, (r) => r.p50.toFixed(1)),
+          rounds(row.current, (r) => r.p99.toFixed(1)),
+          rounds(row.baseline, (r) => r.p50.toFixed(1)),
+          rounds(row.baseline, (r) => r.p99.toFixed(1)),
+          row.current.map((r, i) => fmtRatio(r.p99 / row.baseline[i]!.p99)).join(", "),
+          `${rounds(row.current, (r) => fmtInt(r.readsPerSecond))}; ${rounds(row.baseline, (r) => fmtInt(r.readsPerSecond))}`,
+          `${rounds(row.current, (r) => String(r.failed))}; ${rounds(row.baseline, (r) => String(r.failed))}`,
+        ]),
+        [false, true, true, true, true, true, true, true],
+      ),
+    );
+  }
   lines.push(
     "",
     "Pipeline stages (this checkout, GraphQL reference, fresh, one request at a time): µs per request " +

@@ -7,8 +7,10 @@
  *                  keys, `Cache-Control: no-cache`, anchors in the same run, the same reads under an open-loop
  *                  write feed, server peak RSS, the database time of one request
  *   baseline       this checkout ÷ an older commit (BENCH_BASELINE_REF, default the previous round's main), same
- *                  run, builds alternating, both databases; then the pipeline's stages, µs per request
- *                  (bench/baseline-ref.bench.ts; BENCH_BASELINE_ROUNDS, default 2)
+ *                  run, builds alternating, both databases; the reference row again on each side beside an
+ *                  open-loop write feed (BENCH_BASELINE_FEED_RATE writes/s, default BENCH_FEED_RATE; 0: none);
+ *                  then the pipeline's stages, µs per request (bench/baseline-ref.bench.ts; BENCH_BASELINE_ROUNDS,
+ *                  default 2)
  *   peer           PostGraphile 4 on the same PostgreSQL data, alternating rounds (bench/peer.bench.ts)
  *   cached         secondary: repeated requests that the read cache answers, and the lifecycle log's pages
  *                  (bench/cached-reads.bench.ts; `reads` is an alias)
@@ -150,6 +152,7 @@ async function main(): Promise<void> {
           durationSeconds: data.durationSeconds,
           warmupSeconds: data.warmupSeconds,
           rounds: intSetting("BENCH_BASELINE_ROUNDS", 2, 1),
+          feedRate: intSetting("BENCH_BASELINE_FEED_RATE", data.feedRate),
         },
         loads,
       );
