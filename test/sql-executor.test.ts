@@ -325,3 +325,38 @@ describe("plain reads on PostgreSQL's shared read connections", () => {
     }
   });
 });
+
+describe("units of work on PostgreSQL's own connections", () => {
+  let testDatabase: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    testDatabase = await createTestDatabase("postgres");
+    database = await openDatabase(testDatabase.url);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDatabase?.drop();
+  });
+
+  /** Three units at once, each on a connection of its own: the backends that ran them. */
+  const threeUnitsAtOnce = () =>
+    Promise.all(
+      Array.from({ length: 3 }, () =>
+        database.sql.transaction(async (unit) => {
+          const [[pid]] = (await unit.values(Prisma.sql`SELECT pg_backend_pid(), pg_sleep(0.05)`)) as [[number]];
+          return pid;
+        }),
+      ),
+    );
+
+  // node-postgres closes a pool's connections after 10 s idle; a burst of writes after a quiet spell then waited
+  // for new backends (src/store/sql/postgres-executor.ts).
+  it("keeps the units' connections open through a quiet spell, so the next burst finds them", async () => {
+    const before = await threeUnitsAtOnce();
+    expect(new Set(before).size).toBe(3);
+    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    const after = await threeUnitsAtOnce();
+    expect(new Set(after)).toEqual(new Set(before));
+  }, 30_000);
+});
