@@ -304,8 +304,8 @@ async function feedRounds(
     body: JSON.stringify({ status: "succeeded" }),
     ratePerSecond: settings.feedRate,
   });
-  // The write path warmed on each side first, as the reads were by the rows before, unmeasured: a server's first
-  // writes run its write code cold (its first second of writes took up to 0.8 s on either side, reads or none).
+  // The write path warmed on each side first, as the reads were by the rows before, unmeasured: the first writes
+  // run cold, the server's write code and the feed's own (its first second took up to 0.8 s on either side).
   for (const side of sides) {
     await feed.start(feedSpec(side));
     await new Promise((resolve) => setTimeout(resolve, (settings.warmupSeconds + 1) * 1000));
