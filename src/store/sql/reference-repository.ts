@@ -14,6 +14,7 @@ import {
 } from "./reference-rows.ts";
 import type { ReadOptions, SqlExecutor } from "./executor.ts";
 import { Prisma } from "./sql-template.ts";
+import { utf8Bytes } from "../../domain/shared/utf8.ts";
 import { isOneOf, valueTable } from "./value-lists.ts";
 import { literalLimit } from "./literal-limit.ts";
 
@@ -156,7 +157,7 @@ export class SqlReferenceRepository implements ReferenceRepository {
         json === null
           ? Buffer.alloc(0)
           : typeof json === "string"
-            ? Buffer.from(json)
+            ? utf8Bytes(json)
             : Buffer.from(json.buffer, json.byteOffset, json.byteLength),
       lastId,
       more: found > query.limit,
