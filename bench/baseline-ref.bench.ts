@@ -304,13 +304,7 @@ async function feedRounds(
     body: JSON.stringify({ status: "succeeded" }),
     ratePerSecond: settings.feedRate,
   });
-  // The write path warmed on each side first, as the reads were by the rows before, unmeasured: the first writes
-  // run cold, the server's write code and the feed's own (its first second took up to 0.8 s on either side).
-  for (const side of sides) {
-    await feed.start(feedSpec(side));
-    await new Promise((resolve) => setTimeout(resolve, (settings.warmupSeconds + 1) * 1000));
-    await feed.stop();
-  }
+  for (const side of sides) await feed.warm(feedSpec(side), settings.warmupSeconds + 1);
   for (let round = 0; round < settings.rounds; round++) {
     for (const side of round % 2 === 0 ? sides : [...sides].reverse()) {
       await feed.start(feedSpec(side));

@@ -368,10 +368,7 @@ async function mixedRows(
       body: JSON.stringify({ status: "succeeded" }),
       ratePerSecond: settings.feedRate,
     };
-    // The write path warmed first, unmeasured, as the reads were by the rows before (see baseline-ref.bench.ts).
-    await feed.start(feedSpec);
-    await new Promise((resolve) => setTimeout(resolve, (settings.warmupSeconds + 1) * 1000));
-    await feed.stop();
+    await feed.warm(feedSpec, settings.warmupSeconds + 1);
     for (const [key, anchor] of [
       ["reference", "apollo"],
       ["restPage", "fastify"],
